@@ -1,0 +1,186 @@
+"""Fixed-length numeric encodings for learning: the observation and per-action features.
+
+Everything is player-relative, float32 and bounded to [-1, 1]. The observation holds only
+what the observing player may know (own hand, both boards, public counts); never the
+opponent's hand or any deck order. Bump OBS_VERSION whenever a layout changes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .actions import ATTACK_BASE, ATTACK_TARGETS, BOARD_SLOTS, HAND_LIMIT, PLAY_BASE, PLAY_TARGETS, \
+    TARGET_ENEMY_HERO, TARGET_ENEMY_SLOT, TARGET_NONE, TARGET_OWN_HERO
+from .cards import AREA_SCOPES, CARDS, CHARGE, EFFECTS, KEYWORD_BIT, KEYWORDS, LETHAL, TARGET_RULES, WARD, BREAKTHROUGH
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .state import Creature, State
+
+OBS_VERSION = 1
+
+_KW = [f"kw_{k}" for k in KEYWORDS]
+CARD_FEATURES = (["present", "playable", "cost", "is_creature", "is_spell", "attack", "health", *_KW]
+                 + [f"effect_{e}" for e in EFFECTS] + ["amount", "buff_attack", "buff_health"]
+                 + [f"keyword_{k}" for k in KEYWORDS] + [f"target_{t}" for t in TARGET_RULES]
+                 + [f"scope_{s}" for s in AREA_SCOPES])
+CREATURE_FEATURES = ["present", "attack", "health", "max_health", *_KW, "can_attack", "sick", "attacked"]
+GLOBAL_FEATURES = ["own_hero_health", "enemy_hero_health", "own_mana", "own_max_mana", "enemy_max_mana",
+                   "own_hand_size", "enemy_hand_size", "own_deck_size", "enemy_deck_size", "own_fatigue",
+                   "enemy_fatigue", "turn", "is_my_turn", "i_started", "own_board_count", "enemy_board_count"]
+OBS_FEATURE_NAMES = (GLOBAL_FEATURES
+                     + [f"hand{h}_{f}" for h in range(HAND_LIMIT) for f in CARD_FEATURES]
+                     + [f"own{s}_{f}" for s in range(BOARD_SLOTS) for f in CREATURE_FEATURES]
+                     + [f"enemy{s}_{f}" for s in range(BOARD_SLOTS) for f in CREATURE_FEATURES])
+OBS_DIM = len(OBS_FEATURE_NAMES)
+
+TARGET_KINDS = ("none", "own_hero", "enemy_hero", "own_creature", "enemy_creature")
+ACTION_FEATURE_NAMES = (["is_end_turn", "is_play", "is_attack"]
+                        + [f"card_{f}" for f in CARD_FEATURES]
+                        + [f"attacker_{f}" for f in CREATURE_FEATURES]
+                        + [f"target_is_{k}" for k in TARGET_KINDS]
+                        + [f"target_{f}" for f in CREATURE_FEATURES]
+                        + ["target_hero_health", "mana_after", "kills_target", "attacker_dies", "enemy_hero_damage"])
+ACTION_FEATURE_DIM = len(ACTION_FEATURE_NAMES)
+
+_STAT = 12.0
+_CARD_N = len(CARD_FEATURES)
+_CREATURE_N = len(CREATURE_FEATURES)
+
+
+def _clip(x: float) -> float:
+    return 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
+
+
+def _card_static(card) -> tuple[float, ...]:
+    """Card features after ``present`` and ``playable`` (fixed per card, computed once)."""
+    creature = card.type == "creature"
+    vec = [card.cost / 10.0, float(creature), float(not creature),
+           _clip(card.attack / _STAT), _clip(card.health / _STAT)]
+    vec += [float(bool(card.keywords & KEYWORD_BIT[k])) for k in KEYWORDS]
+    vec += [float(card.effect == e) for e in EFFECTS]
+    vec += [_clip(card.amount / 10.0), _clip(card.buff_attack / 5.0), _clip(card.buff_health / 5.0)]
+    vec += [float(card.keyword == k) for k in KEYWORDS]
+    vec += [float(not creature and card.target == t) for t in TARGET_RULES]
+    vec += [float(card.scope == s) for s in AREA_SCOPES]
+    return tuple(vec)
+
+
+_CARD_STATIC = {card_id: _card_static(card) for card_id, card in CARDS.items()}
+_EMPTY_CARD = (0.0,) * _CARD_N
+_EMPTY_CREATURE = (0.0,) * _CREATURE_N
+_KW_BITS = tuple(KEYWORD_BIT[k] for k in KEYWORDS)
+
+
+def creature_features(c: "Creature | None") -> tuple[float, ...]:
+    if c is None:
+        return _EMPTY_CREATURE
+    kw = c.keywords
+    can_attack = c.attack > 0 and not c.attacked and (not c.sick or kw & CHARGE)
+    return (1.0, _clip(c.attack / _STAT), _clip(c.health / _STAT), _clip(c.max_health / _STAT),
+            *[1.0 if kw & bit else 0.0 for bit in _KW_BITS],
+            1.0 if can_attack else 0.0, 1.0 if c.sick else 0.0, 1.0 if c.attacked else 0.0)
+
+
+def observation(state: "State", player: int) -> np.ndarray:
+    if player not in (1, 2):
+        raise ValueError(f"player must be 1 or 2, got {player!r}")
+    me = state.players[player - 1]
+    opp = state.players[2 - player]
+    own_count = sum(c is not None for c in me.board)
+    vec = [me.hp / 30.0, opp.hp / 30.0, me.mana / 10.0, me.max_mana / 10.0, opp.max_mana / 10.0,
+           len(me.hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0, len(opp.deck) / 30.0,
+           min(me.fatigue / 10.0, 1.0), min(opp.fatigue / 10.0, 1.0), state.turn / 60.0,
+           1.0 if state.to_move == player else 0.0, 1.0 if state.starting_player == player else 0.0,
+           own_count / 6.0, sum(c is not None for c in opp.board) / 6.0]
+    vec = [_clip(x) for x in vec]
+    room = own_count < BOARD_SLOTS
+    for h in range(HAND_LIMIT):
+        if h < len(me.hand):
+            card = CARDS[me.hand[h]]
+            playable = card.cost <= me.mana and (room or card.type != "creature")
+            vec.append(1.0)
+            vec.append(1.0 if playable else 0.0)
+            vec.extend(_CARD_STATIC[card.id])
+        else:
+            vec.extend(_EMPTY_CARD)
+    for c in me.board:
+        vec.extend(creature_features(c))
+    for c in opp.board:
+        vec.extend(creature_features(c))
+    return np.asarray(vec, dtype=np.float32)
+
+
+def _would_kill(c: "Creature", amount: int, lethal: bool) -> bool:
+    return amount > 0 and not c.keywords & WARD and (lethal or amount >= c.health)
+
+
+def _one_action(state: "State", a: int) -> list[float]:
+    me_index = state.active
+    me = state.players[me_index]
+    opp = state.players[1 - me_index]
+    vec = [0.0] * ACTION_FEATURE_DIM
+    card_at = 3
+    attacker_at = card_at + _CARD_N
+    kind_at = attacker_at + _CREATURE_N
+    target_at = kind_at + len(TARGET_KINDS)
+    derived_at = target_at + _CREATURE_N  # target_hero_health, mana_after, kills, dies, hero damage
+    mana_after = me.mana
+    if a == 0:
+        vec[0] = 1.0
+        vec[kind_at] = 1.0
+    elif a < ATTACK_BASE:
+        vec[1] = 1.0
+        h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
+        if h < len(me.hand):
+            card = CARDS[me.hand[h]]
+            mana_after = me.mana - card.cost
+            vec[card_at:card_at + _CARD_N] = (1.0, 1.0, *_CARD_STATIC[card.id])
+            if t == TARGET_NONE:
+                vec[kind_at] = 1.0
+                if card.effect == "area_damage" and card.scope == "all_characters":
+                    vec[derived_at + 4] = _clip(card.amount / 30.0)
+            elif t in (TARGET_OWN_HERO, TARGET_ENEMY_HERO):
+                vec[kind_at + t] = 1.0
+                hero = me if t == TARGET_OWN_HERO else opp
+                vec[derived_at] = _clip(hero.hp / 30.0)
+                if card.effect == "damage" and t == TARGET_ENEMY_HERO:
+                    vec[derived_at + 2] = 1.0 if card.amount >= opp.hp else 0.0
+                    vec[derived_at + 4] = _clip(card.amount / 30.0)
+            else:
+                own = t < TARGET_ENEMY_SLOT
+                vec[kind_at + (3 if own else 4)] = 1.0
+                c = (me if own else opp).board[(t - 3) if own else (t - TARGET_ENEMY_SLOT)]
+                vec[target_at:target_at + _CREATURE_N] = creature_features(c)
+                if c is not None and card.effect == "damage":
+                    vec[derived_at + 2] = 1.0 if _would_kill(c, card.amount, False) else 0.0
+    else:
+        vec[2] = 1.0
+        slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
+        attacker = me.board[slot]
+        vec[attacker_at:attacker_at + _CREATURE_N] = creature_features(attacker)
+        if t == 0:
+            vec[kind_at + 2] = 1.0
+            vec[derived_at] = _clip(opp.hp / 30.0)
+            if attacker is not None:
+                vec[derived_at + 2] = 1.0 if attacker.attack >= opp.hp else 0.0
+                vec[derived_at + 4] = _clip(attacker.attack / 30.0)
+        else:
+            vec[kind_at + 4] = 1.0
+            defender = opp.board[t - 1]
+            vec[target_at:target_at + _CREATURE_N] = creature_features(defender)
+            if attacker is not None and defender is not None:
+                vec[derived_at + 2] = float(_would_kill(defender, attacker.attack, bool(attacker.keywords & LETHAL)))
+                vec[derived_at + 3] = float(_would_kill(attacker, defender.attack, bool(defender.keywords & LETHAL)))
+                if attacker.keywords & BREAKTHROUGH and not defender.keywords & WARD:
+                    vec[derived_at + 4] = _clip(max(0, attacker.attack - defender.health) / 30.0)
+    vec[derived_at + 1] = _clip(mana_after / 10.0)
+    return vec
+
+
+def action_features(state: "State", action_ids: list[int]) -> np.ndarray:
+    """Features of candidate actions for the player to move: float32 [len(ids), ACTION_FEATURE_DIM]."""
+    if not action_ids:
+        return np.zeros((0, ACTION_FEATURE_DIM), dtype=np.float32)
+    return np.asarray([_one_action(state, int(a)) for a in action_ids], dtype=np.float32)
