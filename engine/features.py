@@ -73,14 +73,43 @@ _EMPTY_CREATURE = (0.0,) * _CREATURE_N
 _KW_BITS = tuple(KEYWORD_BIT[k] for k in KEYWORDS)
 
 
+_CREATURE_CACHE: dict[tuple, tuple[float, ...]] = {}
+
+
 def creature_features(c: "Creature | None") -> tuple[float, ...]:
+    """Features of a board creature. Cached by its stats (a small domain), not by identity."""
     if c is None:
         return _EMPTY_CREATURE
-    kw = c.keywords
-    can_attack = c.attack > 0 and not c.attacked and (not c.sick or kw & CHARGE)
-    return (1.0, _clip(c.attack / _STAT), _clip(c.health / _STAT), _clip(c.max_health / _STAT),
-            *[1.0 if kw & bit else 0.0 for bit in _KW_BITS],
-            1.0 if can_attack else 0.0, 1.0 if c.sick else 0.0, 1.0 if c.attacked else 0.0)
+    key = c[2:]  # attack, health, max_health, keywords, sick, attacked
+    cached = _CREATURE_CACHE.get(key)
+    if cached is None:
+        kw = c.keywords
+        can_attack = c.attack > 0 and not c.attacked and (not c.sick or kw & CHARGE)
+        cached = (1.0, _clip(c.attack / _STAT), _clip(c.health / _STAT), _clip(c.max_health / _STAT),
+                  *[1.0 if kw & bit else 0.0 for bit in _KW_BITS],
+                  1.0 if can_attack else 0.0, 1.0 if c.sick else 0.0, 1.0 if c.attacked else 0.0)
+        if len(_CREATURE_CACHE) < 100_000:
+            _CREATURE_CACHE[key] = cached
+    return cached
+
+
+# Observation pieces as float32 arrays, so an observation is one np.concatenate.
+_HAND_PIECES = {(card_id, playable): np.array((1.0, float(playable), *static), dtype=np.float32)
+                for card_id, static in _CARD_STATIC.items() for playable in (False, True)}
+_EMPTY_CARD_PIECE = np.zeros(_CARD_N, dtype=np.float32)
+_CREATURE_PIECES: dict[tuple, np.ndarray] = {}
+_EMPTY_CREATURE_PIECE = np.zeros(_CREATURE_N, dtype=np.float32)
+
+
+def _creature_piece(c: "Creature | None") -> np.ndarray:
+    if c is None:
+        return _EMPTY_CREATURE_PIECE
+    piece = _CREATURE_PIECES.get(c[2:])
+    if piece is None:
+        piece = np.array(creature_features(c), dtype=np.float32)
+        if len(_CREATURE_PIECES) < 100_000:
+            _CREATURE_PIECES[c[2:]] = piece
+    return piece
 
 
 def observation(state: "State", player: int) -> np.ndarray:
@@ -88,28 +117,23 @@ def observation(state: "State", player: int) -> np.ndarray:
         raise ValueError(f"player must be 1 or 2, got {player!r}")
     me = state.players[player - 1]
     opp = state.players[2 - player]
-    own_count = sum(c is not None for c in me.board)
-    vec = [me.hp / 30.0, opp.hp / 30.0, me.mana / 10.0, me.max_mana / 10.0, opp.max_mana / 10.0,
-           len(me.hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0, len(opp.deck) / 30.0,
-           min(me.fatigue / 10.0, 1.0), min(opp.fatigue / 10.0, 1.0), state.turn / 60.0,
-           1.0 if state.to_move == player else 0.0, 1.0 if state.starting_player == player else 0.0,
-           own_count / 6.0, sum(c is not None for c in opp.board) / 6.0]
-    vec = [_clip(x) for x in vec]
+    own_count = BOARD_SLOTS - me.board.count(None)
+    head = np.array([_clip(x) for x in (
+        me.hp / 30.0, opp.hp / 30.0, me.mana / 10.0, me.max_mana / 10.0, opp.max_mana / 10.0,
+        len(me.hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0, len(opp.deck) / 30.0,
+        me.fatigue / 10.0, opp.fatigue / 10.0, state.turn / 60.0,
+        1.0 if state.to_move == player else 0.0, 1.0 if state.starting_player == player else 0.0,
+        own_count / 6.0, (BOARD_SLOTS - opp.board.count(None)) / 6.0)], dtype=np.float32)
     room = own_count < BOARD_SLOTS
-    for h in range(HAND_LIMIT):
-        if h < len(me.hand):
-            card = CARDS[me.hand[h]]
-            playable = card.cost <= me.mana and (room or card.type != "creature")
-            vec.append(1.0)
-            vec.append(1.0 if playable else 0.0)
-            vec.extend(_CARD_STATIC[card.id])
-        else:
-            vec.extend(_EMPTY_CARD)
-    for c in me.board:
-        vec.extend(creature_features(c))
-    for c in opp.board:
-        vec.extend(creature_features(c))
-    return np.asarray(vec, dtype=np.float32)
+    mana = me.mana
+    pieces = [head]
+    for card_id in me.hand:
+        card = CARDS[card_id]
+        pieces.append(_HAND_PIECES[card_id, card.cost <= mana and (room or card.type != "creature")])
+    pieces += [_EMPTY_CARD_PIECE] * (HAND_LIMIT - len(me.hand))
+    pieces += [_creature_piece(c) for c in me.board]
+    pieces += [_creature_piece(c) for c in opp.board]
+    return np.concatenate(pieces)
 
 
 def _would_kill(c: "Creature", amount: int, lethal: bool) -> bool:

@@ -26,8 +26,8 @@ def creature_json(c: "Creature", slot: int) -> dict[str, Any]:
 
 
 def _creature_label(c: "Creature", slot: int) -> str:
-    kws = mask_to_keywords(c.keywords)
-    return f"{CARDS[c.card_id].name} (slot {slot}, {c.attack}/{c.health}{' ' + ' '.join(kws) if kws else ''})"
+    kws = " ".join(mask_to_keywords(c.keywords)) if c.keywords else ""
+    return f"{CARDS[c.card_id].name} (slot {slot}, {c.attack}/{c.health}{' ' + kws if kws else ''})"
 
 
 def _target_json(state: "State", spec: dict[str, Any]) -> dict[str, Any]:
@@ -43,18 +43,6 @@ def _target_json(state: "State", spec: dict[str, Any]) -> dict[str, Any]:
         if c is not None:
             target.update(uid=c.uid, card_id=c.card_id, name=CARDS[c.card_id].name)
     return target
-
-
-def _target_text(state: "State", target: dict[str, Any]) -> str:
-    kind = target["kind"]
-    if kind == "none":
-        return ""
-    if kind in ("own_hero", "enemy_hero"):
-        return f"{'your' if kind == 'own_hero' else 'the enemy'} hero ({target['hero_health']} health)"
-    side = "your" if kind == "own_creature" else "enemy"
-    board = state.players[state.active if kind == "own_creature" else 1 - state.active].board
-    c = board[target["slot"]]
-    return f"{side} {_creature_label(c, target['slot'])}" if c is not None else f"{side} slot {target['slot']} (empty)"
 
 
 def action_json(state: "State", action_id: int) -> dict[str, Any]:
@@ -76,28 +64,42 @@ def action_json(state: "State", action_id: int) -> dict[str, Any]:
     return out
 
 
+_CARD_TEXT = {card_id: f"{card.name} ({card.cost} mana, {card.text()})" for card_id, card in CARDS.items()}
+
+
+def _describe_target(state: "State", t: int) -> str:
+    """Play target ``t`` (1..14) as seen by the player to move."""
+    if t <= 2:
+        hero = state.players[state.active if t == 1 else 1 - state.active]
+        return f"{'your' if t == 1 else 'the enemy'} hero ({hero.hp} health)"
+    own = t < TARGET_ENEMY_SLOT
+    slot = t - (TARGET_OWN_SLOT if own else TARGET_ENEMY_SLOT)
+    c = state.players[state.active if own else 1 - state.active].board[slot]
+    side = "your" if own else "enemy"
+    return f"{side} {_creature_label(c, slot)}" if c is not None else f"{side} slot {slot} (empty)"
+
+
 def describe_action(state: "State", action_id: int) -> str:
-    """One readable line, e.g. ``Play Firebolt (1 mana: deal 2 damage to any character) on the enemy hero``."""
-    a = check_action_id(action_id)
+    """One readable line, e.g. ``Play Firebolt (1 mana, deal 2 damage to any character) on the enemy hero``."""
+    a = action_id if type(action_id) is int and 0 <= action_id < 163 else check_action_id(action_id)
     if a == 0:
         return "End turn"
     me = state.players[state.active]
     if a < ATTACK_BASE:
         h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
-        spec = decode_action(a)
         if h >= len(me.hand):
             return f"Play hand slot {h} (empty)"
-        card = CARDS[me.hand[h]]
-        text = f"Play {card.name} ({card.cost} mana, {card.text()})"
-        if card.type == "creature":
+        card_id = me.hand[h]
+        text = "Play " + _CARD_TEXT[card_id]
+        if CARDS[card_id].type == "creature" or t == 0:
             return text
-        target = _target_text(state, _target_json(state, spec["target"]))
-        return f"{text} on {target}" if target else text
+        return f"{text} on {_describe_target(state, t)}"
     slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
     c = me.board[slot]
     who = _creature_label(c, slot) if c is not None else f"slot {slot} (empty)"
-    spec = decode_action(a)
-    return f"Attack with {who} -> {_target_text(state, _target_json(state, spec['target']))}"
+    if t == 0:
+        return f"Attack with {who} -> the enemy hero ({state.players[1 - state.active].hp} health)"
+    return f"Attack with {who} -> {_describe_target(state, TARGET_ENEMY_SLOT + t - 1)}"
 
 
 def _side(state: "State", index: int, hidden: bool) -> dict[str, Any]:
@@ -159,6 +161,8 @@ def _board_line(board: list) -> str:
 
 def render(state: "State", player: int) -> str:
     """A short text picture of the board from ``player``'s side (no hidden information)."""
+    if player not in (1, 2) or isinstance(player, bool):
+        raise ValueError(f"player must be 1 or 2, got {player!r}")
     me = state.players[player - 1]
     opp = state.players[2 - player]
     if state.is_terminal:

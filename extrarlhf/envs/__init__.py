@@ -1,0 +1,25 @@
+"""RL ecosystem wrappers for ExtraArena: a PettingZoo AEC env and a Gymnasium single-seat env.
+
+Importing this package needs the optional ``rl`` extra (``pip install 'extrarlhf[rl]'``,
+which brings gymnasium and pettingzoo); the rest of extrarlhf never imports them.
+Importing it also registers the Gymnasium id ``"ExtraArena-v1"``, so
+``gymnasium.make("ExtraArena-v1")`` works after ``import extrarlhf.envs`` and
+``gymnasium.make("extrarlhf.envs:ExtraArena-v1")`` works without it.
+
+* :class:`ArenaAECEnv` (and :func:`aec_env`, the same behind PettingZoo's
+  OrderEnforcingWrapper): both seats, agents ``player_1`` / ``player_2``.
+* :class:`ArenaGymEnv`: one seat against a baseline or a policy object.
+"""
+
+try:
+    from .aec import ArenaAECEnv
+    from .aec import env as aec_env
+    from .gym_single import ENV_ID, ArenaGymEnv
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
+    if exc.name not in ("gymnasium", "pettingzoo"):
+        raise
+    raise ModuleNotFoundError(
+        f"extrarlhf.envs needs the optional 'rl' extra ({exc.name} is not installed): "
+        "pip install 'extrarlhf[rl]'", name=exc.name) from exc
+
+__all__ = ["ENV_ID", "ArenaAECEnv", "ArenaGymEnv", "aec_env"]

@@ -1,0 +1,186 @@
+"""PettingZoo AEC environment for ExtraArena battles (needs the ``rl`` extra).
+
+Agents are ``"player_1"`` and ``"player_2"`` (engine players 1 and 2). A turn is many
+actions ended by END_TURN, so the same agent is usually selected several times in a row:
+``agent_selection`` simply follows the engine's ``to_move``.
+
+* Observation of an agent: ``{"observation": float32[OBS_DIM] in [-1, 1] (that player's
+  view, no hidden information), "action_mask": int8[163]}``. The mask is all zeros for the
+  agent that is not to move and once the battle is over (as in PettingZoo's classic envs).
+* Rewards: +1 win / -1 loss / 0 draw, given when the battle ends; 0 otherwise.
+* Terminations: both agents when the battle ends. Truncations are always False: the
+  engine's turn limit is a real end of the game (a draw), not a time limit.
+* An illegal action raises :class:`engine.IllegalActionError` naming the legal ids; it is
+  never replaced. For "illegal move loses" semantics wrap the env in PettingZoo's
+  ``pettingzoo.utils.wrappers.TerminateIllegalWrapper(env, illegal_reward=-1)``, which
+  reads the ``action_mask`` this env already provides.
+* Seeding: ``reset(seed=s)`` plays ``engine.new_battle(s)`` (the same battle as the engine
+  with that seed) and reseeds the env's own generator with ``s``; ``reset()`` draws the
+  battle seed from that generator (seeded at construction or at the last seeded reset).
+  Global random state is never used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.utils import seeding
+from pettingzoo import AECEnv
+from pettingzoo.utils import wrappers
+
+import engine
+from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, State
+from engine.actions import check_action_id
+
+AGENTS: tuple[str, str] = ("player_1", "player_2")
+_SEED_BOUND = 2**63 - 1  # battle seeds drawn by the env are non-negative int64 values
+
+
+def draw_battle_seed(rng: np.random.Generator) -> int:
+    """A battle seed drawn from an env's own generator (never global random state)."""
+    return int(rng.integers(0, _SEED_BOUND))
+
+
+def is_legal(state: State, action: Any) -> bool:
+    """Whether ``action`` is a legal action id for the player to move (False for non-ids)."""
+    if action is None:
+        return False
+    try:
+        action_id = check_action_id(action)
+    except IllegalActionError:
+        return False
+    return bool(state.legal_action_mask()[action_id])
+
+
+def illegal_action_message(state: State, action: Any, who: str) -> str:
+    """Why ``action`` is refused, always ending with the legal ids (shared by both envs)."""
+    legal = state.legal_actions()
+    if action is None:
+        return f"{who}: action None is only valid for an agent that is done; legal action ids now: {legal}"
+    try:
+        check_action_id(action)
+    except IllegalActionError as exc:  # not an id at all (wrong type or outside 0..162)
+        return f"{who}: {exc}; legal action ids now: {legal}"
+    try:
+        state.clone().apply(action)
+    except IllegalActionError as exc:  # the engine's reason already ends with the legal ids
+        return f"{who}: {exc}"
+    raise AssertionError(f"action {action!r} is legal")  # callers only ask about refused actions
+
+
+def check_render_mode(render_mode: str | None, modes: list[str]) -> str | None:
+    if render_mode is not None and render_mode not in modes:
+        raise ValueError(f"render_mode must be None or one of {modes}, got {render_mode!r}")
+    return render_mode
+
+
+class ArenaAECEnv(AECEnv):
+    """Two-seat ExtraArena battle as a PettingZoo AEC environment (see the module doc).
+
+    ``env.battle`` is the live engine :class:`engine.State` (read it, do not mutate it: use
+    ``env.battle.clone()`` to search) and ``env.battle_seed`` the seed of the current battle.
+    ``options`` of :meth:`reset` are accepted for API compatibility and currently unused.
+    """
+
+    metadata = {"name": "extraarena_v1", "is_parallelizable": False, "render_modes": ["ansi"]}
+
+    def __init__(self, render_mode: str | None = None, seed: int | None = None) -> None:
+        super().__init__()
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
+        self.possible_agents = list(AGENTS)
+        self.agents = []
+        self._player = {agent: i + 1 for i, agent in enumerate(AGENTS)}
+        self._agent = {i + 1: agent for i, agent in enumerate(AGENTS)}
+        self.action_spaces = {agent: spaces.Discrete(ACTION_SPACE_SIZE) for agent in AGENTS}
+        self.observation_spaces = {
+            agent: spaces.Dict({
+                "observation": spaces.Box(-1.0, 1.0, (OBS_DIM,), np.float32),
+                "action_mask": spaces.Box(0, 1, (ACTION_SPACE_SIZE,), np.int8),
+            })
+            for agent in AGENTS
+        }
+        self._np_random, _ = seeding.np_random(seed)
+        self._state: State | None = None
+        self.battle_seed: int | None = None
+
+    # ------------------------------------------------------------------ spaces
+    def observation_space(self, agent: str) -> spaces.Dict:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        return self.action_spaces[agent]
+
+    @property
+    def battle(self) -> State:
+        if self._state is None:
+            raise RuntimeError("call reset() before using the environment")
+        return self._state
+
+    # ------------------------------------------------------------------ API
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if seed is not None:
+            self._np_random, _ = seeding.np_random(seed)
+            self.battle_seed = int(seed)
+        else:
+            self.battle_seed = draw_battle_seed(self._np_random)
+        self._state = engine.new_battle(self.battle_seed)
+        self.agents = list(self.possible_agents)
+        self.rewards = dict.fromkeys(self.agents, 0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {agent: {} for agent in self.agents}
+        self.agent_selection = self._agent[self._state.to_move]
+        self._skip_agent_selection = None
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        state = self.battle
+        player = self._player[agent]
+        mask = state.legal_action_mask().astype(np.int8) if state.to_move == player \
+            else np.zeros(ACTION_SPACE_SIZE, dtype=np.int8)
+        return {"observation": state.observation(player), "action_mask": mask}
+
+    def step(self, action: int | None) -> None:
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)  # the API's way: a done agent steps with None and leaves
+            return
+        state = self.battle
+        player = self._player[agent]
+        assert state.to_move == player, f"agent_selection {agent} is out of sync with the engine"
+        if not is_legal(state, action):
+            raise IllegalActionError(illegal_action_message(state, action, f"{agent} (player {player})"))
+        self._cumulative_rewards[agent] = 0
+        self._clear_rewards()
+        state.apply(action)
+        if state.is_terminal:
+            other = self._agent[3 - player]
+            for a in self.agents:
+                self.rewards[a] = 0 if state.winner == 0 else (1 if self._player[a] == state.winner else -1)
+                self.infos[a] = {"winner": state.winner, "end_reason": state.end_reason, "turn": state.turn}
+            self.terminations = dict.fromkeys(self.agents, True)
+            self.agent_selection = other  # both are done; each now steps with None
+        else:
+            self.agent_selection = self._agent[state.to_move]
+        self._accumulate_rewards()
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            gymnasium.logger.warn("render() was called without a render_mode; use render_mode='ansi'")
+            return None
+        return self.battle.render(self._player[self.agent_selection])
+
+    def close(self) -> None:
+        """Nothing to release (no window, no process)."""
+
+
+def env(**kwargs: Any) -> AECEnv:
+    """``ArenaAECEnv`` behind PettingZoo's OrderEnforcingWrapper, as the classic ``env()`` factories do.
+
+    No TerminateIllegalWrapper or AssertOutOfBoundsWrapper: the raw env already refuses
+    illegal and out-of-range actions with a clear error.
+    """
+    return wrappers.OrderEnforcingWrapper(ArenaAECEnv(**kwargs))

@@ -1,0 +1,129 @@
+"""L1 campaigns: N auto-played (``rl``) battles into a group, on bounded worker processes.
+
+Battle ``i`` of a series gets the seed ``series_seed(base_seed, i)`` and a deterministic
+battle id, so traces are the same whatever ``max_workers`` is. A series is resumable: run it
+again (or with a larger ``n_battles``) and it plays only what is missing; battles cut off by
+a killed process show as ``unfinished`` in the catalog until then.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable
+
+from engine import derive_seed
+
+from . import codenames
+from .actors import resolve_actor
+from .errors import InvalidArgument
+from .match import Match, check_seed, configuration, resolve_players
+from .readiness import ReadinessPolicy
+from .sessions import FINAL_STATUSES, SessionStore, check_name
+
+MAX_BATTLES = 1_000_000
+MAX_WORKERS = 64
+SUMMARY_EVERY_S = 5.0
+
+Progress = Callable[[int, int], None]
+
+
+def series_seed(base_seed: int, index: int) -> int:
+    """Seed of battle ``index`` of a series (63-bit, fits a PostgreSQL bigint)."""
+    return derive_seed(base_seed, f"series:{index}") >> 1
+
+
+def play_series_battle(sessions_dir: str, group: str, index: int, seed: int, p1_model: str, opponent: str,
+                       codename: str | None) -> dict[str, Any]:
+    """Play and publish one series battle; returns its catalog entry. Runs in a worker."""
+    store = SessionStore(sessions_dir)
+    match = Match(store, group, index, seed, "rl", resolve_actor(opponent, "opponent"),
+                  resolve_actor(p1_model, "p1_model"), codename)
+    store.append_catalog(group, match.catalog_entry("started"))
+    try:
+        match.run()
+    except Exception as exc:  # a bug in a policy or the engine: keep the evidence, mark the battle
+        match.crash(exc)
+        return match.catalog_entry("crashed")
+    match.finish()
+    return match.catalog_entry("finished")
+
+
+def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidArgument(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int, *,
+               p1_model: str = "baseline:greedy", opponent: str = "baseline:greedy", seed: int = 0,
+               max_workers: int = 1, codename: str | None = None, progress: Progress | None = None,
+               readiness: ReadinessPolicy | None = None) -> dict[str, Any]:
+    """Run (or resume) a series; returns ``{"ran", "skipped", "summary", ...}``.
+
+    ``max_workers`` 1 plays in this process; more uses that many worker processes.
+    The codename, if given, is claimed for the whole series and released at the end.
+    """
+    check_name(group, "group")
+    n_battles = _check_int(n_battles, "n_battles", 1, MAX_BATTLES)
+    max_workers = _check_int(max_workers, "max_workers", 1, MAX_WORKERS)
+    seed = check_seed(seed)
+    _, opponent_actor, p1_actor = resolve_players("rl", opponent, p1_model)
+    store = SessionStore(sessions_dir)
+    store.root.mkdir(parents=True, exist_ok=True)
+    lease = codenames.claim(store.root, codename, group) if codename else None
+    try:
+        store.ensure_group(group, configuration("rl", opponent_actor, p1_actor),
+                           {"mode": "series", "base_seed": seed, "n_battles": n_battles}, codename)
+        store.remove_stale_temp(group)
+        done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES}
+        todo = [i for i in range(n_battles) if i not in done]
+        started = time.perf_counter()
+        jobs = [(str(store.root), group, i, series_seed(seed, i), p1_actor.spec, opponent_actor.spec, codename)
+                for i in todo]
+        _execute(jobs, max_workers, store, group, lease, progress)
+        summary = store.write_summary(group, readiness)
+        elapsed = time.perf_counter() - started
+    finally:
+        if lease:
+            codenames.release(store.root, codename)
+    return {"group": group, "ran": len(todo), "skipped": n_battles - len(todo), "n_battles": n_battles,
+            "seconds": round(elapsed, 3), "battles_per_s": round(len(todo) / elapsed, 2) if elapsed and todo else None,
+            "codename": codename, "summary": summary}
+
+
+def _execute(jobs: list[tuple], max_workers: int, store: SessionStore, group: str, lease: dict | None,
+             progress: Progress | None) -> None:
+    total = len(jobs)
+    finished = 0
+    last_summary = time.monotonic()
+
+    def tick() -> None:
+        nonlocal last_summary
+        if progress is not None:
+            progress(finished, total)
+        if time.monotonic() - last_summary >= SUMMARY_EVERY_S:
+            if lease:
+                codenames.heartbeat(store.root, lease["codename"])
+            store.write_summary(group)
+            last_summary = time.monotonic()
+
+    if max_workers == 1 or total <= 1:
+        for job in jobs:
+            play_series_battle(*job)
+            finished += 1
+            tick()
+        return
+    # forkserver: workers fork from a clean server process, never from this (maybe threaded) one.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["extrarlhf.series"])
+    with ProcessPoolExecutor(max_workers=min(max_workers, total), mp_context=context) as pool:
+        pending = {pool.submit(play_series_battle, *job) for job in jobs}
+        while pending:
+            ready, pending = wait(pending, timeout=SUMMARY_EVERY_S, return_when=FIRST_COMPLETED)
+            for future in ready:
+                future.result()
+                finished += 1
+            tick()
