@@ -53,8 +53,12 @@ def keywords_to_mask(names: Iterable[str]) -> int:
     return mask
 
 
+_MASK_NAMES = tuple(tuple(name for name in KEYWORDS if mask & KEYWORD_BIT[name]) for mask in range(1 << len(KEYWORDS)))
+
+
 def mask_to_keywords(mask: int) -> list[str]:
-    return [name for name in KEYWORDS if mask & KEYWORD_BIT[name]]
+    """Keyword names of a bitmask, in KEYWORDS order."""
+    return list(_MASK_NAMES[mask])
 
 
 @dataclass(frozen=True, slots=True)

@@ -529,6 +529,9 @@ class State:
     def describe_action(self, action_id: int) -> str:
         return views.describe_action(self, action_id)
 
+    def describe_actions(self, action_ids: list[int]) -> list[str]:
+        return views.describe_actions(self, action_ids)
+
     def action_json(self, action_id: int) -> dict[str, Any]:
         return views.action_json(self, action_id)
 

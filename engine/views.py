@@ -25,9 +25,18 @@ def creature_json(c: "Creature", slot: int) -> dict[str, Any]:
             "can_attack": c.can_attack}
 
 
+_LABELS: dict[tuple, str] = {}
+
+
 def _creature_label(c: "Creature", slot: int) -> str:
-    kws = " ".join(mask_to_keywords(c.keywords)) if c.keywords else ""
-    return f"{CARDS[c.card_id].name} (slot {slot}, {c.attack}/{c.health}{' ' + kws if kws else ''})"
+    key = (c.card_id, c.attack, c.health, c.keywords, slot)
+    label = _LABELS.get(key)
+    if label is None:
+        kws = " ".join(mask_to_keywords(c.keywords))
+        label = f"{CARDS[c.card_id].name} (slot {slot}, {c.attack}/{c.health}{' ' + kws if kws else ''})"
+        if len(_LABELS) < 100_000:
+            _LABELS[key] = label
+    return label
 
 
 def _target_json(state: "State", spec: dict[str, Any]) -> dict[str, Any]:
@@ -67,39 +76,48 @@ def action_json(state: "State", action_id: int) -> dict[str, Any]:
 _CARD_TEXT = {card_id: f"{card.name} ({card.cost} mana, {card.text()})" for card_id, card in CARDS.items()}
 
 
-def _describe_target(state: "State", t: int) -> str:
-    """Play target ``t`` (1..14) as seen by the player to move."""
-    if t <= 2:
-        hero = state.players[state.active if t == 1 else 1 - state.active]
-        return f"{'your' if t == 1 else 'the enemy'} hero ({hero.hp} health)"
-    own = t < TARGET_ENEMY_SLOT
-    slot = t - (TARGET_OWN_SLOT if own else TARGET_ENEMY_SLOT)
-    c = state.players[state.active if own else 1 - state.active].board[slot]
-    side = "your" if own else "enemy"
-    return f"{side} {_creature_label(c, slot)}" if c is not None else f"{side} slot {slot} (empty)"
+def _target_texts(state: "State") -> list[str]:
+    """Text of every play target 0..14 as seen by the player to move (index = target id)."""
+    me = state.players[state.active]
+    opp = state.players[1 - state.active]
+    texts = ["", f"your hero ({me.hp} health)", f"the enemy hero ({opp.hp} health)"]
+    for side, board in (("your", me.board), ("enemy", opp.board)):
+        texts += [f"{side} {_creature_label(c, slot)}" if c is not None else f"{side} slot {slot} (empty)"
+                  for slot, c in enumerate(board)]
+    return texts
+
+
+def describe_actions(state: "State", action_ids: list[int]) -> list[str]:
+    """Readable lines for several actions of the player to move (shares the board texts)."""
+    me = state.players[state.active]
+    targets: list[str] | None = None
+    out = []
+    for action_id in action_ids:
+        a = action_id if type(action_id) is int and 0 <= action_id < 163 else check_action_id(action_id)
+        if a == 0:
+            out.append("End turn")
+            continue
+        if targets is None:
+            targets = _target_texts(state)
+        if a < ATTACK_BASE:
+            h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
+            if h >= len(me.hand):
+                out.append(f"Play hand slot {h} (empty)")
+                continue
+            card_id = me.hand[h]
+            text = "Play " + _CARD_TEXT[card_id]
+            out.append(text if CARDS[card_id].type == "creature" or t == 0 else f"{text} on {targets[t]}")
+            continue
+        slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
+        c = me.board[slot]
+        who = _creature_label(c, slot) if c is not None else f"slot {slot} (empty)"
+        out.append(f"Attack with {who} -> {targets[2 if t == 0 else TARGET_ENEMY_SLOT + t - 1]}")
+    return out
 
 
 def describe_action(state: "State", action_id: int) -> str:
-    """One readable line, e.g. ``Play Firebolt (1 mana, deal 2 damage to any character) on the enemy hero``."""
-    a = action_id if type(action_id) is int and 0 <= action_id < 163 else check_action_id(action_id)
-    if a == 0:
-        return "End turn"
-    me = state.players[state.active]
-    if a < ATTACK_BASE:
-        h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
-        if h >= len(me.hand):
-            return f"Play hand slot {h} (empty)"
-        card_id = me.hand[h]
-        text = "Play " + _CARD_TEXT[card_id]
-        if CARDS[card_id].type == "creature" or t == 0:
-            return text
-        return f"{text} on {_describe_target(state, t)}"
-    slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
-    c = me.board[slot]
-    who = _creature_label(c, slot) if c is not None else f"slot {slot} (empty)"
-    if t == 0:
-        return f"Attack with {who} -> the enemy hero ({state.players[1 - state.active].hp} health)"
-    return f"Attack with {who} -> {_describe_target(state, TARGET_ENEMY_SLOT + t - 1)}"
+    """One readable line, e.g. ``Play Firebolt (1 mana, deal 2 damage to any character) on the enemy hero (30 health)``."""
+    return describe_actions(state, [action_id])[0]
 
 
 def _side(state: "State", index: int, hidden: bool) -> dict[str, Any]:

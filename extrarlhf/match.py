@@ -71,18 +71,21 @@ class Match:
         if p1_model is not None:
             self.policies[1] = p1_model.make_policy(derive_seed(seed, "policy-p1"))
         decks = self.state.decks
+        self.deck_ids = [engine.deck_id(decks[0]), engine.deck_id(decks[1])]
         header = {
             "battle_id": self.battle_id, "group": group, "index": index, "seed": seed,
             "ruleset": engine.RULESET, "engine_version": engine.ENGINE_VERSION,
             "obs_version": engine.OBS_VERSION, "state_schema_version": engine.STATE_SCHEMA_VERSION,
             "decks": {"p1": list(decks[0]), "p2": list(decks[1])},
-            "deck_ids": {"p1": engine.deck_id(decks[0]), "p2": engine.deck_id(decks[1])},
+            "deck_ids": {"p1": self.deck_ids[0], "p2": self.deck_ids[1]},
             "starting_player": self.state.starting_player,
             "p1_actor_type": p1_actor_type, "battle_tag": self.tag, "codename": codename,
             "actors": {"p1": self.actors[1], "p2": self.actors[2]},
         }
         self.recorder = BattleRecorder(header, self.state)
         self.status = "active"
+        self.abandon_reason: str | None = None
+        self.refresh_summary = False  # one-by-one matches refresh summary.json; series do it in bulk
         self.paths: dict[str, str] | None = None
         self._shown_at = time.perf_counter()
 
@@ -105,12 +108,10 @@ class Match:
                              "match_finished")
 
     def _record(self, action_id: int, latency_s: float, rationale: str | None = None) -> list[dict]:
-        before = self.state.clone()
-        legal = before.legal_actions()
-        descriptions = [before.describe_action(a) for a in legal]
+        record = self.recorder.begin(self.state, action_id, self.actors[self.state.active + 1],
+                                     latency_s=latency_s, rationale=rationale)
         events = self.state.apply(action_id)
-        self.recorder.record(before, action_id, self.state, events, self.actors[before.active + 1], legal=legal,
-                             descriptions=descriptions, latency_s=latency_s, rationale=rationale)
+        self.recorder.end(record, self.state, events)
         return events
 
     def submit(self, action_id: Any, rationale: str | None = None) -> list[dict[str, Any]]:
@@ -164,6 +165,9 @@ class Match:
     def abandon(self, reason: str = "abandoned by the caller") -> dict[str, Any]:
         """Stop a battle early; its trace is kept, marked abandoned, never training-ready."""
         self._require_active()
+        if not isinstance(reason, str) or len(reason) > MAX_RATIONALE_CHARS:
+            raise InvalidArgument(f"reason must be text of at most {MAX_RATIONALE_CHARS} characters")
+        self.abandon_reason = reason
         return self._publish("abandoned", reason)
 
     def crash(self, error: BaseException) -> dict[str, Any]:
@@ -177,6 +181,8 @@ class Match:
         hashes = self.store.write_battle(self.group, self.battle_id, files)
         entry = self.catalog_entry(status, hashes)
         self.store.append_catalog(self.group, entry)
+        if self.refresh_summary:
+            self.store.write_summary(self.group)
         self.status = status
         battle_dir = self.store.battle_dir(self.group, self.battle_id)
         self.paths = {name: str(battle_dir / "v5" / name) for name in hashes}
@@ -193,14 +199,15 @@ class Match:
             "degraded": self.recorder.degraded if final else None,
             "policy_warnings": len(self.recorder.policy_warnings) if final else None,
             "weights_hashes": sorted({a["weights_hash"] for a in self.actors.values() if a["weights_hash"]}),
-            "deck_ids": [engine.deck_id(d) for d in self.state.decks],
+            "deck_ids": self.deck_ids,
             "files": hashes,
         }
 
     def result(self) -> dict[str, Any]:
         return {
             "battle_id": self.battle_id, "group": self.group, "status": self.status, "done": self.done,
-            "winner": self.state.winner, "reason": self.state.end_reason, "turns": self.state.turn,
+            "winner": self.state.winner, "reason": self.state.end_reason or self.abandon_reason,
+            "turns": self.state.turn,
             "decisions": len(self.recorder.actions), "battle_tag": self.tag,
             "degraded": self.recorder.degraded, "policy_warnings": list(self.recorder.policy_warnings),
             "paths": self.paths,
@@ -225,6 +232,7 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
         if seed is None:
             seed = derive_seed(index, f"group:{group}") >> 1
         match = Match(store, group, index, seed, p1_actor_type, opponent_actor, p1_actor, codename)
+        match.refresh_summary = True
         store.append_catalog(group, match.catalog_entry("started"))
     if p1_actor_type != "rl":
         match.advance()

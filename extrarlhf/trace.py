@@ -80,32 +80,36 @@ class BattleRecorder:
                        "state_start_hash": t["start_hash"], "state_end_hash": end.hash})
         self.turns.append(head[:-1] + ',"state_start":' + t["start_json"] + ',"state_end":' + end.json + "}")
 
-    def record(self, before: engine.State, action_id: int, after: engine.State, events: list[dict],
-               actor: dict[str, Any], *, legal: list[int], descriptions: list[str], latency_s: float,
-               rationale: str | None = None, policy: dict[str, Any] | None = None) -> None:
-        """Record one decision. ``before`` must be the state the decision was taken in."""
-        player = before.active + 1
-        snap_before = self._last
-        snap_after = _Snapshot(after)
-        record = {
+    def begin(self, state: engine.State, action_id: int, actor: dict[str, Any], *, latency_s: float,
+              rationale: str | None = None, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start recording a decision about to be applied to ``state`` (call before ``apply``)."""
+        player = state.active + 1
+        legal = state.legal_actions()
+        self.latency_ms[str(player)].append(round(latency_s * 1000.0, 3))
+        return {
             "schema_version": V5_SCHEMA_VERSION,
             "battle_id": self.header["battle_id"],
             "decision_index": len(self.actions),
-            "turn": before.turn,
+            "turn": state.turn,
             "player": player,
             "actor": actor,
-            "state_hash_before": snap_before.hash,
-            "observation": encode_observation(before.observation(player)),
-            "legal_actions": [{"action_id": a, "description": d} for a, d in zip(legal, descriptions)],
+            "state_hash_before": self._last.hash,
+            "observation": encode_observation(state.observation(player)),
+            "legal_actions": [{"action_id": a, "description": d}
+                              for a, d in zip(legal, state.describe_actions(legal))],
             "action_id": action_id,
-            "action": before.action_json(action_id),
+            "action": state.action_json(action_id),
             "policy": policy,
             "rationale": rationale,
-            "events": events,
-            "state_hash_after": snap_after.hash,
         }
+
+    def end(self, record: dict[str, Any], state: engine.State, events: list[dict]) -> None:
+        """Complete the decision begun with :meth:`begin`, once ``state`` has applied it."""
+        snap_before = self._last
+        snap_after = _Snapshot(state)
+        record["events"] = events
+        record["state_hash_after"] = snap_after.hash
         self.actions.append(_dumps(record)[:-1] + ',"state_before":' + snap_before.json + "}")
-        self.latency_ms[str(player)].append(round(latency_s * 1000.0, 3))
         # Turn bookkeeping: END_TURN closes this turn at the state it was ended in.
         turn_start = next((i for i, e in enumerate(events) if e["type"] == "turn_start"), None)
         if turn_start is None:
@@ -113,7 +117,7 @@ class BattleRecorder:
         else:
             self._turn["events"].extend(events[:turn_start])
             self._close_turn(snap_before)
-            self._turn = self._open_turn(after, events[turn_start:], snap_after)
+            self._turn = self._open_turn(state, events[turn_start:], snap_after)
         self._last = snap_after
 
     def warn(self, warning: dict[str, Any]) -> None:
