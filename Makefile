@@ -24,7 +24,8 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+	@for script in $$(ls benchmarks/*.py | grep -v __init__); do \
+		name=$$(basename $$script .py); echo "== benchmarks.$$name"; $(PY) -m benchmarks.$$name || exit 1; done
 
 # Deliberately regenerate the golden playthroughs after an intended rule change.
 golden: $(STAMP)

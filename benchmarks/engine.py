@@ -1,6 +1,6 @@
 """Engine throughput on one core; prints one JSON object.
 
-    .venv/bin/python benchmarks/engine.py [--seconds S]
+    .venv/bin/python -m benchmarks.engine [--seconds S]
 
 Figures: engine steps/s (legal_actions + apply, random legal choices), random-vs-random and
 greedy-vs-greedy full battles/s, clones/s, observations/s, action-feature rows/s and the
@@ -13,16 +13,11 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 
-if not __package__:  # run as a file: this script's folder must not shadow the engine package
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-
-import engine  # noqa: E402
-from adapters import make_baseline  # noqa: E402
-from engine import SplitMix64  # noqa: E402
+import engine
+from adapters import make_baseline
+from engine import SplitMix64
 
 
 def _timed(fn, min_seconds: float) -> tuple[int, float]:

@@ -532,8 +532,8 @@ class State:
     def describe_actions(self, action_ids: list[int]) -> list[str]:
         return views.describe_actions(self, action_ids)
 
-    def action_json(self, action_id: int) -> dict[str, Any]:
-        return views.action_json(self, action_id)
+    def action_json(self, action_id: int, description: str | None = None) -> dict[str, Any]:
+        return views.action_json(self, action_id, description)
 
     def player_view(self, player: int) -> dict[str, Any]:
         return views.player_view(self, player)

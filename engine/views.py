@@ -54,8 +54,9 @@ def _target_json(state: "State", spec: dict[str, Any]) -> dict[str, Any]:
     return target
 
 
-def action_json(state: "State", action_id: int) -> dict[str, Any]:
-    """Stable JSON form of an action in this state (ids, names, target), with its description."""
+def action_json(state: "State", action_id: int, description: str | None = None) -> dict[str, Any]:
+    """Stable JSON form of an action in this state (ids, names, target), with its description
+    (pass ``description`` when already computed)."""
     a = check_action_id(action_id)
     spec = decode_action(a)
     out: dict[str, Any] = {"action_id": a, **spec}
@@ -69,7 +70,7 @@ def action_json(state: "State", action_id: int) -> dict[str, Any]:
             out.update(attacker_uid=c.uid, card_id=c.card_id, card_name=CARDS[c.card_id].name)
     if "target" in out:
         out["target"] = _target_json(state, spec["target"])
-    out["description"] = describe_action(state, a)
+    out["description"] = description if description is not None else describe_action(state, a)
     return out
 
 

@@ -48,8 +48,9 @@ class _Snapshot:
 
 def encode_observation(obs) -> dict[str, Any]:
     """float32 vector as base64 of its little-endian bytes (lossless and compact)."""
+    data = obs.astype("<f4", copy=False).tobytes()  # no copy on little-endian machines
     return {"obs_version": engine.OBS_VERSION, "dtype": "float32", "shape": [int(obs.shape[0])],
-            "encoding": "base64", "data": base64.b64encode(obs.astype("<f4").tobytes()).decode()}
+            "encoding": "base64", "data": base64.b64encode(data).decode()}
 
 
 class BattleRecorder:
@@ -85,6 +86,7 @@ class BattleRecorder:
         """Start recording a decision about to be applied to ``state`` (call before ``apply``)."""
         player = state.active + 1
         legal = state.legal_actions()
+        descriptions = state.describe_actions(legal)
         self.latency_ms[str(player)].append(round(latency_s * 1000.0, 3))
         return {
             "schema_version": V5_SCHEMA_VERSION,
@@ -95,10 +97,9 @@ class BattleRecorder:
             "actor": actor,
             "state_hash_before": self._last.hash,
             "observation": encode_observation(state.observation(player)),
-            "legal_actions": [{"action_id": a, "description": d}
-                              for a, d in zip(legal, state.describe_actions(legal))],
+            "legal_actions": [{"action_id": a, "description": d} for a, d in zip(legal, descriptions)],
             "action_id": action_id,
-            "action": state.action_json(action_id),
+            "action": state.action_json(action_id, descriptions[legal.index(action_id)]),
             "policy": policy,
             "rationale": rationale,
         }
