@@ -32,6 +32,7 @@ from typing import Any
 
 from . import fileio
 from .errors import RLHFError
+from .sessions import check_name
 
 __all__ = [
     "CodenameError",
@@ -45,6 +46,7 @@ __all__ = [
     "hold",
     "index_path",
     "process_start_time",
+    "check_codename",
 ]
 
 SCHEMA_VERSION = 1
@@ -52,7 +54,6 @@ INDEX_NAME = "agents_index.json"
 DEFAULT_STALE_AFTER_S = 300.0
 
 CODENAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,47}")
-GROUP_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 _LEASE_FIELDS = (
     "codename",
@@ -135,7 +136,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _validate_codename(codename: Any) -> str:
+def check_codename(codename: Any) -> str:
+    """A codename starts with a letter; letters, digits, '_' or '-'; 1 to 48 characters."""
     if not isinstance(codename, str) or not CODENAME_RE.fullmatch(codename):
         raise CodenameError(
             f"invalid codename {codename!r}: it must start with a letter and contain only letters, "
@@ -143,16 +145,6 @@ def _validate_codename(codename: Any) -> str:
             code="invalid_argument",
         )
     return codename
-
-
-def _validate_group(group: Any) -> str:
-    if not isinstance(group, str) or not GROUP_RE.fullmatch(group) or ".." in group:
-        raise CodenameError(
-            f"invalid group name {group!r}: it must start with a letter or digit, contain only letters, "
-            "digits, '.', '_' or '-' (1 to 64 characters) and not contain '..'",
-            code="invalid_argument",
-        )
-    return group
 
 
 def _validate_pid(owner_pid: Any) -> int:
@@ -317,8 +309,8 @@ def claim(
     (``codename_taken``) when another live owner holds it, or when this owner holds it
     for a different group. Returns a copy of the stored lease.
     """
-    _validate_codename(codename)
-    _validate_group(group)
+    check_codename(codename)
+    check_name(group)
     pid = _validate_pid(owner_pid)
     stale = _validate_stale(stale_after_s)
     if not _pid_alive(pid):
@@ -371,7 +363,7 @@ def heartbeat(
     e.g. reaped as stale) claimed, and ``not_owner`` when someone else holds it.
     Returns a copy of the updated lease.
     """
-    _validate_codename(codename)
+    check_codename(codename)
     pid = _validate_pid(owner_pid)
     start, host = process_start_time(pid), socket.gethostname()
     with _index(sessions_dir, create=False) as (path, data):
@@ -401,7 +393,7 @@ def release(sessions_dir: str | os.PathLike[str], codename: str, *, owner_pid: i
     lease that had just been reaped). Raises :class:`CodenameError` ``not_owner`` when
     another owner holds it.
     """
-    _validate_codename(codename)
+    check_codename(codename)
     pid = _validate_pid(owner_pid)
     start, host = process_start_time(pid), socket.gethostname()
     with _index(sessions_dir, create=False) as (path, data):

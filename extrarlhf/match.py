@@ -13,7 +13,9 @@ from typing import Any
 
 import engine
 from engine import IllegalActionError, derive_seed
+from engine.actions import check_action_id
 
+from .codenames import check_codename
 from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
 from .errors import InvalidArgument, MatchError
 from .sessions import SessionStore, battle_id_for, check_name
@@ -127,12 +129,13 @@ class Match:
             raise MatchError("it is player 2's move; call advance_bot", "not_your_turn")
         if rationale is not None and (not isinstance(rationale, str) or len(rationale) > MAX_RATIONALE_CHARS):
             raise InvalidArgument(f"rationale must be text of at most {MAX_RATIONALE_CHARS} characters")
-        if action_id not in self.state.legal_actions() or isinstance(action_id, bool):
-            try:
-                self.state.clone().apply(action_id)
-            except IllegalActionError as exc:
-                raise MatchError(str(exc), "illegal_action") from None
-        events = self._record(int(action_id), time.perf_counter() - self._shown_at, rationale)
+        try:
+            action_id = check_action_id(action_id)  # refuses floats, bools, strings and ids outside 0..162
+            if action_id not in self.state.legal_actions():
+                self.state.clone().apply(action_id)  # raises with the reason and the legal ids
+        except IllegalActionError as exc:
+            raise MatchError(str(exc), "illegal_action") from None
+        events = self._record(action_id, time.perf_counter() - self._shown_at, rationale)
         events += self.advance()
         return events
 
@@ -222,6 +225,8 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
     right away when it starts, up to player 1's first decision (human/llm).
     """
     check_name(group, "group")
+    if codename is not None:
+        check_codename(codename)
     p1_actor_type, opponent_actor, p1_actor = resolve_players(p1_actor_type, opponent, p1_model)
     if seed is not None:
         check_seed(seed)

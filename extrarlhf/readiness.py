@@ -26,7 +26,7 @@ class ReadinessPolicy:
 
 def session_readiness(counts: dict[str, Any], policy: ReadinessPolicy | None = None) -> dict[str, Any]:
     """Readiness of session data from its counts: ``eligible_battles`` (finished, not degraded),
-    ``eligible_decisions``, ``distinct_decks``, ``degraded``, ``unfinished``."""
+    ``eligible_decisions`` and ``distinct_decks`` (of the eligible battles)."""
     policy = policy or ReadinessPolicy()
     battles, decisions = counts["eligible_battles"], counts["eligible_decisions"]
     v5_blockers = []

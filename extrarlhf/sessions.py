@@ -37,12 +37,12 @@ from .trace import V5_SCHEMA_VERSION, utc_now
 SESSIONS_SCHEMA_VERSION = 1
 TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
 FINAL_STATUSES = ("finished", "abandoned", "crashed")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def check_name(value: Any, what: str = "group") -> str:
     """Group and battle names are one path component: letters, digits, ``._-``, no ``..``."""
-    if not isinstance(value, str) or not _NAME.match(value) or ".." in value:
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
         raise InvalidArgument(
             f"{what} name {value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', starting with "
             f"a letter or digit, without '/', '..' or NUL")
@@ -110,7 +110,11 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UnsupportedSchema(f"{path} line {number} is not valid JSON ({exc}); the trace is corrupt: "
+                                        f"restore it or delete the battle folder and re-run the series") from None
             _check_version(record, path.with_name(f"{path.name}:{number}"), V5_SCHEMA_VERSION)
             yield record
 
@@ -258,7 +262,7 @@ class SessionStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and _NAME.match(p.name) and (p / "manifest.json").is_file())
+                      if p.is_dir() and _NAME.fullmatch(p.name) and (p / "manifest.json").is_file())
 
     def read_manifest(self, group: str) -> dict[str, Any]:
         return _read_json(self._require_group(group) / "manifest.json", SESSIONS_SCHEMA_VERSION)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from extrarlhf import codenames, fileio
+from extrarlhf.errors import RLHFError
 from extrarlhf.codenames import CodenameError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -315,7 +316,7 @@ def test_invalid_codenames_refused(tmp_path: Path, codename: object) -> None:
 
 @pytest.mark.parametrize("group", ["", ".hidden", "a..b", "a/b", "../x", "a b", "g" * 65, "g\x00", None])
 def test_invalid_groups_refused(tmp_path: Path, group: object) -> None:
-    with pytest.raises(CodenameError) as info:
+    with pytest.raises(RLHFError) as info:
         codenames.claim(tmp_path, "Valid", group)  # type: ignore[arg-type]
     assert info.value.code == "invalid_argument" and "group" in str(info.value)
     assert list(tmp_path.iterdir()) == []
