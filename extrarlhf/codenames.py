@@ -32,6 +32,7 @@ from typing import Any
 
 from . import fileio
 from .errors import RLHFError
+from .procs import pid_alive, process_start_time
 from .sessions import check_name
 
 __all__ = [
@@ -102,38 +103,6 @@ def _parse_iso(value: Any) -> datetime | None:
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts
 
 
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, start_time) from ``/proc/<pid>/stat``, or None when unavailable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    # Field 2 (comm) is parenthesised and may contain spaces or ')': split after the last ')'.
-    rest = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return rest[0].decode("ascii", "replace"), int(rest[19])  # fields 3 (state) and 22 (starttime)
-    except (IndexError, ValueError):
-        return None
-
-
-def process_start_time(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), or None."""
-    stat = _proc_stat(pid)
-    return None if stat is None else stat[1]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by another user
-    stat = _proc_stat(pid)
-    if stat is not None and stat[0] in ("Z", "X"):
-        return False  # exited, only waiting for its parent to collect the status
-    return True
 
 
 def check_codename(codename: Any) -> str:
@@ -229,7 +198,7 @@ def _dead_reason(lease: dict[str, Any], now: datetime, host: str) -> str | None:
     """Why ``lease`` should be reaped, or None if it is live."""
     if lease["owner_host"] == host:
         pid = lease["owner_pid"]
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             return f"owner pid {pid} is gone"
         start = lease["owner_start_time"]
         current = process_start_time(pid)
@@ -313,7 +282,7 @@ def claim(
     check_name(group)
     pid = _validate_pid(owner_pid)
     stale = _validate_stale(stale_after_s)
-    if not _pid_alive(pid):
+    if not pid_alive(pid):
         raise CodenameError(
             f"owner_pid {pid} is not a live process; cannot claim {codename!r} for it", code="invalid_argument"
         )

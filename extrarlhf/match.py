@@ -110,10 +110,10 @@ class Match:
                              "match_finished")
 
     def _record(self, action_id: int, latency_s: float, rationale: str | None = None) -> list[dict]:
-        record = self.recorder.begin(self.state, action_id, self.actors[self.state.active + 1],
-                                     latency_s=latency_s, rationale=rationale)
+        before = self.state.clone()
         events = self.state.apply(action_id)
-        self.recorder.end(record, self.state, events)
+        self.recorder.record(before, action_id, events, self.actors[before.active + 1], latency_s=latency_s,
+                             rationale=rationale)
         return events
 
     def submit(self, action_id: Any, rationale: str | None = None) -> list[dict[str, Any]]:
@@ -175,7 +175,7 @@ class Match:
 
     def crash(self, error: BaseException) -> dict[str, Any]:
         """Record a battle that failed with an unexpected error (marked crashed)."""
-        self.recorder.warn({"decision_index": len(self.recorder.actions), "kind": "crash",
+        self.recorder.warn({"decision_index": len(self.recorder.decisions), "kind": "crash",
                             "message": f"{type(error).__name__}: {error}"})
         return self._publish("crashed", f"crashed: {type(error).__name__}")
 
@@ -198,7 +198,7 @@ class Match:
             "battle_tag": self.tag, "codename": self.codename,
             "winner": self.state.winner if final else None,
             "turns": self.state.turn if final else None,
-            "decisions": len(self.recorder.actions) if final else None,
+            "decisions": len(self.recorder.decisions) if final else None,
             "degraded": self.recorder.degraded if final else None,
             "policy_warnings": len(self.recorder.policy_warnings) if final else None,
             "weights_hashes": sorted({a["weights_hash"] for a in self.actors.values() if a["weights_hash"]}),
@@ -211,7 +211,7 @@ class Match:
             "battle_id": self.battle_id, "group": self.group, "status": self.status, "done": self.done,
             "winner": self.state.winner, "reason": self.state.end_reason or self.abandon_reason,
             "turns": self.state.turn,
-            "decisions": len(self.recorder.actions), "battle_tag": self.tag,
+            "decisions": len(self.recorder.decisions), "battle_tag": self.tag,
             "degraded": self.recorder.degraded, "policy_warnings": list(self.recorder.policy_warnings),
             "paths": self.paths,
         }

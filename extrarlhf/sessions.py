@@ -31,6 +31,7 @@ import engine
 
 from .errors import GroupConflict, InvalidArgument, NotFound, UnsupportedSchema
 from .fileio import append_line_locked, atomic_write_json, fsync_dir, locked
+from .procs import pid_alive
 from .readiness import ReadinessPolicy, session_readiness
 from .trace import V5_SCHEMA_VERSION, utc_now
 
@@ -246,7 +247,7 @@ class SessionStore:
         removed = 0
         for tmp in battles.glob(".tmp-*"):
             pid = tmp.name.rsplit("-", 2)[-2]
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(tmp, ignore_errors=True)
                 removed += 1
         return removed
@@ -358,16 +359,6 @@ class SessionStore:
             **counts,
             "readiness": session_readiness(counts, policy),
         }
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _describe(configuration: dict[str, Any]) -> str:

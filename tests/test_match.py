@@ -55,12 +55,12 @@ def play_to_end(match: Match, rationale: bool = True) -> list[tuple[int, str | N
         assert match.state.to_move == 1 and match.awaiting_p1
         action = choose(match)
         text = f"because #{k}: I pick {action}" if rationale else None
-        before = len(match.recorder.actions)
+        before = len(match.recorder.decisions)
         match.submit(action, rationale=text)
-        new = [json.loads(line) for line in match.recorder.actions[before:]]
+        new = match.recorder.decisions[before:]
         # the first new decision is player 1's (the submitted one), the rest are the opponent's
-        assert new[0]["player"] == 1 and new[0]["action_id"] == action
-        assert all(d["player"] == 2 for d in new[1:])
+        assert new[0].before.to_move == 1 and new[0].action_id == action and new[0].rationale == text
+        assert all(d.before.to_move == 2 for d in new[1:])
         # after a submit: player 1 to move again, or the battle is over
         assert match.done or match.state.to_move == 1
         submitted.append((action, text))
@@ -106,8 +106,8 @@ def test_submit_battle_to_the_end_writes_a_full_trace(store: SessionStore, p1_ty
     m = start_match(store, "g", p1_type, opponent="baseline:greedy", seed=11, codename="Alpha")
     # the opponent auto-played up to player 1's first decision
     assert m.status == "active" and not m.done and m.state.to_move == 1 and m.awaiting_p1
-    starting_p2 = [json.loads(line) for line in m.recorder.actions]
-    assert all(d["player"] == 2 for d in starting_p2)
+    starting_p2 = m.recorder.decisions
+    assert all(d.before.to_move == 2 for d in starting_p2)
     if m.state.starting_player == 2:
         assert starting_p2, "player 2 starts: it must have moved before player 1's first decision"
     else:
@@ -173,10 +173,10 @@ def test_submit_battle_to_the_end_writes_a_full_trace(store: SessionStore, p1_ty
 
 def test_rl_battle_runs_via_match_run(store: SessionStore) -> None:
     m = start_match(store, "r", "rl", opponent="baseline:random", p1_model="baseline:greedy", seed=3)
-    assert m.recorder.actions == []  # rl battles do not auto-play at start: run() plays them
+    assert m.recorder.decisions == []  # rl battles do not auto-play at start: run() plays them
     assert not m.awaiting_p1
     expect_error("invalid_argument", m.submit, 0)
-    assert m.recorder.actions == []
+    assert m.recorder.decisions == []
     m.run()
     assert m.done
     result = m.finish()
@@ -198,10 +198,10 @@ def test_rl_battle_runs_via_match_run(store: SessionStore) -> None:
 
 def test_run_is_refused_for_submit_battles(store: SessionStore) -> None:
     m = start_match(store, "g", "llm", seed=1)
-    n = len(m.recorder.actions)
+    n = len(m.recorder.decisions)
     err = expect_error("invalid_argument", m.run)
     assert "submit" in str(err)
-    assert len(m.recorder.actions) == n and m.state.to_move == 1
+    assert len(m.recorder.decisions) == n and m.state.to_move == 1
 
 
 def test_seed_none_derives_distinct_seeds_and_indexes(store: SessionStore) -> None:
@@ -226,7 +226,7 @@ def test_abandon_writes_a_marked_trace_never_training_ready(store: SessionStore)
     m = start_match(store, "g", "llm", seed=21)
     m.submit(choose(m), rationale="first")
     m.submit(choose(m), rationale="second")
-    n = len(m.recorder.actions)
+    n = len(m.recorder.decisions)
     result = m.abandon("user closed the tab")
     assert result["status"] == "abandoned" and m.status == "abandoned"
     assert result["reason"] == "user closed the tab"
@@ -271,13 +271,13 @@ def test_summary_json_is_refreshed_after_each_finish(store: SessionStore) -> Non
     a.finish()
     s1 = json.loads(summary_path.read_text())
     assert s1["battles"] == 1 and s1["by_status"]["finished"] == 1
-    assert s1["decisions"] == len(a.recorder.actions)
+    assert s1["decisions"] == len(a.recorder.decisions)
     b = start_match(store, "g", "llm", seed=2)
     play_to_end(b, rationale=False)
     b.finish()
     s2 = json.loads(summary_path.read_text())
     assert s2["battles"] == 2 and s2["by_status"]["finished"] == 2
-    assert s2["decisions"] == len(a.recorder.actions) + len(b.recorder.actions)
+    assert s2["decisions"] == len(a.recorder.decisions) + len(b.recorder.decisions)
     assert sum(s2["results"].values()) == 2
     assert s2["battle_tags"] == {"llm-vs-bot": 2}
     assert store.read_summary("g")["by_status"] == s2["by_status"]
@@ -293,7 +293,7 @@ def test_headless_timings_only_under_meta_audit(store: SessionStore) -> None:
     assert audit["not_a_label"] is True
     for key in ("wall_seconds", "cpu_seconds", "decision_latency_ms", "started_at", "finished_at"):
         assert key in audit
-    assert len(audit["decision_latency_ms"]["1"]) + len(audit["decision_latency_ms"]["2"]) == len(m.recorder.actions)
+    assert len(audit["decision_latency_ms"]["1"]) + len(audit["decision_latency_ms"]["2"]) == len(m.recorder.decisions)
     outside = {k: v for k, v in meta.items() if k != "audit"}
     assert timing_keys(outside) == []
     for name in ("actions.jsonl", "turns.jsonl"):
@@ -318,10 +318,10 @@ def test_not_your_turn(store: SessionStore) -> None:
     m.state.apply(engine.END_TURN)
     assert m.state.to_move == 2 and not m.done
     lines, files = catalog_lines(store, "g"), files_on_disk(store.root)
-    n = len(m.recorder.actions)
+    n = len(m.recorder.decisions)
     err = expect_error("not_your_turn", m.submit, m.state.legal_actions()[0])
     assert "player 2" in str(err)
-    assert len(m.recorder.actions) == n and m.state.to_move == 2
+    assert len(m.recorder.decisions) == n and m.state.to_move == 2
     assert not m.awaiting_p1
     assert catalog_lines(store, "g") == lines and files_on_disk(store.root) == files
 
@@ -331,7 +331,7 @@ def test_illegal_action_ids_are_refused_and_change_nothing(store: SessionStore) 
     legal = m.state.legal_actions()
     illegal = next(a for a in range(engine.ACTION_SPACE_SIZE) if a not in legal)
     state_hash = m.state.state_hash()
-    n = len(m.recorder.actions)
+    n = len(m.recorder.decisions)
     lines, files = catalog_lines(store, "g"), files_on_disk(store.root)
 
     err = expect_error("illegal_action", m.submit, illegal)
@@ -339,27 +339,27 @@ def test_illegal_action_ids_are_refused_and_change_nothing(store: SessionStore) 
     for bad in (-1, engine.ACTION_SPACE_SIZE, 10**30, 1.5, True, False, "0", None, [0]):
         err = expect_error("illegal_action", m.submit, bad)
         assert "action" in str(err)
-    assert m.state.state_hash() == state_hash and len(m.recorder.actions) == n and m.state.to_move == 1
+    assert m.state.state_hash() == state_hash and len(m.recorder.decisions) == n and m.state.to_move == 1
     assert catalog_lines(store, "g") == lines and files_on_disk(store.root) == files
     # the match is still playable
     m.submit(legal[-1])
-    assert len(m.recorder.actions) > n
+    assert len(m.recorder.decisions) > n
 
 
 def test_float_action_id_equal_to_a_legal_id_is_refused(store: SessionStore) -> None:
     m = start_match(store, "g", "llm", seed=6)
     assert engine.END_TURN in m.state.legal_actions()
-    n = len(m.recorder.actions)
+    n = len(m.recorder.decisions)
     expect_error("illegal_action", m.submit, float(engine.END_TURN))
-    assert len(m.recorder.actions) == n
+    assert len(m.recorder.decisions) == n
 
 
 def test_invalid_rationale_refused(store: SessionStore) -> None:
     m = start_match(store, "g", "llm", seed=6)
-    n = len(m.recorder.actions)
+    n = len(m.recorder.decisions)
     expect_error("invalid_argument", m.submit, 0, rationale="x" * 4001)
     expect_error("invalid_argument", m.submit, 0, rationale=42)
-    assert len(m.recorder.actions) == n and m.state.to_move == 1
+    assert len(m.recorder.decisions) == n and m.state.to_move == 1
 
 
 def test_moves_on_finished_and_abandoned_matches(store: SessionStore) -> None:
@@ -510,7 +510,7 @@ def test_replay_reproduces(finished_battle) -> None:
     store, m, _ = finished_battle
     report = replay_battle(store, "g", m.battle_id)
     assert report["reproduces"] is True and report["first_divergence"] is None
-    assert report["decisions_checked"] == report["decisions_recorded"] == len(m.recorder.actions)
+    assert report["decisions_checked"] == report["decisions_recorded"] == len(m.recorder.decisions)
     assert report["status"] == "finished"
 
 
