@@ -1,6 +1,14 @@
-"""Policies that play ExtraArena. Imports engine only."""
+"""Policies that play ExtraArena. Imports engine (and numpy/onnx/onnxruntime) only.
+
+Every policy has ``act(state) -> action_id`` and ``decide(state) -> Decision``; model
+policies (onnx_models.py) fall back to a baseline with a warning instead of failing.
+"""
 
 from .baselines import BASELINES, GreedyPolicy, RandomPolicy, evaluate
+from .decision import AdapterError, Decision, KindMismatch
+from .onnx_models import (MODEL_KINDS, ModelPolicy, check_kind, decide, decide_many, detect_kind, signature,
+                          weights_hash)
+from .registry import AdapterRegistry, default_registry, load_factory
 
 
 def make_baseline(name: str, seed: int = 0):
@@ -11,4 +19,7 @@ def make_baseline(name: str, seed: int = 0):
     return policies[name](seed)
 
 
-__all__ = ["BASELINES", "GreedyPolicy", "RandomPolicy", "evaluate", "make_baseline"]
+__all__ = ["AdapterError", "AdapterRegistry", "BASELINES", "Decision", "GreedyPolicy", "KindMismatch",
+           "MODEL_KINDS", "ModelPolicy", "RandomPolicy", "check_kind", "decide", "decide_many",
+           "default_registry", "detect_kind", "evaluate", "load_factory", "make_baseline", "signature",
+           "weights_hash"]

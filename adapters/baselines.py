@@ -1,7 +1,9 @@
 """Baseline policies: ``random`` (uniform over legal actions, own seeded generator) and
 ``greedy`` (a one-ply lookahead over a board evaluation, with an explicit lethal check).
 
-A policy acts for the player to move: ``policy.act(state) -> action_id``.
+A policy acts for the player to move: ``policy.act(state) -> action_id``; ``decide(state)``
+returns the same action as a :class:`~adapters.decision.Decision` (the interface model
+policies share), ``decide_batch(states)`` one per state.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 from engine import ATTACK_BASE, CARDS, END_TURN, SplitMix64, State
 from engine.actions import ATTACK_TARGETS
 from engine.cards import BREAKTHROUGH, DRAIN, GUARD, LETHAL, WARD
+
+from .decision import Decision
 
 BASELINES = ("random", "greedy")
 
@@ -29,6 +33,13 @@ class RandomPolicy:
     def act(self, state: State) -> int:
         legal = state.legal_actions()
         return legal[self.rng.below(len(legal))]
+
+    def decide(self, state: State) -> Decision:
+        return Decision(self.act(state))
+
+    def decide_batch(self, states: list[State]) -> list[Decision]:
+        """One decision per state, in order (draws from the generator in that order)."""
+        return [self.decide(s) for s in states]
 
 
 # Board evaluation weights, tuned by hand against the random baseline and by self-play.
@@ -78,6 +89,12 @@ class GreedyPolicy:
     @property
     def spec(self) -> str:
         return "baseline:greedy"
+
+    def decide(self, state: State) -> Decision:
+        return Decision(self.act(state))
+
+    def decide_batch(self, states: list[State]) -> list[Decision]:
+        return [self.decide(s) for s in states]
 
     def act(self, state: State) -> int:
         legal = state.legal_actions()

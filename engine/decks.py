@@ -36,9 +36,15 @@ def validate_deck(deck: Any, who: str = "deck") -> tuple[int, ...]:
 
 
 def random_deck(rng: SplitMix64) -> tuple[int, ...]:
-    """A valid deck drawn uniformly from two copies of every pool card, sorted by id."""
+    """A valid deck drawn uniformly from two copies of every pool card, sorted by id.
+
+    A partial Fisher-Yates shuffle: only the first DECK_SIZE positions are drawn.
+    """
     copies = [card_id for card_id in CARD_IDS for _ in range(MAX_COPIES)]
-    rng.shuffle(copies)
+    n = len(copies)
+    for i in range(DECK_SIZE):
+        j = i + rng.below(n - i)
+        copies[i], copies[j] = copies[j], copies[i]
     return tuple(sorted(copies[:DECK_SIZE]))
 
 

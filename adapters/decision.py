@@ -1,0 +1,49 @@
+"""What a policy returns for one state, and the errors the adapters raise.
+
+A :class:`Decision` is the action plus what the model said about it. ``warning`` is set
+exactly when a fallback baseline played instead of the model (the battle is then
+``degraded``); it is ``{"kind", "message", "fallback"}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WARNING_KINDS = ("missing_file", "hash_mismatch", "kind_mismatch", "runtime_error", "bad_output_shape",
+                 "non_finite_output", "illegal_choice")
+
+
+@dataclass(frozen=True)
+class Decision:
+    action_id: int
+    probabilities: tuple[float, ...] | None = None  # over the legal actions, in legal_actions() order
+    value: float | None = None  # v5 models only
+    warning: dict | None = None  # set when a fallback played
+
+    @property
+    def degraded(self) -> bool:
+        return self.warning is not None
+
+
+class AdapterError(ValueError):
+    """A refused request to the adapters (bad kind, bad factory path, kind mismatch).
+
+    ``code`` mirrors the codes of ``extrarlhf.errors`` (the core library re-raises with it)."""
+
+    code = "invalid_argument"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class KindMismatch(AdapterError):
+    """A model's IO signature does not fit the kind asked for; ``expected``/``found`` say how."""
+
+    code = "kind_mismatch"
+
+    def __init__(self, message: str, expected: object = None, found: object = None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.found = found

@@ -1,0 +1,532 @@
+"""ONNX policies: IO contracts per kind, signatures, kind detection, weights hashes and
+:class:`ModelPolicy`, which plays a model and falls back to a baseline (with a warning)
+whenever the model cannot act.
+
+Kinds (DESIGN section 7), N = batch, A = candidate actions (the legal ones, padded):
+
+* ``legacy_onnx``: ``obs`` [N, OBS_DIM] -> ``logits`` [N, 163] (one per action id);
+* ``action_onnx`` (alias ``v4``): ``obs`` [N, OBS_DIM], ``action_features``
+  [N, A, ACTION_FEATURE_DIM], ``action_mask`` [N, A] -> ``scores`` [N, A];
+* ``v5``: the same inputs -> ``logits`` [N, A] and ``value`` [N, 1].
+
+``obs`` is the observation of the player to move; the candidate actions are
+``state.legal_actions()`` in that order, padded to the batch's largest A with mask 0 (the
+adapter ignores padded positions whatever the model puts there).
+
+Loaded models (file bytes, weights hash, signature, onnxruntime session) are cached per
+process by file identity (path, size, mtime, inode), so the many per-battle policies of a
+series share one session and :func:`decide_many` can batch across them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, State, derive_seed
+
+from .baselines import GreedyPolicy, RandomPolicy
+from .decision import AdapterError, Decision, KindMismatch
+
+MODEL_KINDS = ("legacy_onnx", "action_onnx", "v5")
+KIND_ALIASES = {"v4": "action_onnx"}
+FALLBACKS = {"greedy": GreedyPolicy, "random": RandomPolicy}
+
+# name -> (allowed element types, shape); str dims are dynamic, int dims fixed.
+_OBS = {"obs": (("float",), ("N", OBS_DIM))}
+_ACTION_INPUTS = {**_OBS, "action_features": (("float",), ("N", "A", ACTION_FEATURE_DIM)),
+                  "action_mask": (("float", "bool"), ("N", "A"))}
+CONTRACTS: dict[str, dict[str, dict[str, tuple[tuple[str, ...], tuple[str | int, ...]]]]] = {
+    "legacy_onnx": {"inputs": _OBS, "outputs": {"logits": (("float",), ("N", ACTION_SPACE_SIZE))}},
+    "action_onnx": {"inputs": _ACTION_INPUTS, "outputs": {"scores": (("float",), ("N", "A"))}},
+    "v5": {"inputs": _ACTION_INPUTS, "outputs": {"logits": (("float",), ("N", "A")), "value": (("float",), ("N", 1))}},
+}
+OUTPUT_NAMES = {kind: tuple(c["outputs"]) for kind, c in CONTRACTS.items()}
+_MAX_MESSAGE = 400
+
+
+def canonical_kind(kind: str) -> str:
+    """``v4`` -> ``action_onnx``; refuses anything that is not an ONNX kind."""
+    kind = KIND_ALIASES.get(kind, kind)
+    if kind not in CONTRACTS:
+        raise AdapterError(f"unknown model kind {kind!r}; ONNX kinds: {', '.join(MODEL_KINDS)} "
+                           f"(alias {', '.join(f'{a}={k}' for a, k in KIND_ALIASES.items())})")
+    return kind
+
+
+# ---------------------------------------------------------------------------------- loading
+def _as_model(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> onnx.ModelProto:
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    if isinstance(model_or_path, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model_or_path))
+    return onnx.load(os.fspath(model_or_path))
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
+    """The graph and every subgraph (If/Loop/Scan bodies)."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _weight_tensors(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Initializers (dense and sparse, subgraphs included) plus the tensors of Constant nodes,
+    which some exporters use for weights; keyed by a name that does not depend on node order."""
+    tensors: dict[str, onnx.TensorProto] = {}
+    for graph in _graphs(model.graph):
+        for t in graph.initializer:
+            tensors[f"init:{t.name}"] = t
+        for sp in graph.sparse_initializer:
+            tensors[f"sparse_values:{sp.values.name}"] = sp.values
+            tensors[f"sparse_indices:{sp.values.name}"] = sp.indices
+            tensors[f"sparse_dims:{sp.values.name}"] = numpy_helper.from_array(np.asarray(sp.dims, dtype=np.int64))
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+                for attr in node.attribute:
+                    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                        tensors[f"const:{node.output[0]}"] = attr.t
+    return tensors
+
+
+def weights_hash(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> str:
+    """sha256 (hex) over the model's weights, sorted by name: name, dtype, dims, raw bytes.
+
+    The bytes come from ``numpy_helper.to_array`` (little-endian), so the hash does not
+    depend on how a tensor is stored (``raw_data`` or typed fields), on the order of nodes
+    or initializers, on doc strings or on producer metadata: a re-save keeps it."""
+    model = _as_model(model_or_path)
+    digest = hashlib.sha256(b"extrarlhf-weights-v1\0")
+    for key, tensor in sorted(_weight_tensors(model).items()):
+        arr = numpy_helper.to_array(tensor)
+        if arr.dtype == object:  # string tensors
+            data = b"".join(len(b).to_bytes(8, "little") + b for b in
+                            (x if isinstance(x, bytes) else str(x).encode() for x in arr.ravel()))
+        else:
+            data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+        header = json.dumps({"name": key, "dtype": onnx.TensorProto.DataType.Name(tensor.data_type),
+                             "dims": [int(d) for d in tensor.dims]}, sort_keys=True).encode()
+        for part in (header, data):
+            digest.update(len(part).to_bytes(8, "little"))
+            digest.update(part)
+    return digest.hexdigest()
+
+
+def _type_and_shape(value_info: onnx.ValueInfoProto) -> tuple[str, list[int | str | None] | None]:
+    t = value_info.type
+    if t.HasField("tensor_type"):
+        elem = onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
+        if not t.tensor_type.HasField("shape"):
+            return elem, None
+        dims: list[int | str | None] = []
+        for d in t.tensor_type.shape.dim:
+            dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
+        return elem, dims
+    return t.WhichOneof("value") or "unknown", None
+
+
+def signature(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
+    """The model's graph inputs (initializers excluded) and outputs: name, element type, shape.
+
+    Shapes are lists whose entries are an int (fixed), a str (named dynamic dim) or None
+    (unknown); a shape of None means the rank is unknown."""
+    if isinstance(model_or_path, (str, os.PathLike)):
+        model = onnx.load(os.fspath(model_or_path), load_external_data=False)
+    else:
+        model = _as_model(model_or_path)
+    inits = {t.name for t in model.graph.initializer}
+
+    def entry(v: onnx.ValueInfoProto) -> dict[str, Any]:
+        elem, shape = _type_and_shape(v)
+        return {"name": v.name, "type": elem, "shape": shape}
+
+    return {"inputs": [entry(v) for v in model.graph.input if v.name not in inits],
+            "outputs": [entry(v) for v in model.graph.output]}
+
+
+def _fmt_shape(shape: Sequence[int | str | None] | None) -> str:
+    return "[?]" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def format_signature(sig: dict[str, list[dict[str, Any]]]) -> str:
+    """``obs float[N, 476] -> logits float[N, 163]``."""
+    def side(entries: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{e['name']} {e['type']}{_fmt_shape(e['shape'])}" for e in entries) or "(none)"
+    return f"{side(sig['inputs'])} -> {side(sig['outputs'])}"
+
+
+def contract_signature(kind: str) -> dict[str, list[dict[str, Any]]]:
+    """The expected signature of a kind, in the same form as :func:`signature`."""
+    contract = CONTRACTS[canonical_kind(kind)]
+    return {side: [{"name": name, "type": "|".join(types), "shape": list(shape)}
+                   for name, (types, shape) in contract[side].items()] for side in ("inputs", "outputs")}
+
+
+def _problems(kind: str, sig: dict[str, list[dict[str, Any]]]) -> list[str]:
+    problems: list[str] = []
+    for side in ("inputs", "outputs"):
+        expected = CONTRACTS[kind][side]
+        found = {e["name"]: e for e in sig[side]}
+        word = side[:-1]
+        for name in expected:
+            if name not in found:
+                problems.append(f"missing {word} {name!r}")
+        for name in found:
+            if name not in expected:
+                problems.append(f"unexpected {word} {name!r}")
+        for name, (types, shape) in expected.items():
+            if name not in found:
+                continue
+            got = found[name]
+            if got["type"] not in types:
+                problems.append(f"{word} {name!r} has element type {got['type']}, expected {'|'.join(types)}")
+            got_shape = got["shape"]
+            if got_shape is None:
+                continue  # unknown rank: onnxruntime and the output checks decide at run time
+            if len(got_shape) != len(shape):
+                problems.append(f"{word} {name!r} has rank {len(got_shape)} {_fmt_shape(got_shape)}, "
+                                f"expected {_fmt_shape(shape)}")
+                continue
+            for axis, (want, have) in enumerate(zip(shape, got_shape)):
+                if isinstance(want, str) and isinstance(have, int):
+                    problems.append(f"{word} {name!r} axis {axis} ({want}) must be dynamic, found fixed {have}")
+                elif isinstance(want, int) and isinstance(have, int) and want != have:
+                    problems.append(f"{word} {name!r} axis {axis} is {have}, expected {want}")
+    return problems
+
+
+def check_kind(kind: str, sig: dict[str, list[dict[str, Any]]]) -> None:
+    """Raise :class:`KindMismatch` (expected vs found) unless ``sig`` fits ``kind``'s contract."""
+    kind = canonical_kind(kind)
+    problems = _problems(kind, sig)
+    if problems:
+        expected = contract_signature(kind)
+        raise KindMismatch(f"model does not fit kind {kind!r}: expected {format_signature(expected)}; "
+                           f"found {format_signature(sig)} ({'; '.join(problems)})",
+                           expected=expected, found=sig)
+
+
+def detect_kind(sig: dict[str, list[dict[str, Any]]]) -> str:
+    """The one kind whose contract ``sig`` fits; :class:`KindMismatch` listing every kind otherwise."""
+    fits = [kind for kind in MODEL_KINDS if not _problems(kind, sig)]
+    if len(fits) == 1:
+        return fits[0]
+    expected = {kind: contract_signature(kind) for kind in MODEL_KINDS}
+    why = "; ".join(f"{kind}: {', '.join(_problems(kind, sig))}" for kind in MODEL_KINDS)
+    raise KindMismatch(f"cannot detect the model kind: found {format_signature(sig)}, which fits none of "
+                       + ", ".join(f"{k} ({format_signature(s)})" for k, s in expected.items())
+                       + f" [{why}]", expected=expected, found=sig)
+
+
+def new_session(model_bytes: bytes) -> ort.InferenceSession:
+    """One-threaded CPU session: series run several worker processes at once."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3  # no shape-mismatch chatter on stderr; we check outputs ourselves
+    return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """One model file as loaded: shared by every policy that plays it in this process."""
+
+    path: str
+    file_sha256: str
+    weights_hash: str
+    signature: dict[str, list[dict[str, Any]]]
+    session: ort.InferenceSession
+    mask_dtype: type
+
+
+class LoadFailure(Exception):
+    """A model that cannot be loaded; ``kind`` is a warning kind (missing_file, runtime_error)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+_CACHE: OrderedDict[tuple, LoadedModel] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 16
+
+
+def clear_model_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def _uses_external_data(model: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for g in _graphs(model.graph) for t in g.initializer)
+
+
+def load_model(path: str | os.PathLike[str]) -> LoadedModel:
+    """Load (or reuse) a model file; :class:`LoadFailure` if it is missing or unusable."""
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        raise LoadFailure("missing_file", f"model file {p} does not exist") from None
+    except OSError as exc:
+        raise LoadFailure("runtime_error", f"cannot stat model file {p}: {exc}") from None
+    key = (os.path.realpath(p), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            _CACHE.move_to_end(key)
+            return cached
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise LoadFailure("missing_file" if isinstance(exc, FileNotFoundError) else "runtime_error",
+                          f"cannot read model file {p}: {exc}") from None
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage
+        raise LoadFailure("runtime_error", f"{p} is not a readable ONNX model: {_short(exc)}") from None
+    if _uses_external_data(model):
+        raise LoadFailure("runtime_error", f"{p} keeps its weights in external data files, which are not supported; "
+                                           f"re-save it with onnx.save(model, path, save_as_external_data=False)")
+    try:
+        session = new_session(data)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise LoadFailure("runtime_error", f"onnxruntime cannot load {p}: {_short(exc)}") from None
+    mask_dtype: type = np.float32
+    for inp in session.get_inputs():
+        if inp.name == "action_mask" and inp.type == "tensor(bool)":
+            mask_dtype = np.bool_
+    loaded = LoadedModel(path=p, file_sha256=hashlib.sha256(data).hexdigest(), weights_hash=weights_hash(model),
+                         signature=signature(model), session=session, mask_dtype=mask_dtype)
+    with _CACHE_LOCK:
+        _CACHE[key] = loaded
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return loaded
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "..."
+
+
+# ---------------------------------------------------------------------------------- inputs
+def build_inputs(kind: str, states: Sequence[State], mask_dtype: type = np.float32
+                 ) -> tuple[dict[str, np.ndarray], list[list[int]]]:
+    """The model feed for ``states`` (each seen by its player to move) and their legal ids.
+
+    Action inputs are padded to the largest number of legal actions in the batch, mask 0."""
+    kind = canonical_kind(kind)
+    legal = [s.legal_actions() for s in states]
+    for s, ids in zip(states, legal):
+        if not ids:
+            raise ValueError(f"cannot decide in a finished battle ({s!r})")
+    n = len(states)
+    obs = np.empty((n, OBS_DIM), dtype=np.float32)
+    for i, s in enumerate(states):
+        obs[i] = s.observation(s.to_move)
+    if kind == "legacy_onnx":
+        return {"obs": obs}, legal
+    width = max(len(ids) for ids in legal)
+    feats = np.zeros((n, width, ACTION_FEATURE_DIM), dtype=np.float32)
+    mask = np.zeros((n, width), dtype=mask_dtype)
+    for i, (s, ids) in enumerate(zip(states, legal)):
+        feats[i, :len(ids)] = s.action_features(ids)
+        mask[i, :len(ids)] = 1
+    return {"obs": obs, "action_features": feats, "action_mask": mask}, legal
+
+
+# ---------------------------------------------------------------------------------- policy
+class ModelPolicy:
+    """Plays an ONNX model of a given kind for the player to move.
+
+    Deterministic argmax over the legal actions by default (ties: the lowest action id);
+    ``sample=True`` draws from the softmax with this policy's own SplitMix64 (seeded by
+    ``seed``). Whenever the model cannot act the ``fallback`` baseline plays and the
+    :class:`Decision` carries a warning; nothing raises at play time except on a finished
+    battle (a caller bug). Load-time problems (missing file, weights hash different from
+    ``expected_weights_hash``, signature not fitting ``kind``, onnxruntime refusing the
+    file) make every decision a fallback.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], kind: str, expected_weights_hash: str | None = None,
+                 seed: int = 0, fallback: str = "greedy", sample: bool = False, spec: str | None = None) -> None:
+        self.kind = canonical_kind(kind)
+        if fallback not in FALLBACKS:
+            raise AdapterError(f"unknown fallback baseline {fallback!r}; available: {', '.join(FALLBACKS)}")
+        if not isinstance(sample, bool):
+            raise AdapterError(f"sample must be True or False, got {sample!r}")
+        self.path = os.fspath(path)
+        self.spec = spec if spec is not None else f"{self.kind}:{self.path}"
+        self.seed = seed
+        self.sample = sample
+        self.expected_weights_hash = expected_weights_hash
+        self.rng = SplitMix64(seed)
+        self.fallback_spec = f"baseline:{fallback}"
+        self.fallback_policy = FALLBACKS[fallback](derive_seed(seed, "fallback"))
+        self.weights_hash: str | None = None  # of the file found, even when it is not trusted
+        self.load_warning: dict[str, str] | None = None
+        self.model: LoadedModel | None = None
+        try:
+            loaded = load_model(self.path)
+        except LoadFailure as failure:
+            self.load_warning = self._warning(failure.kind, failure.message)
+            return
+        self.weights_hash = loaded.weights_hash
+        if expected_weights_hash is not None and loaded.weights_hash != expected_weights_hash:
+            self.load_warning = self._warning(
+                "hash_mismatch", f"weights_hash of {self.path} is {loaded.weights_hash}, expected "
+                                 f"{expected_weights_hash}: the file changed since it was registered")
+            return
+        try:
+            check_kind(self.kind, loaded.signature)
+        except KindMismatch as exc:
+            self.load_warning = self._warning("kind_mismatch", str(exc))
+            return
+        self.model = loaded
+
+    @property
+    def degraded(self) -> bool:
+        """True when the model could not be loaded: every decision is a fallback."""
+        return self.model is None
+
+    def _warning(self, kind: str, message: str) -> dict[str, str]:
+        return {"kind": kind, "message": message, "fallback": self.fallback_spec}
+
+    def fallback(self, state: State, warning: dict[str, str]) -> Decision:
+        return Decision(action_id=self.fallback_policy.act(state), warning=dict(warning))
+
+    def act(self, state: State) -> int:
+        """The action only (drops the warning: prefer :meth:`decide`)."""
+        return self.decide(state).action_id
+
+    def decide(self, state: State) -> Decision:
+        return self.decide_batch([state])[0]
+
+    def decide_batch(self, states: Sequence[State]) -> list[Decision]:
+        """Decisions for several states with one ``session.run``."""
+        return decide_many([(self, s) for s in states])
+
+    def describe(self) -> dict[str, Any]:
+        """What played, for traces: spec, kind and the weights hash (None if the model did not load)."""
+        return {"spec": self.spec, "kind": self.kind, "weights_hash": self.weights_hash,
+                "degraded": self.degraded, "load_warning": self.load_warning}
+
+
+def decide(policy: Any, state: State) -> Decision:
+    """A Decision from any policy: ``decide`` when it has one, else ``Decision(policy.act(state))``."""
+    fn = getattr(policy, "decide", None)
+    return fn(state) if fn is not None else Decision(action_id=int(policy.act(state)))
+
+
+def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
+    """Decisions for (policy, state) pairs, in order. Model policies that share a loaded model
+    (same file) are evaluated together with one ``session.run``; each still samples with its
+    own generator, so a battle's choices do not depend on what else was in the batch."""
+    results: list[Decision | None] = [None] * len(items)
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, (policy, state) in enumerate(items):
+        if state.is_terminal:
+            raise ValueError(f"cannot decide in a finished battle ({state!r})")
+        if isinstance(policy, ModelPolicy):
+            if policy.model is None:
+                results[i] = policy.fallback(state, policy.load_warning or policy._warning("runtime_error", "no model"))
+            else:
+                groups.setdefault((id(policy.model), policy.kind), []).append(i)
+        else:
+            results[i] = decide(policy, state)
+    for indexes in groups.values():
+        group = [items[i] for i in indexes]
+        for i, decision in zip(indexes, _run_group(group)):
+            results[i] = decision
+    return results  # type: ignore[return-value]
+
+
+def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
+    """One session.run for policies sharing one model and kind; per-row checks and choices."""
+    first = items[0][0]
+    model, kind = first.model, first.kind
+    assert model is not None
+    states = [s for _, s in items]
+    feeds, legal = build_inputs(kind, states, model.mask_dtype)
+    n, counts = len(states), [len(ids) for ids in legal]
+
+    def all_fallback(warning_kind: str, message: str) -> list[Decision]:
+        return [p.fallback(s, p._warning(warning_kind, message)) for p, s in items]
+
+    try:
+        outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds)
+    except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
+        return all_fallback("runtime_error", f"onnxruntime failed on {first.spec}: {_short(exc)}")
+    width = max(counts)
+    expected_shapes = {"legacy_onnx": [(n, ACTION_SPACE_SIZE)], "action_onnx": [(n, width)],
+                       "v5": [(n, width), (n, 1)]}[kind]
+    for name, out, want in zip(OUTPUT_NAMES[kind], outputs, expected_shapes):
+        out = np.asarray(out)
+        if out.shape != want or not np.issubdtype(out.dtype, np.floating):
+            return all_fallback("bad_output_shape", f"{first.spec} returned {name} {out.dtype}{list(out.shape)}, "
+                                                    f"expected float{list(want)} for a batch of {n}")
+    raw = np.asarray(outputs[0], dtype=np.float64)
+    valid = np.zeros((n, width), dtype=bool)
+    for i, c in enumerate(counts):
+        valid[i, :c] = True
+    if kind == "legacy_onnx":
+        ids = np.zeros(valid.shape, dtype=np.int64)
+        for i, row in enumerate(legal):
+            ids[i, :len(row)] = row
+        scores = np.take_along_axis(raw, ids, axis=1)  # logits of the legal ids only
+    else:
+        scores = raw
+    values = np.asarray(outputs[1], dtype=np.float64)[:, 0] if kind == "v5" else None
+    broken = ((np.isnan(scores) | np.isposinf(scores)) & valid).any(axis=1)
+    if values is not None:
+        broken |= ~np.isfinite(values)
+    finite_any = (np.isfinite(scores) & valid).any(axis=1)
+    masked = np.where(valid & ~broken[:, None], scores, -np.inf)
+    peak = masked.max(axis=1, keepdims=True)
+    peak[~np.isfinite(peak)] = 0.0
+    expd = np.exp(masked - peak)
+    probs = expd / np.maximum(expd.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
+    best = masked.argmax(axis=1)
+    decisions: list[Decision] = []
+    for i, (policy, state) in enumerate(items):
+        if broken[i]:
+            what = "logits" if kind != "action_onnx" else "scores"
+            decisions.append(policy.fallback(state, policy._warning(
+                "non_finite_output", f"{policy.spec} returned NaN or +inf {what}"
+                + (" or value" if kind == "v5" else "") + f" for this state ({counts[i]} legal actions)")))
+            continue
+        if not finite_any[i]:
+            decisions.append(policy.fallback(state, policy._warning(
+                "illegal_choice", f"{policy.spec} gave no legal action a finite score (all {counts[i]} are -inf)")))
+            continue
+        row = probs[i, :counts[i]]
+        if policy.sample:
+            u = policy.rng.next_u64() / 2.0 ** 64
+            k = int(np.searchsorted(np.cumsum(row), u, side="right"))
+            if k >= counts[i] or row[k] == 0.0:  # rounding at the top end: the last possible action
+                k = int(np.flatnonzero(row > 0.0)[-1])
+        else:
+            k = int(best[i])
+        decisions.append(Decision(action_id=legal[i][k], probabilities=tuple(row.tolist()),
+                                  value=None if values is None else float(values[i])))
+    return decisions
