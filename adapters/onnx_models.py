@@ -54,6 +54,8 @@ CONTRACTS: dict[str, dict[str, dict[str, tuple[tuple[str, ...], tuple[str | int,
 }
 OUTPUT_NAMES = {kind: tuple(c["outputs"]) for kind, c in CONTRACTS.items()}
 _MAX_MESSAGE = 400
+_RUN_OPTIONS = ort.RunOptions()
+_RUN_OPTIONS.log_severity_level = 4
 
 
 def canonical_kind(kind: str) -> str:
@@ -240,7 +242,7 @@ def new_session(model_bytes: bytes) -> ort.InferenceSession:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3  # no shape-mismatch chatter on stderr; we check outputs ourselves
+    options.log_severity_level = 4  # failures come back as Decision warnings, not stderr chatter
     return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
 
 
@@ -474,7 +476,7 @@ def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
         return [p.fallback(s, p._warning(warning_kind, message)) for p, s in items]
 
     try:
-        outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds)
+        outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _RUN_OPTIONS)
     except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
         return all_fallback("runtime_error", f"onnxruntime failed on {first.spec}: {_short(exc)}")
     width = max(counts)

@@ -8,7 +8,7 @@ from .actions import (ACTION_SPACE_SIZE, ATTACK_BASE, END_TURN, PLAY_BASE, attac
 from .cards import CARD_IDS, CARDS, KEYWORDS, Card, load_card_pool, parse_card_pool
 from .decks import DECK_SIZE, MAX_COPIES, deck_id, random_deck, validate_deck
 from .errors import CardPoolError, DeckError, EngineError, IllegalActionError, StateFormatError
-from .features import ACTION_FEATURE_DIM, ACTION_FEATURE_NAMES, OBS_DIM, OBS_FEATURE_NAMES, OBS_VERSION
+from .features import ACTION_FEATURE_DIM, ACTION_FEATURE_NAMES, OBS_DIM, OBS_FEATURE_NAMES, OBS_VERSION, observations
 from .rng import SplitMix64, derive_seed
 from .state import (HERO_HEALTH, MAX_TURNS, MAX_TURNS_PER_PLAYER, RULESET, STATE_SCHEMA_VERSION, Creature,
                     State, new_battle)
@@ -21,5 +21,5 @@ __all__ = [
     "HERO_HEALTH", "IllegalActionError", "KEYWORDS", "MAX_COPIES", "MAX_TURNS", "MAX_TURNS_PER_PLAYER",
     "OBS_DIM", "OBS_FEATURE_NAMES", "OBS_VERSION", "PLAY_BASE", "RULESET", "STATE_SCHEMA_VERSION",
     "SplitMix64", "State", "StateFormatError", "attack_action", "deck_id", "decode_action", "derive_seed",
-    "load_card_pool", "new_battle", "parse_card_pool", "play_action", "random_deck", "validate_deck",
+    "load_card_pool", "new_battle", "observations", "parse_card_pool", "play_action", "random_deck", "validate_deck",
 ]

@@ -99,41 +99,62 @@ _HAND_PIECES = {(card_id, playable): np.array((1.0, float(playable), *static), d
 _EMPTY_CARD_PIECE = np.zeros(_CARD_N, dtype=np.float32)
 _CREATURE_PIECES: dict[tuple, np.ndarray] = {}
 _EMPTY_CREATURE_PIECE = np.zeros(_CREATURE_N, dtype=np.float32)
+_HEAD_N = len(GLOBAL_FEATURES)
 
 
-def _creature_piece(c: "Creature | None") -> np.ndarray:
-    if c is None:
-        return _EMPTY_CREATURE_PIECE
-    piece = _CREATURE_PIECES.get(c[2:])
-    if piece is None:
-        piece = np.array(creature_features(c), dtype=np.float32)
-        if len(_CREATURE_PIECES) < 100_000:
-            _CREATURE_PIECES[c[2:]] = piece
+def _creature_piece(c: "Creature") -> np.ndarray:
+    piece = np.array(creature_features(c), dtype=np.float32)
+    if len(_CREATURE_PIECES) < 100_000:
+        _CREATURE_PIECES[c[2:]] = piece
     return piece
 
 
+def observations(items: list[tuple["State", int]]) -> np.ndarray:
+    """Observations of several (state, player) pairs at once: float32 [len(items), OBS_DIM].
+
+    Built from cached per-card and per-creature pieces with one concatenation for the whole
+    batch, which is what makes recording a battle's observations cheap.
+    """
+    heads: list[float] = []
+    pieces: list[np.ndarray] = []
+    empty_hand, empty_slot, hand_pieces, creature_pieces = (_EMPTY_CARD_PIECE, _EMPTY_CREATURE_PIECE,
+                                                            _HAND_PIECES, _CREATURE_PIECES)
+    for state, player in items:
+        if player not in (1, 2):
+            raise ValueError(f"player must be 1 or 2, got {player!r}")
+        me = state.players[player - 1]
+        opp = state.players[2 - player]
+        own_count = BOARD_SLOTS - me.board.count(None)
+        heads += (max(-1.0, me.hp / 30.0), max(-1.0, opp.hp / 30.0), me.mana / 10.0, me.max_mana / 10.0,
+                  opp.max_mana / 10.0, len(me.hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0,
+                  len(opp.deck) / 30.0, min(me.fatigue / 10.0, 1.0), min(opp.fatigue / 10.0, 1.0),
+                  state.turn / 60.0, 1.0 if state.to_move == player else 0.0,
+                  1.0 if state.starting_player == player else 0.0, own_count / 6.0,
+                  (BOARD_SLOTS - opp.board.count(None)) / 6.0)
+        room = own_count < BOARD_SLOTS
+        mana = me.mana
+        for card_id in me.hand:
+            card = CARDS[card_id]
+            pieces.append(hand_pieces[card_id, card.cost <= mana and (room or card.type != "creature")])
+        pieces += [empty_hand] * (HAND_LIMIT - len(me.hand))
+        for board in (me.board, opp.board):
+            for c in board:
+                if c is None:
+                    pieces.append(empty_slot)
+                else:
+                    piece = creature_pieces.get(c[2:])
+                    pieces.append(piece if piece is not None else _creature_piece(c))
+    n = len(items)
+    if n == 0:
+        return np.zeros((0, OBS_DIM), dtype=np.float32)
+    out = np.empty((n, OBS_DIM), dtype=np.float32)
+    out[:, :_HEAD_N] = np.array(heads, dtype=np.float32).reshape(n, _HEAD_N)
+    out[:, _HEAD_N:] = np.concatenate(pieces).reshape(n, OBS_DIM - _HEAD_N)
+    return out
+
+
 def observation(state: "State", player: int) -> np.ndarray:
-    if player not in (1, 2):
-        raise ValueError(f"player must be 1 or 2, got {player!r}")
-    me = state.players[player - 1]
-    opp = state.players[2 - player]
-    own_count = BOARD_SLOTS - me.board.count(None)
-    head = np.array([_clip(x) for x in (
-        me.hp / 30.0, opp.hp / 30.0, me.mana / 10.0, me.max_mana / 10.0, opp.max_mana / 10.0,
-        len(me.hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0, len(opp.deck) / 30.0,
-        me.fatigue / 10.0, opp.fatigue / 10.0, state.turn / 60.0,
-        1.0 if state.to_move == player else 0.0, 1.0 if state.starting_player == player else 0.0,
-        own_count / 6.0, (BOARD_SLOTS - opp.board.count(None)) / 6.0)], dtype=np.float32)
-    room = own_count < BOARD_SLOTS
-    mana = me.mana
-    pieces = [head]
-    for card_id in me.hand:
-        card = CARDS[card_id]
-        pieces.append(_HAND_PIECES[card_id, card.cost <= mana and (room or card.type != "creature")])
-    pieces += [_EMPTY_CARD_PIECE] * (HAND_LIMIT - len(me.hand))
-    pieces += [_creature_piece(c) for c in me.board]
-    pieces += [_creature_piece(c) for c in opp.board]
-    return np.concatenate(pieces)
+    return observations([(state, player)])[0]
 
 
 def _would_kill(c: "Creature", amount: int, lethal: bool) -> bool:

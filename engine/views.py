@@ -77,30 +77,42 @@ def action_json(state: "State", action_id: int, description: str | None = None) 
 _CARD_TEXT = {card_id: f"{card.name} ({card.cost} mana, {card.text()})" for card_id, card in CARDS.items()}
 
 
-def _target_texts(state: "State") -> list[str]:
-    """Text of every play target 0..14 as seen by the player to move (index = target id)."""
-    me = state.players[state.active]
-    opp = state.players[1 - state.active]
-    texts = ["", f"your hero ({me.hp} health)", f"the enemy hero ({opp.hp} health)"]
-    for side, board in (("your", me.board), ("enemy", opp.board)):
-        texts += [f"{side} {_creature_label(c, slot)}" if c is not None else f"{side} slot {slot} (empty)"
-                  for slot, c in enumerate(board)]
-    return texts
+class _TargetTexts:
+    """Texts of play targets 0..14 as seen by the player to move, built on first use."""
+
+    __slots__ = ("state", "texts")
+
+    def __init__(self, state: "State") -> None:
+        self.state = state
+        self.texts: dict[int, str] = {}
+
+    def __getitem__(self, t: int) -> str:
+        text = self.texts.get(t)
+        if text is None:
+            state = self.state
+            if t <= 2:
+                hero = state.players[state.active if t == 1 else 1 - state.active]
+                text = f"{'your' if t == 1 else 'the enemy'} hero ({hero.hp} health)"
+            else:
+                own = t < TARGET_ENEMY_SLOT
+                slot = t - (TARGET_OWN_SLOT if own else TARGET_ENEMY_SLOT)
+                c = state.players[state.active if own else 1 - state.active].board[slot]
+                side = "your" if own else "enemy"
+                text = f"{side} {_creature_label(c, slot)}" if c is not None else f"{side} slot {slot} (empty)"
+            self.texts[t] = text
+        return text
 
 
 def describe_actions(state: "State", action_ids: list[int]) -> list[str]:
     """Readable lines for several actions of the player to move (shares the board texts)."""
     me = state.players[state.active]
-    targets: list[str] | None = None
+    targets = _TargetTexts(state)
     out = []
     for action_id in action_ids:
         a = action_id if type(action_id) is int and 0 <= action_id < 163 else check_action_id(action_id)
         if a == 0:
             out.append("End turn")
-            continue
-        if targets is None:
-            targets = _target_texts(state)
-        if a < ATTACK_BASE:
+        elif a < ATTACK_BASE:
             h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
             if h >= len(me.hand):
                 out.append(f"Play hand slot {h} (empty)")
@@ -108,11 +120,11 @@ def describe_actions(state: "State", action_ids: list[int]) -> list[str]:
             card_id = me.hand[h]
             text = "Play " + _CARD_TEXT[card_id]
             out.append(text if CARDS[card_id].type == "creature" or t == 0 else f"{text} on {targets[t]}")
-            continue
-        slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
-        c = me.board[slot]
-        who = _creature_label(c, slot) if c is not None else f"slot {slot} (empty)"
-        out.append(f"Attack with {who} -> {targets[2 if t == 0 else TARGET_ENEMY_SLOT + t - 1]}")
+        else:
+            slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
+            c = me.board[slot]
+            who = _creature_label(c, slot) if c is not None else f"slot {slot} (empty)"
+            out.append(f"Attack with {who} -> {targets[2 if t == 0 else TARGET_ENEMY_SLOT + t - 1]}")
     return out
 
 

@@ -110,6 +110,7 @@ class BattleRecorder:
                            "state_start_hash": turn["start"].hash, "state_end_hash": end.hash})
             turns.append(head[:-1] + ',"state_start":' + turn["start"].json + ',"state_end":' + end.json + "}")
 
+        observations = engine.observations([(d.before, d.before.active + 1) for d in self.decisions])
         for i, d in enumerate(self.decisions):
             state, player = d.before, d.before.active + 1
             legal = state.legal_actions()
@@ -122,7 +123,7 @@ class BattleRecorder:
                 "player": player,
                 "actor": d.actor,
                 "state_hash_before": snaps[i].hash,
-                "observation": encode_observation(state.observation(player)),
+                "observation": encode_observation(observations[i]),
                 "legal_actions": [{"action_id": a, "description": t} for a, t in zip(legal, descriptions)],
                 "action_id": d.action_id,
                 "action": state.action_json(d.action_id, descriptions[legal.index(d.action_id)]),
