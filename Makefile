@@ -5,7 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench setup clean golden
+TOOLS := .tools
+INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
+
+.PHONY: run test bench setup clean golden mcp tools
 
 setup: $(STAMP)
 
@@ -20,8 +23,20 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(PY) -m extrarlhf demo
 
-test: $(STAMP)
+# Third-party test clients (the MCP Inspector CLI), installed into an ignored local folder.
+tools: $(INSPECTOR)
+
+$(INSPECTOR):
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --silent --no-audit --no-fund --prefix $(TOOLS) @modelcontextprotocol/inspector \
+		|| echo "warning: could not install the MCP Inspector; its test will be skipped"; \
+	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
+
+test: $(STAMP) tools
 	$(PY) -m pytest -q
+
+mcp: $(STAMP)
+	$(PY) -m mcp_server
 
 bench: $(STAMP)
 	@for script in $$(ls benchmarks/*.py | grep -v __init__); do \
@@ -32,4 +47,4 @@ golden: $(STAMP)
 	$(PY) -m tests.golden regenerate
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .hypothesis build *.egg-info

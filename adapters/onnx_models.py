@@ -13,9 +13,9 @@ Kinds (DESIGN section 7), N = batch, A = candidate actions (the legal ones, padd
 ``state.legal_actions()`` in that order, padded to the batch's largest A with mask 0 (the
 adapter ignores padded positions whatever the model puts there).
 
-Loaded models (file bytes, weights hash, signature, onnxruntime session) are cached per
-process by file identity (path, size, mtime, inode), so the many per-battle policies of a
-series share one session and :func:`decide_many` can batch across them.
+Loaded models (weights hash, signature, onnxruntime session) are cached per process by
+path and file content (sha256), so the many per-battle policies of a series share one
+session and :func:`decide_many` can batch across them.
 """
 
 from __future__ import annotations
@@ -282,26 +282,26 @@ def _uses_external_data(model: onnx.ModelProto) -> bool:
 
 
 def load_model(path: str | os.PathLike[str]) -> LoadedModel:
-    """Load (or reuse) a model file; :class:`LoadFailure` if it is missing or unusable."""
+    """Load (or reuse) a model file; :class:`LoadFailure` if it is missing or unusable.
+
+    The file is read and hashed every time (about a millisecond per MB), so a file changed
+    in place is never served from the cache; parsing, hashing weights and building the
+    session happen once per distinct content."""
     p = os.fspath(path)
     try:
-        st = os.stat(p)
+        with open(p, "rb") as fh:
+            data = fh.read()
     except (FileNotFoundError, NotADirectoryError):
         raise LoadFailure("missing_file", f"model file {p} does not exist") from None
     except OSError as exc:
-        raise LoadFailure("runtime_error", f"cannot stat model file {p}: {exc}") from None
-    key = (os.path.realpath(p), st.st_size, st.st_mtime_ns, st.st_ino)
+        raise LoadFailure("runtime_error", f"cannot read model file {p}: {exc}") from None
+    file_sha = hashlib.sha256(data).hexdigest()
+    key = (os.path.realpath(p), file_sha)
     with _CACHE_LOCK:
         cached = _CACHE.get(key)
         if cached is not None:
             _CACHE.move_to_end(key)
             return cached
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise LoadFailure("missing_file" if isinstance(exc, FileNotFoundError) else "runtime_error",
-                          f"cannot read model file {p}: {exc}") from None
     try:
         model = onnx.load_from_string(data)
     except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage
@@ -317,10 +317,11 @@ def load_model(path: str | os.PathLike[str]) -> LoadedModel:
     for inp in session.get_inputs():
         if inp.name == "action_mask" and inp.type == "tensor(bool)":
             mask_dtype = np.bool_
-    loaded = LoadedModel(path=p, file_sha256=hashlib.sha256(data).hexdigest(), weights_hash=weights_hash(model),
-                         signature=signature(model), session=session, mask_dtype=mask_dtype)
+    loaded = LoadedModel(path=p, file_sha256=file_sha, weights_hash=weights_hash(model), signature=signature(model),
+                         session=session, mask_dtype=mask_dtype)
     with _CACHE_LOCK:
-        _CACHE[key] = loaded
+        loaded = _CACHE.setdefault(key, loaded)
+        _CACHE.move_to_end(key)
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return loaded
