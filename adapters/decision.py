@@ -24,6 +24,13 @@ class Decision:
     def degraded(self) -> bool:
         return self.warning is not None
 
+    def policy_record(self) -> dict | None:
+        """The trace's ``policy`` field: model outputs, or None when there are none."""
+        if self.probabilities is None and self.value is None:
+            return None
+        return {"probabilities": None if self.probabilities is None else list(self.probabilities),
+                "value": self.value}
+
 
 class AdapterError(ValueError):
     """A refused request to the adapters (bad kind, bad factory path, kind mismatch).

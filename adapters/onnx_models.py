@@ -34,7 +34,7 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, State, derive_seed
+from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, State, derive_seed, observations
 
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision, KindMismatch
@@ -344,9 +344,7 @@ def build_inputs(kind: str, states: Sequence[State], mask_dtype: type = np.float
         if not ids:
             raise ValueError(f"cannot decide in a finished battle ({s!r})")
     n = len(states)
-    obs = np.empty((n, OBS_DIM), dtype=np.float32)
-    for i, s in enumerate(states):
-        obs[i] = s.observation(s.to_move)
+    obs = observations([(s, s.to_move) for s in states])
     if kind == "legacy_onnx":
         return {"obs": obs}, legal
     width = max(len(ids) for ids in legal)
@@ -427,7 +425,11 @@ class ModelPolicy:
 
     def decide_batch(self, states: Sequence[State]) -> list[Decision]:
         """Decisions for several states with one ``session.run``."""
-        return decide_many([(self, s) for s in states])
+        if not states:
+            return []
+        if self.model is None:
+            return decide_many([(self, s) for s in states])
+        return _run_group([(self, s) for s in states])
 
     def describe(self) -> dict[str, Any]:
         """What played, for traces: spec, kind and the weights hash (None if the model did not load)."""
@@ -465,21 +467,29 @@ def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
 
 
 def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
-    """One session.run for policies sharing one model and kind; per-row checks and choices."""
+    """One session.run for policies sharing one model and kind, then per-row checks and choices."""
     first = items[0][0]
     model, kind = first.model, first.kind
     assert model is not None
-    states = [s for _, s in items]
-    feeds, legal = build_inputs(kind, states, model.mask_dtype)
-    n, counts = len(states), [len(ids) for ids in legal]
+    feeds, legal = build_inputs(kind, [s for _, s in items], model.mask_dtype)
+    try:
+        outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _RUN_OPTIONS)
+    except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
+        return [p.fallback(s, p._warning("runtime_error", f"onnxruntime failed on {first.spec}: {_short(exc)}"))
+                for p, s in items]
+    return decisions_from_outputs(items, kind, legal, outputs)
+
+
+def decisions_from_outputs(items: Sequence[tuple[ModelPolicy, State]], kind: str, legal: list[list[int]],
+                           outputs: Sequence[Any]) -> list[Decision]:
+    """The adapter's own work after ``session.run``: shape checks, finiteness checks, masking,
+    softmax over the legal actions, argmax or a seeded draw, one Decision per row."""
+    first = items[0][0]
+    n, counts = len(items), [len(ids) for ids in legal]
 
     def all_fallback(warning_kind: str, message: str) -> list[Decision]:
         return [p.fallback(s, p._warning(warning_kind, message)) for p, s in items]
 
-    try:
-        outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _RUN_OPTIONS)
-    except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
-        return all_fallback("runtime_error", f"onnxruntime failed on {first.spec}: {_short(exc)}")
     width = max(counts)
     expected_shapes = {"legacy_onnx": [(n, ACTION_SPACE_SIZE)], "action_onnx": [(n, width)],
                        "v5": [(n, width), (n, 1)]}[kind]
@@ -489,47 +499,77 @@ def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
             return all_fallback("bad_output_shape", f"{first.spec} returned {name} {out.dtype}{list(out.shape)}, "
                                                     f"expected float{list(want)} for a batch of {n}")
     raw = np.asarray(outputs[0], dtype=np.float64)
-    valid = np.zeros((n, width), dtype=bool)
-    for i, c in enumerate(counts):
-        valid[i, :c] = True
+    valid = _ARANGE[:width] < np.array(counts)[:, None] if width <= _ARANGE.size else \
+        np.arange(width) < np.array(counts)[:, None]
     if kind == "legacy_onnx":
         ids = np.zeros(valid.shape, dtype=np.int64)
         for i, row in enumerate(legal):
             ids[i, :len(row)] = row
-        scores = np.take_along_axis(raw, ids, axis=1)  # logits of the legal ids only
-    else:
-        scores = raw
-    values = np.asarray(outputs[1], dtype=np.float64)[:, 0] if kind == "v5" else None
-    broken = ((np.isnan(scores) | np.isposinf(scores)) & valid).any(axis=1)
-    if values is not None:
-        broken |= ~np.isfinite(values)
-    finite_any = (np.isfinite(scores) & valid).any(axis=1)
-    masked = np.where(valid & ~broken[:, None], scores, -np.inf)
-    peak = masked.max(axis=1, keepdims=True)
-    peak[~np.isfinite(peak)] = 0.0
-    expd = np.exp(masked - peak)
-    probs = expd / np.maximum(expd.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
-    best = masked.argmax(axis=1)
+        raw = np.take_along_axis(raw, ids, axis=1)  # logits of the legal ids only
+    masked = np.where(valid, raw, -np.inf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        broken = ~(masked < np.inf).all(axis=1)  # NaN or +inf on a legal action (padding is -inf)
+        values = None
+        if kind == "v5":
+            values = np.asarray(outputs[1], dtype=np.float64)[:, 0]
+            broken |= ~np.isfinite(values)
+        peak = masked.max(axis=1)
+        usable = (peak > -np.inf) & ~broken  # not broken and at least one finite legal score
+        all_usable = bool(usable.all())
+        if not all_usable:
+            peak[~usable] = 0.0
+        expd = np.exp(masked - peak[:, None])
+        sums = expd.sum(axis=1)
+        if not all_usable:
+            sums[~usable] = 1.0
+        probs = expd / sums[:, None]
+    best = masked.argmax(axis=1).tolist()
+    prob_rows = probs.tolist()
+    value_list = values.tolist() if values is not None else [None] * n
+    if all_usable and not any(p.sample for p, _ in items):  # the common case, kept lean
+        return [_decision(ids[k], tuple(row[:c]), v)
+                for ids, k, row, c, v in zip(legal, best, prob_rows, counts, value_list)]
+    broken_list, usable_list = broken.tolist(), usable.tolist()
     decisions: list[Decision] = []
     for i, (policy, state) in enumerate(items):
-        if broken[i]:
-            what = "logits" if kind != "action_onnx" else "scores"
-            decisions.append(policy.fallback(state, policy._warning(
-                "non_finite_output", f"{policy.spec} returned NaN or +inf {what}"
-                + (" or value" if kind == "v5" else "") + f" for this state ({counts[i]} legal actions)")))
+        c = counts[i]
+        if not usable_list[i]:
+            if broken_list[i]:
+                what = "logits" if kind != "action_onnx" else "scores"
+                message = (f"{policy.spec} returned NaN or +inf {what}" + (" or value" if kind == "v5" else "")
+                           + f" for this state ({c} legal actions)")
+                decisions.append(policy.fallback(state, policy._warning("non_finite_output", message)))
+            else:
+                decisions.append(policy.fallback(state, policy._warning(
+                    "illegal_choice", f"{policy.spec} gave no legal action a finite score (all {c} are -inf)")))
             continue
-        if not finite_any[i]:
-            decisions.append(policy.fallback(state, policy._warning(
-                "illegal_choice", f"{policy.spec} gave no legal action a finite score (all {counts[i]} are -inf)")))
-            continue
-        row = probs[i, :counts[i]]
-        if policy.sample:
-            u = policy.rng.next_u64() / 2.0 ** 64
-            k = int(np.searchsorted(np.cumsum(row), u, side="right"))
-            if k >= counts[i] or row[k] == 0.0:  # rounding at the top end: the last possible action
-                k = int(np.flatnonzero(row > 0.0)[-1])
-        else:
-            k = int(best[i])
-        decisions.append(Decision(action_id=legal[i][k], probabilities=tuple(row.tolist()),
-                                  value=None if values is None else float(values[i])))
+        row = prob_rows[i][:c]
+        k = _sample(policy.rng, row) if policy.sample else best[i]
+        decisions.append(_decision(legal[i][k], tuple(row), value_list[i]))
     return decisions
+
+
+_ARANGE = np.arange(256)
+_new_decision = object.__new__
+
+
+def _decision(action_id: int, probabilities: tuple[float, ...], value: float | None) -> Decision:
+    """``Decision(action_id, probabilities, value)`` without the frozen-dataclass __init__,
+    which costs more than the rest of the per-row work (an equal object either way)."""
+    d = _new_decision(Decision)
+    d.__dict__.update(action_id=action_id, probabilities=probabilities, value=value, warning=None)
+    return d
+
+
+def _sample(rng: SplitMix64, row: list[float]) -> int:
+    """Inverse-CDF draw from ``row`` with one 64-bit number; never an index of probability 0."""
+    u = rng.next_u64() / 2.0 ** 64
+    acc = 0.0
+    last = 0
+    for k, p in enumerate(row):
+        if p > 0.0:
+            acc += p
+            last = k
+            if u < acc:
+                return k
+    return last  # rounding at the top end: the last possible action

@@ -25,7 +25,8 @@ from .decision import AdapterError, Decision
 from .onnx_models import KIND_ALIASES, MODEL_KINDS, ModelPolicy
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
-_FACTORY_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_FACTORY_PATH = re.compile(f"{_DOTTED}:{_DOTTED}")
 
 
 def load_factory(path: str) -> Callable[..., Any]:

@@ -18,8 +18,9 @@ Figures, at batch 1 and batch 64:
   Target from issue 4: <= 0.25 at batch 64. ``overhead_vs_build_plus_run`` is the same
   comparison with feature building counted on both sides.
 
-Each figure is the median over interleaved repetitions of the three measurements on the
-same chunks of states.
+Per chunk of states the adapter (``decide_batch``) and the bare pipeline (``build_inputs``
+then ``session.run``) are timed back to back, alternating which goes first; each figure is
+the median over all repetitions.
 """
 
 from __future__ import annotations
@@ -62,42 +63,57 @@ def sample_states(n: int) -> list[engine.State]:
 
 
 def measure(policy: ModelPolicy, states: list[engine.State], batch: int, seconds: float) -> dict:
+    """Per chunk of ``batch`` states: (A) ``decide_batch``; (B) ``build_inputs`` then a bare
+    ``session.run`` on them. A and B alternate which goes first, so neither gets the warmer
+    caches systematically."""
     chunks = [states[i:i + batch] for i in range(0, len(states) - batch + 1, batch)]
     model = policy.model
     assert model is not None, policy.load_warning
     names = list(OUTPUT_NAMES[policy.kind])
-    prebuilt = [build_inputs(policy.kind, c, model.mask_dtype)[0] for c in chunks]
-    for chunk, feeds in zip(chunks[:3], prebuilt[:3]):  # warm up
-        policy.decide_batch(chunk)
-        model.session.run(names, feeds)
+    session, mask_dtype, kind = model.session, model.mask_dtype, policy.kind
+
+    def bare(chunk: list[engine.State]) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        feeds = build_inputs(kind, chunk, mask_dtype)[0]
+        t1 = time.perf_counter()
+        session.run(names, feeds)
+        return t1 - t0, time.perf_counter() - t1
+
+    def adapter(chunk: list[engine.State]) -> float:
+        t0 = time.perf_counter()
+        out = policy.decide_batch(chunk)
+        elapsed = time.perf_counter() - t0
+        assert len(out) == len(chunk) and all(d.warning is None for d in out)
+        return elapsed
+
+    for chunk in chunks[:3]:  # warm up
+        adapter(chunk)
+        bare(chunk)
     per_chunk: dict[str, list[float]] = {"decide": [], "build": [], "bare": []}
-    decisions, decide_time = 0, 0.0
     deadline = time.perf_counter() + seconds
+    turn = 0
     while time.perf_counter() < deadline:
-        for chunk, feeds in zip(chunks, prebuilt):
-            t0 = time.perf_counter()
-            out = policy.decide_batch(chunk)
-            t1 = time.perf_counter()
-            build_inputs(policy.kind, chunk, model.mask_dtype)
-            t2 = time.perf_counter()
-            model.session.run(names, feeds)
-            t3 = time.perf_counter()
-            assert len(out) == len(chunk) and all(d.warning is None for d in out)
-            per_chunk["decide"].append(t1 - t0)
-            per_chunk["build"].append(t2 - t1)
-            per_chunk["bare"].append(t3 - t2)
-            decisions += len(chunk)
-            decide_time += t1 - t0
+        for chunk in chunks:
+            turn += 1
+            if turn % 2:
+                decide_s = adapter(chunk)
+                build_s, bare_s = bare(chunk)
+            else:
+                build_s, bare_s = bare(chunk)
+                decide_s = adapter(chunk)
+            per_chunk["decide"].append(decide_s)
+            per_chunk["build"].append(build_s)
+            per_chunk["bare"].append(bare_s)
     med = {k: statistics.median(v) for k, v in per_chunk.items()}
-    adapter = med["decide"] - med["build"] - med["bare"]
+    adapter_s = med["decide"] - med["build"] - med["bare"]
     return {
         "batch": batch,
-        "decisions_per_s": round(decisions / decide_time, 1),
+        "decisions_per_s": round(batch * len(per_chunk["decide"]) / sum(per_chunk["decide"]), 1),
         "decide_batch_ms": round(med["decide"] * 1e3, 4),
         "build_inputs_ms": round(med["build"] * 1e3, 4),
         "bare_run_ms": round(med["bare"] * 1e3, 4),
-        "adapter_ms": round(adapter * 1e3, 4),
-        "overhead_vs_bare_run": round(adapter / med["bare"], 4),
+        "adapter_ms": round(adapter_s * 1e3, 4),
+        "overhead_vs_bare_run": round(adapter_s / med["bare"], 4),
         "overhead_vs_build_plus_run": round(med["decide"] / (med["build"] + med["bare"]) - 1.0, 4),
         "model_only_decisions_per_s": round(batch / med["bare"], 1),
         "repetitions": len(per_chunk["decide"]),

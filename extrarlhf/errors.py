@@ -43,3 +43,43 @@ class MatchError(RLHFError):
     """A move that the match cannot take (illegal, out of turn, finished)."""
 
     code = "match_error"
+
+
+class PathOutsideDatasetsDir(RLHFError):
+    """A dataset path that is absolute, uses ``..`` or resolves (through a symlink) outside
+    the datasets dir."""
+
+    code = "path_outside_datasets_dir"
+
+
+class DatasetExists(RLHFError):
+    """The versioned target of a publication exists and ``overwrite`` was not asked for."""
+
+    code = "dataset_exists"
+
+
+class IntegrityError(RLHFError):
+    """Source data does not match its recorded hashes or invariants (a trace that does not
+    match its catalog line, an illegal recorded action, ...)."""
+
+    code = "integrity_error"
+
+
+class NotReady(RLHFError):
+    """A training contour is not ready; ``blockers`` says why (one reason per entry)."""
+
+    code = "not_ready"
+
+    def __init__(self, message: str, blockers: list[str] | None = None, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.blockers = list(blockers or [])
+
+
+class ValidationFailed(RLHFError):
+    """A dataset failed validation; ``failures`` lists each failed check."""
+
+    code = "validation_failed"
+
+    def __init__(self, message: str, failures: list[dict] | None = None, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.failures = list(failures or [])

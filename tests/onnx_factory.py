@@ -105,11 +105,16 @@ def v5_model(weights: Mapping[str, float] = SCRIPT, value: Mapping[str, float] =
                                                  _vi("value", value_shape or ["N", 1])], "scripted_v5")
 
 
+def legacy_bias() -> np.ndarray:
+    """A fixed preference over action ids that is not monotonic in the id (a permutation), so
+    picking by position instead of by id would show; its overall best id is rarely legal."""
+    return ((np.arange(ACTION_SPACE_SIZE) * 37) % ACTION_SPACE_SIZE).astype(np.float32) / ACTION_SPACE_SIZE
+
+
 def legacy_model(bias: np.ndarray | None = None, seed: int | None = None) -> onnx.ModelProto:
-    """Kind legacy_onnx: logits = obs @ W + bias. Default bias = action id / 163 (prefers the
-    highest legal id, so the unrestricted argmax 162 is usually illegal); ``seed`` draws W."""
+    """Kind legacy_onnx: logits = obs @ W + bias (default :func:`legacy_bias`); ``seed`` draws W."""
     if bias is None:
-        bias = np.arange(ACTION_SPACE_SIZE, dtype=np.float32) / ACTION_SPACE_SIZE
+        bias = legacy_bias()
     weights = (np.zeros((OBS_DIM, ACTION_SPACE_SIZE), dtype=np.float32) if seed is None else
                np.random.default_rng(seed).normal(0, 0.1, (OBS_DIM, ACTION_SPACE_SIZE)).astype(np.float32))
     nodes = [helper.make_node("MatMul", ["obs", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["logits"])]
@@ -126,7 +131,7 @@ def predict_linear(state: engine.State, weights: Mapping[str, float] = SCRIPT) -
 
 def predict_legacy(state: engine.State, bias: np.ndarray | None = None) -> int:
     if bias is None:
-        bias = np.arange(ACTION_SPACE_SIZE, dtype=np.float32) / ACTION_SPACE_SIZE
+        bias = legacy_bias()
     legal = state.legal_actions()
     return legal[int(np.argmax(np.asarray(bias)[legal]))]
 

@@ -258,6 +258,7 @@ def test_scripted_v5_provably_plays_a_whole_battle(models, seed):
         assert d.probabilities[legal.index(d.action_id)] == max(d.probabilities)
         obs = state.observation(1)
         assert d.value == pytest.approx(float(obs[0]) - float(obs[1]), abs=1e-6)
+        assert d.policy_record() == {"probabilities": list(d.probabilities), "value": d.value}
         kinds_played.append(engine.decode_action(d.action_id)["kind"])
 
     assert _play(policy, RandomPolicy(seed + 100), seed, check) > 10
@@ -273,9 +274,11 @@ def test_scripted_v4_and_legacy_play_as_predicted(models):
     def check_v4(state, d):
         assert d.warning is None and d.value is None and d.action_id == f.predict_linear(state)
 
+    overall_best = int(np.argmax(f.legacy_bias()))
+
     def check_legacy(state, d):
-        assert d.warning is None and d.action_id == f.predict_legacy(state) == max(state.legal_actions())
-        restricted.append(162 not in state.legal_actions())  # the unrestricted argmax 162 was illegal
+        assert d.warning is None and d.action_id == f.predict_legacy(state)
+        restricted.append(overall_best not in state.legal_actions())  # the unrestricted argmax was illegal
 
     assert _play(v4, RandomPolicy(7), 7, check_v4) > 10
     assert _play(legacy, RandomPolicy(8), 8, check_legacy) > 10
@@ -315,7 +318,7 @@ def test_each_degraded_path_falls_back_with_its_warning(models, states, name, ki
             assert d.action_id == greedy.act(state)
             assert d.warning is not None and d.warning["kind"] == warning_kind, d.warning
             assert d.warning["fallback"] == "baseline:greedy" and d.warning["message"]
-            assert d.probabilities is None and d.value is None and d.degraded
+            assert d.probabilities is None and d.value is None and d.degraded and d.policy_record() is None
 
 
 def test_missing_file_and_hash_mismatch_fall_back(models, states, tmp_path):

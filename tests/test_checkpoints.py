@@ -173,9 +173,13 @@ def test_registered_checkpoint_plays_as_predicted(registry, src):
 
 def test_tampered_file_degrades_with_hash_mismatch(registry, src):
     cp = registry.register("model", src["v5"], kind="v5")
+    assert not registry.policy("model", seed=1).degraded  # loaded (and cached) before the tampering
     # same kind and signature, other weights: only the weights hash can tell
     tampered = f.v5_model(weights={"is_end_turn": 1.0})
-    cp.path.write_bytes(tampered.SerializeToString())
+    data = tampered.SerializeToString()
+    assert len(data) == cp.size_bytes  # same size, rewritten in place: only the content differs
+    with open(cp.path, "r+b") as fh:
+        fh.write(data)
     info = registry.inspect("model")
     assert info["file_present"] and not info["file_intact"]
     policy = registry.policy("model", seed=1)
