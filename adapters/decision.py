@@ -25,11 +25,15 @@ class Decision:
         return self.warning is not None
 
     def policy_record(self) -> dict | None:
-        """The trace's ``policy`` field: model outputs, or None when there are none."""
+        """The trace's ``policy`` field: model outputs, or None when there are none.
+
+        Rounded to 6 decimals: a batched and an unbatched run of the same model may differ in
+        the last bits of a float, and traces must not.
+        """
         if self.probabilities is None and self.value is None:
             return None
-        return {"probabilities": None if self.probabilities is None else list(self.probabilities),
-                "value": self.value}
+        return {"probabilities": None if self.probabilities is None else [round(p, 6) for p in self.probabilities],
+                "value": None if self.value is None else round(self.value, 6)}
 
 
 class AdapterError(ValueError):

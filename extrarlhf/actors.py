@@ -1,19 +1,24 @@
-"""Actor specs: how opponents and models are named (``baseline:random``, ``baseline:greedy``).
+"""Actor specs: how opponents and models are named.
 
-A spec resolves to an :class:`Actor` (spec, kind, weights hash) that can build a policy for a
-battle. Unknown specs are refused with the list of what exists.
+``baseline:random`` and ``baseline:greedy`` are the baselines; a registered checkpoint is
+named by its registry name (names never contain ``:``). A spec resolves to an
+:class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
+specs are refused with the list of what exists.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from adapters import BASELINES, make_baseline
 
+from .checkpoints import CheckpointRegistry
 from .errors import InvalidArgument, UnknownSpec
 
 P1_ACTOR_TYPES = ("human", "llm", "rl")
+DEFAULT_CHECKPOINTS = "checkpoints"
 
 
 @dataclass(frozen=True)
@@ -21,30 +26,45 @@ class Actor:
     spec: str
     kind: str
     weights_hash: str | None = None
+    checkpoints_dir: str | None = None  # where a checkpoint actor's registry lives
 
     @property
     def is_baseline(self) -> bool:
         return self.kind == "baseline"
 
     def make_policy(self, seed: int):
-        """A fresh policy for one battle, seeded from the battle (random baseline uses it)."""
-        return make_baseline(self.spec.split(":", 1)[1], seed)
+        """A fresh policy for one battle, seeded from the battle (sampling uses it)."""
+        if self.is_baseline:
+            return make_baseline(self.spec.split(":", 1)[1], seed)
+        return CheckpointRegistry(self.checkpoints_dir).policy(self.spec, seed)
 
     def as_dict(self) -> dict[str, Any]:
         return {"spec": self.spec, "kind": self.kind, "weights_hash": self.weights_hash}
 
 
-def available_specs() -> list[str]:
-    return [f"baseline:{name}" for name in BASELINES]
+def available_specs(checkpoints_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    """Baseline specs, then the registered checkpoint names."""
+    registry = CheckpointRegistry(checkpoints_dir or DEFAULT_CHECKPOINTS)
+    return [f"baseline:{name}" for name in BASELINES] + registry.specs()
 
 
-def resolve_actor(spec: Any, role: str = "opponent") -> Actor:
+def resolve_actor(spec: Any, role: str = "opponent",
+                  checkpoints_dir: str | os.PathLike[str] | None = None) -> Actor:
     """Resolve a spec string; ``role`` names the argument in error messages."""
     if not isinstance(spec, str) or not spec:
-        raise InvalidArgument(f"{role} must be a spec string such as 'baseline:greedy', got {spec!r}")
-    if spec not in available_specs():
-        raise UnknownSpec(f"unknown {role} spec {spec!r}; available: {', '.join(available_specs())}")
-    return Actor(spec=spec, kind="baseline")
+        raise InvalidArgument(f"{role} must be a spec string such as 'baseline:greedy' or a registered "
+                              f"checkpoint name, got {spec!r}")
+    if spec.startswith("baseline:"):
+        if spec.split(":", 1)[1] in BASELINES:
+            return Actor(spec=spec, kind="baseline")
+    elif ":" not in spec:
+        root = str(checkpoints_dir or DEFAULT_CHECKPOINTS)
+        registry = CheckpointRegistry(root)
+        if spec in registry.specs():
+            checkpoint = registry.get(spec)
+            return Actor(spec=spec, kind=checkpoint.kind, weights_hash=checkpoint.weights_hash,
+                         checkpoints_dir=os.path.abspath(root))
+    raise UnknownSpec(f"unknown {role} spec {spec!r}; available: {', '.join(available_specs(checkpoints_dir))}")
 
 
 def check_p1_actor_type(value: Any) -> str:

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import engine
+from adapters import Decision, decide
 from engine import IllegalActionError, derive_seed
 from engine.actions import check_action_id
 
@@ -39,17 +40,23 @@ def configuration(p1_actor_type: str, opponent: Actor, p1_model: Actor | None) -
             "battle_tag": battle_tag(p1_actor_type, opponent)}
 
 
-def resolve_players(p1_actor_type: Any, opponent: Any, p1_model: Any) -> tuple[str, Actor, Actor | None]:
+def resolve_players(p1_actor_type: Any, opponent: Any, p1_model: Any,
+                    checkpoints_dir: str | None = None) -> tuple[str, Actor, Actor | None]:
     p1_actor_type = check_p1_actor_type(p1_actor_type)
-    opponent_actor = resolve_actor(opponent, "opponent")
+    opponent_actor = resolve_actor(opponent, "opponent", checkpoints_dir)
     if p1_actor_type == "rl":
         if p1_model is None:
             raise InvalidArgument("p1_actor_type 'rl' needs p1_model (the spec of the model that plays player 1)")
-        return p1_actor_type, opponent_actor, resolve_actor(p1_model, "p1_model")
+        return p1_actor_type, opponent_actor, resolve_actor(p1_model, "p1_model", checkpoints_dir)
     if p1_model is not None:
         raise InvalidArgument(f"p1_model is only for p1_actor_type 'rl'; a {p1_actor_type} plays player 1 "
                               f"through submit_action")
     return p1_actor_type, opponent_actor, None
+
+
+def _played(actor: Actor, policy: Any) -> dict[str, Any]:
+    """The actor as it plays: a model records the weights hash of the file actually loaded."""
+    return {**actor.as_dict(), "weights_hash": getattr(policy, "weights_hash", actor.weights_hash)}
 
 
 class Match:
@@ -64,14 +71,15 @@ class Match:
         self.codename = codename
         self.state = engine.new_battle(seed)
         self.policies: dict[int, Any] = {2: opponent.make_policy(derive_seed(seed, "policy-p2"))}
-        self.actors: dict[int, dict[str, Any]] = {
-            1: {"type": p1_actor_type, **(p1_model.as_dict() if p1_model else
-                                           {"spec": None, "kind": p1_actor_type, "weights_hash": None}),
-                "codename": codename},
-            2: {"type": "bot" if opponent.is_baseline else "rl", **opponent.as_dict(), "codename": None},
-        }
         if p1_model is not None:
             self.policies[1] = p1_model.make_policy(derive_seed(seed, "policy-p1"))
+        self.actors: dict[int, dict[str, Any]] = {
+            1: {"type": p1_actor_type, **(_played(p1_model, self.policies[1]) if p1_model else
+                                           {"spec": None, "kind": p1_actor_type, "weights_hash": None}),
+                "codename": codename},
+            2: {"type": "bot" if opponent.is_baseline else "rl", **_played(opponent, self.policies[2]),
+                "codename": None},
+        }
         decks = self.state.decks
         self.deck_ids = [engine.deck_id(decks[0]), engine.deck_id(decks[1])]
         header = {
@@ -109,12 +117,26 @@ class Match:
             raise MatchError(f"match of battle {self.battle_id} is {self.status}; start a new battle",
                              "match_finished")
 
-    def _record(self, action_id: int, latency_s: float, rationale: str | None = None) -> list[dict]:
+    def _record(self, action_id: int, latency_s: float, rationale: str | None = None,
+                policy: dict[str, Any] | None = None) -> list[dict]:
         before = self.state.clone()
         events = self.state.apply(action_id)
         self.recorder.record(before, action_id, events, self.actors[before.active + 1], latency_s=latency_s,
-                             rationale=rationale)
+                             rationale=rationale, policy=policy)
         return events
+
+    def pending_policy(self) -> Any | None:
+        """The policy due to move now, or None (a human/LLM decision is due, or the battle is over)."""
+        if self.status != "active" or self.state.is_terminal:
+            return None
+        return self.policies.get(self.state.to_move)
+
+    def play_decision(self, decision: Decision, latency_s: float) -> list[dict[str, Any]]:
+        """Apply a policy's decision for the player to move; a fallback is recorded as a warning."""
+        if decision.warning is not None:
+            self.recorder.warn({"decision_index": len(self.recorder.decisions), "player": self.state.to_move,
+                                **decision.warning})
+        return self._record(decision.action_id, latency_s, policy=decision.policy_record())
 
     def submit(self, action_id: Any, rationale: str | None = None) -> list[dict[str, Any]]:
         """Player 1's move (human/llm). The opponent then plays up to the next player-1 decision."""
@@ -143,10 +165,10 @@ class Match:
         """Let the policies move until a human/LLM decision is due or the battle ends."""
         self._require_active()
         events: list[dict[str, Any]] = []
-        while not self.state.is_terminal and self.state.to_move in self.policies:
+        while (policy := self.pending_policy()) is not None:
             t0 = time.perf_counter()
-            action_id = self.policies[self.state.to_move].act(self.state)
-            events += self._record(action_id, time.perf_counter() - t0)
+            decision = decide(policy, self.state)
+            events += self.play_decision(decision, time.perf_counter() - t0)
         self._shown_at = time.perf_counter()
         return events
 
@@ -218,7 +240,8 @@ class Match:
 
 
 def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: Any = "baseline:greedy",
-                p1_model: Any = None, seed: Any = None, codename: str | None = None) -> Match:
+                p1_model: Any = None, seed: Any = None, codename: str | None = None,
+                checkpoints_dir: str | None = None) -> Match:
     """Start a battle in a group of one-by-one battles (created on first use).
 
     ``seed`` None derives one from the group and the battle's index. The opponent plays
@@ -227,7 +250,7 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
     check_name(group, "group")
     if codename is not None:
         check_codename(codename)
-    p1_actor_type, opponent_actor, p1_actor = resolve_players(p1_actor_type, opponent, p1_model)
+    p1_actor_type, opponent_actor, p1_actor = resolve_players(p1_actor_type, opponent, p1_model, checkpoints_dir)
     if seed is not None:
         check_seed(seed)
     store.ensure_group(group, configuration(p1_actor_type, opponent_actor, p1_actor), {"mode": "explicit"},

@@ -16,8 +16,10 @@ from typing import Any, Callable
 
 from engine import derive_seed
 
+from adapters import decide_many
+
 from . import codenames
-from .actors import resolve_actor
+from .actors import DEFAULT_CHECKPOINTS, resolve_actor
 from .errors import InvalidArgument
 from .match import Match, check_seed, configuration, resolve_players
 from .readiness import ReadinessPolicy
@@ -35,20 +37,48 @@ def series_seed(base_seed: int, index: int) -> int:
     return derive_seed(base_seed, f"series:{index}") >> 1
 
 
-def play_series_battle(sessions_dir: str, group: str, index: int, seed: int, p1_model: str, opponent: str,
-                       codename: str | None) -> dict[str, Any]:
-    """Play and publish one series battle; returns its catalog entry. Runs in a worker."""
-    store = SessionStore(sessions_dir)
-    match = Match(store, group, index, seed, "rl", resolve_actor(opponent, "opponent"),
-                  resolve_actor(p1_model, "p1_model"), codename)
-    store.append_catalog(group, match.catalog_entry("started"))
-    try:
-        match.run()
-    except Exception as exc:  # a bug in a policy or the engine: keep the evidence, mark the battle
-        match.crash(exc)
-        return match.catalog_entry("crashed")
-    match.finish()
-    return match.catalog_entry("finished")
+CHUNK = 16  # battles a worker plays side by side, so model decisions are batched across them
+
+
+def play_series_chunk(plan: dict[str, Any], battles: list[tuple[int, int]],
+                      on_finish: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """Play and publish (index, seed) battles of a series side by side; returns their catalog
+    entries. Runs in a worker. Every step, the pending model decisions of all the chunk's
+    battles are evaluated together (one ``session.run`` per model file)."""
+    store = SessionStore(plan["sessions_dir"])
+    opponent = resolve_actor(plan["opponent"], "opponent", plan["checkpoints_dir"])
+    p1_model = resolve_actor(plan["p1_model"], "p1_model", plan["checkpoints_dir"])
+    live = []
+    for index, seed in battles:
+        match = Match(store, plan["group"], index, seed, "rl", opponent, p1_model, plan["codename"])
+        store.append_catalog(plan["group"], match.catalog_entry("started"))
+        live.append(match)
+    entries = []
+    while live:
+        t0 = time.perf_counter()
+        try:
+            decisions = decide_many([(m.pending_policy(), m.state) for m in live])
+        except Exception as exc:  # an adapter bug: every battle of the step is affected
+            decisions = [exc] * len(live)
+        latency = (time.perf_counter() - t0) / len(live)
+        still = []
+        for match, decision in zip(live, decisions):
+            try:
+                if isinstance(decision, Exception):
+                    raise decision
+                match.play_decision(decision, latency)
+                if not match.done:
+                    still.append(match)
+                    continue
+                match.finish()
+                entries.append(match.catalog_entry("finished"))
+            except Exception as exc:  # a bug in a policy or the engine: keep the evidence, mark the battle
+                match.crash(exc)
+                entries.append(match.catalog_entry("crashed"))
+            if on_finish is not None:
+                on_finish()
+        live = still
+    return entries
 
 
 def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
@@ -60,7 +90,8 @@ def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
 def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int, *,
                p1_model: str = "baseline:greedy", opponent: str = "baseline:greedy", seed: int = 0,
                max_workers: int = 1, codename: str | None = None, progress: Progress | None = None,
-               readiness: ReadinessPolicy | None = None) -> dict[str, Any]:
+               readiness: ReadinessPolicy | None = None,
+               checkpoints_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Run (or resume) a series; returns ``{"ran", "skipped", "summary", ...}``.
 
     ``max_workers`` 1 plays in this process; more uses that many worker processes.
@@ -70,7 +101,8 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     n_battles = _check_int(n_battles, "n_battles", 1, MAX_BATTLES)
     max_workers = _check_int(max_workers, "max_workers", 1, MAX_WORKERS)
     seed = check_seed(seed)
-    _, opponent_actor, p1_actor = resolve_players("rl", opponent, p1_model)
+    checkpoints_dir = os.path.abspath(checkpoints_dir or DEFAULT_CHECKPOINTS)
+    _, opponent_actor, p1_actor = resolve_players("rl", opponent, p1_model, checkpoints_dir)
     store = SessionStore(sessions_dir)
     store.root.mkdir(parents=True, exist_ok=True)
     lease = codenames.claim(store.root, codename, group) if codename else None
@@ -81,9 +113,11 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
         done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES}
         todo = [i for i in range(n_battles) if i not in done]
         started = time.perf_counter()
-        jobs = [(str(store.root), group, i, series_seed(seed, i), p1_actor.spec, opponent_actor.spec, codename)
-                for i in todo]
-        _execute(jobs, max_workers, store, group, lease, progress)
+        plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
+                "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
+        battles = [(i, series_seed(seed, i)) for i in todo]
+        chunks = [battles[k:k + CHUNK] for k in range(0, len(battles), CHUNK)]
+        _execute(plan, chunks, max_workers, store, lease, progress)
         summary = store.write_summary(group, readiness)
         elapsed = time.perf_counter() - started
     finally:
@@ -94,36 +128,35 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             "codename": codename, "summary": summary}
 
 
-def _execute(jobs: list[tuple], max_workers: int, store: SessionStore, group: str, lease: dict | None,
-             progress: Progress | None) -> None:
-    total = len(jobs)
+def _execute(plan: dict[str, Any], chunks: list[list[tuple[int, int]]], max_workers: int, store: SessionStore,
+             lease: dict | None, progress: Progress | None) -> None:
+    total = sum(len(c) for c in chunks)
     finished = 0
     last_summary = time.monotonic()
 
-    def tick() -> None:
-        nonlocal last_summary
+    def tick(n: int = 1) -> None:
+        nonlocal finished, last_summary
+        finished += n
         if progress is not None:
             progress(finished, total)
         if time.monotonic() - last_summary >= SUMMARY_EVERY_S:
             if lease:
                 codenames.heartbeat(store.root, lease["codename"])
-            store.write_summary(group)
+            store.write_summary(plan["group"])
             last_summary = time.monotonic()
 
-    if max_workers == 1 or total <= 1:
-        for job in jobs:
-            play_series_battle(*job)
-            finished += 1
-            tick()
+    if max_workers == 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            play_series_chunk(plan, chunk, on_finish=tick)
         return
     # forkserver: workers fork from a clean server process, never from this (maybe threaded) one.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["extrarlhf.series"])
-    with ProcessPoolExecutor(max_workers=min(max_workers, total), mp_context=context) as pool:
-        pending = {pool.submit(play_series_battle, *job) for job in jobs}
+    with ProcessPoolExecutor(max_workers=min(max_workers, len(chunks)), mp_context=context) as pool:
+        pending = {pool.submit(play_series_chunk, plan, chunk) for chunk in chunks}
         while pending:
             ready, pending = wait(pending, timeout=SUMMARY_EVERY_S, return_when=FIRST_COMPLETED)
             for future in ready:
-                future.result()
-                finished += 1
-            tick()
+                tick(len(future.result()))
+            if not ready:
+                tick(0)

@@ -91,9 +91,18 @@ class BattleRecorder:
         self.latency_ms[str(before.active + 1)].append(round(latency_s * 1000.0, 3))
 
     def warn(self, warning: dict[str, Any]) -> None:
-        """A policy could not act as asked and a fallback played: the battle is degraded."""
+        """A policy could not act as asked and a fallback played: the battle is degraded.
+
+        A warning of the same kind for the same player (a model that failed to load warns on
+        every decision) is kept once, with its first decision and message, and a ``count``.
+        """
         self.degraded = True
-        self.policy_warnings.append(warning)
+        key = (warning.get("player"), warning["kind"])
+        for seen in self.policy_warnings:
+            if (seen.get("player"), seen["kind"]) == key:
+                seen["count"] += 1
+                return
+        self.policy_warnings.append({**warning, "count": 1})
 
     def _render(self, final: engine.State) -> tuple[list[str], list[str], _Snapshot]:
         battle_id = self.header["battle_id"]

@@ -258,7 +258,8 @@ def test_scripted_v5_provably_plays_a_whole_battle(models, seed):
         assert d.probabilities[legal.index(d.action_id)] == max(d.probabilities)
         obs = state.observation(1)
         assert d.value == pytest.approx(float(obs[0]) - float(obs[1]), abs=1e-6)
-        assert d.policy_record() == {"probabilities": list(d.probabilities), "value": d.value}
+        assert d.policy_record() == {"probabilities": [round(p, 6) for p in d.probabilities],
+                                     "value": None if d.value is None else round(d.value, 6)}
         kinds_played.append(engine.decode_action(d.action_id)["kind"])
 
     assert _play(policy, RandomPolicy(seed + 100), seed, check) > 10
