@@ -34,7 +34,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> int:
     result = run_series(args.sessions_dir, args.group, args.battles, p1_model=args.p1_model,
                         opponent=args.opponent, seed=args.seed, max_workers=args.workers, codename=args.codename,
-                        progress=ProgressLine(f"collect {args.group}"))
+                        progress=ProgressLine(f"collect {args.group}"), checkpoints_dir=args.checkpoints_dir)
     summary = result["summary"]
     if args.json:
         print(json.dumps(result, indent=2))
@@ -144,11 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     collect = sub.add_parser("collect", help="run (or resume) a series of auto-played battles with V5 traces")
     collect.add_argument("--group", required=True, help="session group name")
     collect.add_argument("--battles", type=int, required=True, help="battles in the series (resume plays the rest)")
-    collect.add_argument("--p1-model", default="baseline:greedy", help="spec of the model playing player 1")
-    collect.add_argument("--opponent", default="baseline:greedy", help="spec of player 2")
+    collect.add_argument("--p1-model", default="baseline:greedy",
+                         help="spec of player 1: baseline:random, baseline:greedy or a registered checkpoint name")
+    collect.add_argument("--opponent", default="baseline:greedy", help="spec of player 2 (same choices)")
     collect.add_argument("--seed", type=int, default=0, help="base seed of the series")
     collect.add_argument("--workers", type=int, default=1, help="worker processes (max_workers)")
     collect.add_argument("--codename", default=None, help="claim this codename for the series")
+    collect.add_argument("--checkpoints-dir", default="checkpoints",
+                         help="checkpoint registry that model specs resolve in (default: checkpoints)")
     sessions_dir(collect)
     collect.set_defaults(func=_cmd_collect)
 
