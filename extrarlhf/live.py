@@ -26,8 +26,9 @@ MAX_ENDED = 10_000
 class MatchRegistry:
     """The live matches of this process, by match id."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, checkpoints_dir: str | None = None) -> None:
         self.store = store
+        self.checkpoints_dir = checkpoints_dir  # where model specs resolve (default: ./checkpoints)
         self.process_tag = secrets.token_hex(4)
         self._lock = threading.Lock()
         self._live: dict[str, tuple[Match, threading.Lock]] = {}
@@ -36,7 +37,8 @@ class MatchRegistry:
     def start(self, p1_actor_type: Any, opponent: Any = "baseline:greedy", p1_model: Any = None,
               group: str | None = None, seed: Any = None, codename: str | None = None) -> tuple[str, Match]:
         """Start a battle (see :func:`start_match`); an ``rl`` battle is played to its end at once."""
-        match = start_match(self.store, group or "interactive", p1_actor_type, opponent, p1_model, seed, codename)
+        match = start_match(self.store, group or "interactive", p1_actor_type, opponent, p1_model, seed, codename,
+                            self.checkpoints_dir)
         if p1_actor_type == "rl":
             match.run()
         match_id = f"m_{self.process_tag}_{secrets.token_hex(12)}"

@@ -125,6 +125,17 @@ class Match:
                              rationale=rationale, policy=policy)
         return events
 
+    @property
+    def decision_count(self) -> int:
+        return len(self.recorder.decisions)
+
+    def moves_since(self, start: int) -> list[dict[str, Any]]:
+        """Decisions taken since decision ``start``: who moved, the action, its description (from
+        the mover's side: "your" means the mover's) and the rationale."""
+        return [{"player": d.before.active + 1, "action_id": d.action_id,
+                 "description": d.before.describe_action(d.action_id), "rationale": d.rationale}
+                for d in self.recorder.decisions[start:]]
+
     def pending_policy(self) -> Any | None:
         """The policy due to move now, or None (a human/LLM decision is due, or the battle is over)."""
         if self.status != "active" or self.state.is_terminal:

@@ -1,0 +1,47 @@
+"""``python -m mcp_server [--sessions-dir DIR] [--datasets-dir DIR] [--checkpoints-dir DIR]``.
+
+Serves MCP over stdio. stdout is the wire: everything else (logs, warnings) goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m mcp_server",
+                                     description="ExtraRLHF MCP server over stdio (play battles, run campaigns).")
+    parser.add_argument("--sessions-dir", default="sessions",
+                        help="where session groups (traces, catalogs, codename leases) live (default: sessions)")
+    parser.add_argument("--datasets-dir", default="datasets",
+                        help="root of the local dataset plane (default: datasets); file arguments of tools must lie "
+                             "inside it or inside the checkpoints dir")
+    parser.add_argument("--checkpoints-dir", default="checkpoints",
+                        help="the checkpoint registry (default: checkpoints)")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="stderr log level (default: WARNING)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    from .server import build_server  # after logging is set up
+
+    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir)
+    logging.getLogger().setLevel(args.log_level)  # the SDK configures logging on construction; ours wins
+    logging.getLogger("mcp_server").info("serving on stdio: sessions=%s datasets=%s checkpoints=%s",
+                                         server.config.sessions_dir, server.config.datasets_dir,
+                                         server.config.checkpoints_dir)
+    try:
+        server.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

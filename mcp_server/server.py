@@ -1,0 +1,569 @@
+"""The ExtraRLHF MCP server: a thin facade over the ``extrarlhf`` core (DESIGN section 8).
+
+Every tool parses and checks its arguments, calls the core and shapes the result into the
+envelope of :mod:`mcp_server.envelope`. What happens around each call:
+
+1. :meth:`ExtraRLHFServer.call_tool` (the SDK's public per-call entry point, overridden)
+   refuses unknown tools, forbidden arguments (salts, DSNs, passwords, raw user ids,
+   ``include_players``) and unknown arguments before anything runs, and turns the SDK's
+   argument-validation failures into ``invalid_argument`` envelopes.
+2. The tool body runs (sync tools in the SDK's worker threads; live matches are guarded
+   by :class:`extrarlhf.live.MatchRegistry`'s per-match locks).
+3. Core business errors (``RLHFError`` and friends) become ``isError`` envelopes with
+   their stable code; anything else is logged to stderr and reported as ``internal_error``.
+"""
+
+import functools
+import inspect
+import logging
+import os
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any, Callable, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from annotated_types import Ge, Le
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field, Strict, ValidationError
+
+from adapters import BASELINES, default_registry
+from extrarlhf import codenames
+from extrarlhf import series as core_series
+
+from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.errors import NotFound, RLHFError
+from extrarlhf.live import MatchRegistry
+from extrarlhf.match import Match
+from extrarlhf.replay import replay_battle as core_replay
+from extrarlhf.sessions import SessionStore
+
+from . import guards
+from .envelope import EnvelopeResult, failure, from_exception, success
+from .transport import pipe_stdio
+
+log = logging.getLogger("mcp_server")
+
+SERVER_NAME = "extra-rlhf"
+
+INSTRUCTIONS = """\
+ExtraRLHF: play ExtraArena card battles and collect RL / imitation training data.
+
+L2 (play a battle yourself as player 1): start_battle(p1_actor_type="llm") -> read `board`
+and `legal_actions` -> submit_action(match_id, action_id, rationale) repeatedly (the opponent
+bot moves automatically after each submit) -> when `done` is true, finish_battle(match_id)
+writes the trace. abandon_battle stops early. Match ids live only in this server process.
+L1 (campaigns): run_series(group, n_battles, p1_model, opponent) auto-plays model-vs-model
+battles with progress notifications; series_status, claim/release/list_codenames.
+Sessions and models: list_sessions, inspect_session, replay_battle, list_models,
+register_checkpoint, register_custom_model, inspect_model.
+Every result is {"ok", "result", "error"}; on failure error.code is stable (e.g.
+illegal_action, not_your_turn, match_finished, unknown_match, foreign_match,
+invalid_argument, forbidden_argument, not_found). `winner` is null while a battle runs, then
+0 (draw), 1 or 2. Never pass secrets, DSNs or user ids as arguments: they are refused.
+"""
+
+# ---------------------------------------------------------------------------- argument types
+MatchId = Annotated[str, Strict(), Field(description="The match_id returned by start_battle (opaque, m_<8 hex>_<24 "
+                                                     "hex>); valid only in this server process.")]
+GroupName = Annotated[str, Strict(), Field(description="Session group name: 1-64 letters, digits, '.', '_' or '-', "
+                                                       "starting with a letter or digit.")]
+Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy' or a registered "
+                                                  "checkpoint name (see list_models).")]
+Codename = Annotated[str, Strict(), Field(description="Worker codename: starts with a letter; letters, digits, '_' or "
+                                                      "'-'; 1-48 characters.")]
+SeedArg = Annotated[int, Strict(), Ge(0), Le((1 << 63) - 1)]
+BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    sessions_dir: Path
+    datasets_dir: Path
+    checkpoints_dir: Path
+
+    @classmethod
+    def from_dirs(cls, sessions_dir: str | os.PathLike[str] = "sessions",
+                  datasets_dir: str | os.PathLike[str] = "datasets",
+                  checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> "ServerConfig":
+        return cls(Path(sessions_dir).absolute(), Path(datasets_dir).absolute(), Path(checkpoints_dir).absolute())
+
+
+def _version() -> str:
+    try:
+        return metadata.version("extrarlhf")
+    except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+        return "0.0.0"
+
+
+class ExtraRLHFServer(MCPServer):
+    """MCPServer whose every tool answers with the ExtraRLHF envelope, errors included."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        super().__init__(SERVER_NAME, title="ExtraRLHF", version=_version(), instructions=INSTRUCTIONS,
+                         log_level="WARNING")
+        self.config = config
+        self.store = SessionStore(config.sessions_dir)
+        self.matches = MatchRegistry(self.store, str(config.checkpoints_dir))  # live, process-local, locked per match
+        self.checkpoints = CheckpointRegistry(config.checkpoints_dir)
+        self.accepted: dict[str, tuple[str, ...]] = {}  # tool name -> accepted argument names
+
+    def envelope_tool(self, *, title: str, read_only: bool = False, destructive: bool = False,
+                      idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register ``fn`` (returning its result dict, raising core errors) as an envelope tool."""
+
+        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+            name = fn.__name__
+            signature = inspect.signature(fn, eval_str=True)
+            self.accepted[name] = tuple(p for p, param in signature.parameters.items()
+                                        if param.annotation is not Context)
+
+            if inspect.iscoroutinefunction(fn):
+                @functools.wraps(fn)
+                async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+                    try:
+                        return success(await fn(*args, **kwargs))
+                    except Exception as exc:  # noqa: BLE001 - shaped into the envelope
+                        return from_exception(name, exc)
+            else:
+                @functools.wraps(fn)
+                def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+                    try:
+                        return success(fn(*args, **kwargs))
+                    except Exception as exc:  # noqa: BLE001 - shaped into the envelope
+                        return from_exception(name, exc)
+
+            wrapper.__signature__ = signature.replace(return_annotation=EnvelopeResult)  # type: ignore[attr-defined]
+            wrapper.__annotations__ = {**fn.__annotations__, "return": EnvelopeResult}
+            self.add_tool(wrapper, name=name, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
+                          annotations=ToolAnnotations(title=title, read_only_hint=read_only,
+                                                      destructive_hint=destructive, idempotent_hint=idempotent,
+                                                      open_world_hint=False),
+                          structured_output=True)
+            return fn
+
+        return decorator
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio on pipe transports (see :mod:`mcp_server.transport`)."""
+        async with pipe_stdio() as (read_stream, write_stream):
+            await self._lowlevel_server.run(read_stream, write_stream,
+                                            self._lowlevel_server.create_initialization_options())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None
+                        ) -> Any:
+        """Guard, then run a tool; every outcome but a protocol fault is an envelope result."""
+        accepted = self.accepted.get(name)
+        if accepted is None:
+            return failure("unknown_tool", f"there is no tool {name!r}; available tools: "
+                                           f"{', '.join(sorted(self.accepted))}",
+                           {"available": sorted(self.accepted)})
+        try:
+            guards.check_arguments(name, arguments, accepted)
+        except guards.GuardError as exc:
+            return failure(exc.code, str(exc), exc.details)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except MCPError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                refusal = guards.describe_validation_errors(name, exc.__cause__.errors(), accepted)
+                return failure(refusal.code, str(refusal), refusal.details)
+            log.error("tool %s failed inside the SDK", name, exc_info=exc)
+            return failure("internal_error", f"{name} failed with an internal error; the details are in the "
+                                             f"server's log (stderr)")
+
+
+# ---------------------------------------------------------------------------- result shaping
+OPPONENT_MOVES_NOTE = ("opponent_moves are described from player 2's side: 'your' means player 2's, 'the enemy' "
+                       "means you (player 1).")
+
+
+def _hint(match: Match) -> str:
+    state = match.state
+    if state.is_terminal:
+        outcome = "a draw" if state.winner == 0 else f"won by player {state.winner}"
+        return f"The battle is over ({outcome}, {state.end_reason}). Call finish_battle to write its trace."
+    if match.awaiting_p1:
+        return ("Your move as player 1: choose an action_id from legal_actions and call submit_action "
+                "(a short rationale is recorded in the trace).")
+    if state.to_move == 2:
+        return "Player 2 (the opponent) is to move: call advance_bot."
+    return "Player 1 is a model in this battle; it plays itself."
+
+
+def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, Any]:
+    """What the player sees: their own view, the board as text, the legal actions."""
+    state = match.state
+    your_turn = match.awaiting_p1
+    out: dict[str, Any] = {
+        "match_id": match_id, "battle_id": match.battle_id, "group": match.group, "battle_tag": match.tag,
+        "p1_actor_type": match.p1_actor_type, "status": match.status,
+        "turn": state.turn, "to_move": state.to_move, "your_turn": your_turn,
+        "done": state.is_terminal, "winner": state.winner, "end_reason": state.end_reason,
+    }
+    if view == "omniscient":
+        out.update({
+            "view": "omniscient", "omniscient": True,
+            "warning": "OMNISCIENT VIEW: both hands and deck orders. Player 1 does not see this in play; "
+                       "use it for audits and debugging, not to choose moves.",
+            "board": state.render(1), "opponent_board": state.render(2), "state": state.omniscient_view(),
+        })
+    else:
+        out.update({"view": "player", "omniscient": False, "player": 1, "board": state.render(1),
+                    "state": state.player_view(1)})
+    out["legal_actions"] = match.legal_actions() if your_turn else []
+    out["next"] = _hint(match)
+    return out
+
+
+# ---------------------------------------------------------------------------- tools
+def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
+                 checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> ExtraRLHFServer:
+    """The server with every tool registered, over the given directories."""
+    config = ServerConfig.from_dirs(sessions_dir, datasets_dir, checkpoints_dir)
+    server = ExtraRLHFServer(config)
+    store, matches, checkpoints = server.store, server.matches, server.checkpoints
+    tool = server.envelope_tool
+
+    @tool(title="Ping", read_only=True, idempotent=True)
+    def ping() -> dict[str, Any]:
+        """A no-op health check: the server name and version (also the latency baseline)."""
+        return {"pong": True, "server": SERVER_NAME, "version": server.version}
+
+    # ------------------------------------------------------------------ L2: one battle
+    @tool(title="Start a battle")
+    def start_battle(
+        p1_actor_type: Annotated[Literal["human", "llm", "rl"], Field(
+            description="Who plays player 1: 'llm' or 'human' (you submit the moves) or 'rl' (p1_model plays and "
+                        "the whole battle auto-plays at once).")],
+        opponent: Annotated[str, Strict(), Field(description="Player 2 (moves automatically): 'baseline:random', "
+                                                             "'baseline:greedy' or a registered checkpoint.")]
+        = "baseline:greedy",
+        p1_model: Annotated[str | None, Strict(), Field(description="Only for p1_actor_type 'rl': the spec of the "
+                                                                    "model playing player 1.")] = None,
+        group: Annotated[str | None, Strict(), Field(description="Session group to record into (default "
+                                                                 "'interactive'); created on first use. A group "
+                                                                 "holds one configuration of players.")] = None,
+        seed: Annotated[SeedArg | None, Field(description="Battle seed (0..2**63-1) for a reproducible battle; "
+                                                          "default derives one from the group and index.")] = None,
+        codename: Annotated[str | None, Strict(), Field(description="Optional worker codename recorded in the "
+                                                                    "trace.")] = None,
+    ) -> dict[str, Any]:
+        """Start a battle in which you play player 1 against a bot or model.
+
+        Returns match_id (use it in every later call), battle_id, group, battle_tag, your view of
+        the state (`state`), a readable `board`, `legal_actions` [{action_id, description}],
+        your_turn, done and winner (null while running; 0 draw, 1 you, 2 the opponent), and the
+        opponent's opening moves if it started. For p1_actor_type 'rl' the battle plays itself to
+        the end at once: call finish_battle to record it.
+        """
+        match_id, match = matches.start(p1_actor_type, opponent, p1_model, group, seed, codename)
+        with matches.use(match_id) as m:
+            out = _play_state(match_id, m)
+            out["opponent"] = m.actors[2]["spec"]
+            out["p1_model"] = m.actors[1]["spec"]
+            out["codename"] = m.codename
+            out["opponent_moves"] = [mv for mv in m.moves_since(0) if mv["player"] == 2] \
+                if p1_actor_type != "rl" else []
+            out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+            return out
+
+    @tool(title="Get the state of a battle", read_only=True, idempotent=True)
+    def get_state(
+        match_id: MatchId,
+        view: Annotated[Literal["player", "omniscient"], Field(
+            description="'player' (default): what player 1 may know. 'omniscient': everything, both hands and "
+                        "decks - marked as such, for audits only.")] = "player",
+    ) -> dict[str, Any]:
+        """The current state of a live battle: your view, the board as text, legal actions, done/winner.
+
+        Use view='omniscient' only for audits; it reveals the opponent's hand and both decks.
+        """
+        with matches.use(match_id) as m:
+            return _play_state(match_id, m, view)
+
+    @tool(title="List the legal actions", read_only=True, idempotent=True)
+    def legal_actions(match_id: MatchId) -> dict[str, Any]:
+        """The actions player 1 may take now: actions [{action_id, description}] (empty when it is not
+        your turn or the battle is over), with your_turn, done and winner."""
+        with matches.use(match_id) as m:
+            your_turn = m.awaiting_p1
+            return {"match_id": match_id, "turn": m.state.turn, "to_move": m.state.to_move, "your_turn": your_turn,
+                    "done": m.done, "winner": m.state.winner,
+                    "actions": m.legal_actions() if your_turn else [], "next": _hint(m)}
+
+    @tool(title="Play a move", destructive=False)
+    def submit_action(
+        match_id: MatchId,
+        action_id: Annotated[int, Strict(), Field(description="One action_id from legal_actions (0 is End turn).")],
+        rationale: Annotated[str | None, Strict(), Field(
+            description="Why you chose this move, in a sentence or two (max 4000 characters); recorded in the "
+                        "trace as training signal.")] = None,
+    ) -> dict[str, Any]:
+        """Play player 1's move. The opponent then moves automatically until it is your turn again
+        or the battle ends. Returns your move, the opponent's moves, the new state, the board and
+        the next legal actions; done/winner once the battle is over (then call finish_battle).
+
+        Errors: illegal_action (the message gives the reason and the legal ids), not_your_turn,
+        match_finished."""
+        with matches.use(match_id) as m:
+            start = m.decision_count
+            m.submit(action_id, rationale)
+            moves = m.moves_since(start)
+            out = _play_state(match_id, m)
+            out["your_move"] = moves[0] if moves else None
+            out["opponent_moves"] = moves[1:]
+            out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+            return out
+
+    @tool(title="Let the opponent move")
+    def advance_bot(match_id: MatchId) -> dict[str, Any]:
+        """Let the bot/model players move until player 1 must decide or the battle ends (submit_action
+        already does this; use it if the state says player 2 is to move). Returns the moves made
+        and the new state."""
+        with matches.use(match_id) as m:
+            start = m.decision_count
+            m.advance()
+            out = _play_state(match_id, m)
+            out["opponent_moves"] = m.moves_since(start)
+            out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+            return out
+
+    @tool(title="Finish a battle")
+    def finish_battle(match_id: MatchId) -> dict[str, Any]:
+        """Record a battle that is over (done=true): writes its V5 trace (meta, turns, actions) and
+        catalog line. Returns paths, result {status, winner, reason, turns, decisions}, degraded and
+        policy_warnings. The match_id is then retired. A battle not over yet: play on or abandon it."""
+        with matches.use(match_id) as m:
+            result = m.finish()
+        return {"match_id": match_id, **result,
+                "result": {k: result[k] for k in ("status", "winner", "reason", "turns", "decisions")}}
+
+    @tool(title="Abandon a battle", destructive=True)
+    def abandon_battle(
+        match_id: MatchId,
+        reason: Annotated[str, Strict(), Field(description="Why the battle is stopped (recorded in the trace; max "
+                                                           "4000 characters).")] = "abandoned by the caller",
+    ) -> dict[str, Any]:
+        """Stop a live battle early. Its trace is written and marked abandoned (never training-ready);
+        the match_id is retired. Returns paths and the result like finish_battle."""
+        with matches.use(match_id) as m:
+            result = m.abandon(reason)
+        return {"match_id": match_id, **result,
+                "result": {k: result[k] for k in ("status", "winner", "reason", "turns", "decisions")}}
+
+    @tool(title="List live matches", read_only=True, idempotent=True)
+    def list_matches() -> dict[str, Any]:
+        """The live (not yet finished or abandoned) matches of this server process: match_id, battle_id,
+        group, battle_tag, turn, to_move, done. Matches never cross server processes."""
+        items = matches.list()
+        return {"matches": items, "count": len(items)}
+
+    # ------------------------------------------------------------------ L1: campaigns
+    @tool(title="Run a series of auto-played battles")
+    async def run_series(
+        group: GroupName,
+        n_battles: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_BATTLES),
+                             Field(description="How many battles the group should hold; already finished ones "
+                                               "are skipped (a series resumes).")],
+        p1_model: Annotated[str, Strict(), Field(description="Spec of the model playing player 1: "
+                                                             "'baseline:random', 'baseline:greedy' or a checkpoint.")],
+        opponent: Annotated[str, Strict(), Field(description="Spec of player 2, same forms as p1_model.")],
+        ctx: Context,
+        seed: Annotated[SeedArg, Field(description="Base seed of the series; battle i gets a seed derived from "
+                                                   "it.")] = 0,
+        max_workers: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_WORKERS),
+                               Field(description="Worker processes (bounded; 1 plays in the server process). "
+                                                 "Traces are identical whatever the value.")] = 1,
+        codename: Annotated[str | None, Strict(), Field(description="Worker codename pinned to this series; "
+                                                                    "claimed for its duration and released at the "
+                                                                    "end.")] = None,
+    ) -> dict[str, Any]:
+        """Run (or resume) an L1 series: n_battles rl battles (p1_model vs opponent) into `group`,
+        on bounded workers, sending MCP progress notifications as battles finish. Blocks until
+        done; releases its codename; returns ran/skipped counts and the group summary (results,
+        degraded count, readiness)."""
+        sent = {"done": 0, "failures": 0}
+
+        def progress(done: int, total: int) -> None:
+            """Called by the core in this worker thread; MCP progress must strictly increase."""
+            if done <= sent["done"]:
+                return
+            sent["done"] = done
+            try:
+                anyio.from_thread.run(ctx.report_progress, done, total, f"{done}/{total} battles played")
+            except Exception as exc:  # noqa: BLE001 - a lost notification never stops the series
+                if not sent["failures"]:
+                    log.warning("run_series progress notification failed: %s", exc)
+                sent["failures"] += 1
+
+        result = await anyio.to_thread.run_sync(functools.partial(
+            core_series.run_series, config.sessions_dir, group, n_battles, p1_model=p1_model, opponent=opponent,
+            seed=seed, max_workers=max_workers, codename=codename, progress=progress,
+            checkpoints_dir=config.checkpoints_dir))
+        result["codename_released"] = bool(codename)
+        return result
+
+    @tool(title="Status of a series / group", read_only=True, idempotent=True)
+    def series_status(group: GroupName) -> dict[str, Any]:
+        """How far a group is: target battles (series), battles by status (finished, abandoned,
+        crashed, unfinished), results, degraded count, readiness, and the live codename leases
+        working on it. Computed fresh from the catalog, so it is safe to poll during run_series."""
+        manifest = store.read_manifest(group)
+        summary = store.compute_summary(group)
+        seeds = manifest["seeds"]
+        target = seeds.get("n_battles")
+        final = sum(summary["by_status"].get(s, 0) for s in ("finished", "abandoned", "crashed"))
+        return {"group": group, "mode": seeds["mode"], "target_battles": target,
+                "complete": (final >= target) if target else None, "final_battles": final,
+                "configuration": manifest["configuration"], "codename": manifest.get("codename"),
+                "leases": [lease for lease in codenames.list_leases(config.sessions_dir) if lease["group"] == group],
+                "summary": summary}
+
+    @tool(title="Claim a codename")
+    def claim_codename(
+        codename: Codename,
+        group: GroupName,
+        stale_after_s: Annotated[float, Strict(), Field(gt=0, le=86400, description="Seconds without heartbeat "
+                                                                                      "after which the lease is "
+                                                                                      "reaped (default 300).")]
+        = codenames.DEFAULT_STALE_AFTER_S,
+    ) -> dict[str, Any]:
+        """Claim a worker codename for a group (a lease in agents_index.json held by this server
+        process). Claiming again for the same group refreshes its heartbeat. Fails with
+        codename_taken if another live owner holds it. run_series with this codename reuses the
+        claim and releases it at the end."""
+        lease = codenames.claim(config.sessions_dir, codename, group, stale_after_s=stale_after_s)
+        return {"lease": lease}
+
+    @tool(title="Release a codename", idempotent=True)
+    def release_codename(codename: Codename) -> dict[str, Any]:
+        """Release a codename this server holds. released=false when it was not claimed (or had been
+        reaped); not_owner when another process holds it."""
+        return {"codename": codename, "released": codenames.release(config.sessions_dir, codename)}
+
+    @tool(title="List codename leases", read_only=True, idempotent=True)
+    def list_codenames() -> dict[str, Any]:
+        """The live codename leases (dead or stale ones are reaped first): codename, group, owner pid and
+        host, claimed/heartbeat times."""
+        leases = codenames.list_leases(config.sessions_dir)
+        return {"leases": leases, "count": len(leases)}
+
+    # ------------------------------------------------------------------ sessions
+    @tool(title="List session groups", read_only=True, idempotent=True)
+    def list_sessions() -> dict[str, Any]:
+        """Every session group under the sessions directory with its configuration and headline
+        numbers (battles by status, results, degraded, v5 training readiness)."""
+        groups = []
+        for name in store.list_groups():
+            try:
+                manifest = store.read_manifest(name)
+                summary = store.read_summary(name)
+            except Exception as exc:  # noqa: BLE001 - one unreadable group does not hide the others
+                groups.append({"group": name, "error": {"code": getattr(exc, "code", "internal_error"),
+                                                        "message": str(exc)}})
+                continue
+            conf = manifest["configuration"]
+            groups.append({"group": name, "created_at": manifest["created_at"], "battle_tag": conf["battle_tag"],
+                           "p1_actor_type": conf["p1_actor_type"], "opponent": conf["opponent"]["spec"],
+                           "p1_model": (conf.get("p1_model") or {}).get("spec"), "mode": manifest["seeds"]["mode"],
+                           "codename": manifest.get("codename"), "battles": summary["battles"],
+                           "by_status": summary["by_status"], "results": summary["results"],
+                           "degraded": summary["degraded"],
+                           "v5_policy_training_ready": summary["readiness"].get("v5_policy_training_ready")})
+        return {"sessions_dir": str(config.sessions_dir), "groups": groups, "count": len(groups)}
+
+    @tool(title="Inspect a session group", read_only=True, idempotent=True)
+    def inspect_session(
+        group: GroupName,
+        offset: Annotated[int, Strict(), Ge(0), Field(description="First catalog entry to return.")] = 0,
+        limit: Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Catalog entries to return "
+                                                                           "(max 1000).")] = 50,
+    ) -> dict[str, Any]:
+        """A group's manifest (configuration, versions, seeds), its summary recomputed from the
+        catalog, and a page of the catalog (one entry per battle: battle_id, status, winner, turns,
+        decisions, degraded, file hashes)."""
+        manifest = store.read_manifest(group)
+        catalog = store.read_catalog(group)
+        return {"group": group, "path": str(store.group_dir(group)), "manifest": manifest,
+                "summary": store.compute_summary(group), "catalog": catalog[offset:offset + limit],
+                "catalog_total": len(catalog), "offset": offset, "limit": limit}
+
+    @tool(title="Replay a recorded battle", read_only=True, idempotent=True)
+    def replay_battle(
+        group: GroupName,
+        battle_id: Annotated[str, Strict(), Field(description="A battle_id from the group's catalog "
+                                                              "(inspect_session).")],
+    ) -> dict[str, Any]:
+        """Re-run a recorded battle from its trace and check every state hash: reproduces=true, or the
+        first divergence (decision index and field)."""
+        return core_replay(store, group, battle_id)
+
+    # ------------------------------------------------------------------ models
+    @tool(title="List models", read_only=True, idempotent=True)
+    def list_models() -> dict[str, Any]:
+        """What can play: `specs` (every valid opponent / p1_model value), the baseline specs, the
+        registered checkpoints (name, kind, weights_hash, path...) and the adapter kinds (built-in and
+        custom) with their aliases."""
+        registry = default_registry()
+        listed = checkpoints.list()
+        return {"baselines": BASELINE_SPECS, "checkpoints": listed,
+                "specs": BASELINE_SPECS + [entry["name"] for entry in listed],
+                "checkpoints_dir": str(config.checkpoints_dir), "adapter_kinds": registry.kinds(),
+                "kind_aliases": dict(registry.aliases)}
+
+    @tool(title="Register an ONNX checkpoint")
+    def register_checkpoint(
+        name: Annotated[str, Strict(), Field(description="Checkpoint name (becomes its spec): 1-64 letters, "
+                                                         "digits, '.', '_' or '-'.")],
+        path: Annotated[str, Strict(), Field(description="Path of the .onnx file, inside the checkpoints or "
+                                                         "datasets directory of this server.")],
+        kind: Annotated[Literal["legacy_onnx", "action_onnx", "v4", "v5"] | None, Field(
+            description="Model kind; checked against the ONNX signature (mismatch refused). Default: "
+                        "detected from the signature.")] = None,
+        overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that "
+                                                               "name.")] = False,
+    ) -> dict[str, Any]:
+        """Register an ONNX model as a named checkpoint: its kind is detected or checked, its
+        weights_hash recorded, and a copy stored in the checkpoints directory. Returns the entry."""
+        source = guards.confine_path(path, [config.checkpoints_dir, config.datasets_dir], "path")
+        return checkpoints.register(name, source, kind, overwrite=overwrite).as_dict()
+
+    @tool(title="Register a custom adapter kind")
+    def register_custom_model(
+        kind: Annotated[str, Strict(), Field(description="New adapter kind: 1-32 lowercase letters, digits or "
+                                                         "'_', starting with a letter.")],
+        factory: Annotated[str, Strict(), Field(description="Import path of the factory, 'package.module:attr'; "
+                                                            "it must be importable by the server.")],
+        replace: Annotated[bool, Strict(), Field(description="Replace an existing kind of that name.")] = False,
+    ) -> dict[str, Any]:
+        """Add an adapter kind backed by a factory 'package.module:attr' (imported now, so a bad path
+        is refused here). The kind lives in this server process only (not persisted)."""
+        registry = default_registry()
+        registry.register(kind, factory, replace=replace)
+        return {"kind": kind, "factory": factory, "persisted": False, "adapter_kinds": registry.kinds()}
+
+    @tool(title="Inspect a model", read_only=True, idempotent=True)
+    def inspect_model(
+        name: Annotated[str, Strict(), Field(description="A baseline spec ('baseline:greedy') or a checkpoint "
+                                                         "name.")],
+    ) -> dict[str, Any]:
+        """Details of a model: for a checkpoint its kind, IO signature, weights_hash, file and whether
+        the stored file is present and intact; for a baseline its kind."""
+        if name in BASELINE_SPECS:
+            return {"name": name, "spec": name, "kind": "baseline", "weights_hash": None,
+                    "description": "built-in heuristic baseline (no weights)"}
+        if name not in checkpoints.specs():
+            known = ", ".join(BASELINE_SPECS + checkpoints.specs())
+            raise NotFound(f"unknown model {name!r}; known: {known}")
+        return {"spec": name, **checkpoints.inspect(name)}
+
+    return server
