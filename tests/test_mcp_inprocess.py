@@ -14,7 +14,6 @@ from mcp import Client
 
 from extrarlhf import codenames
 from mcp_server import ENVELOPE_SCHEMA, build_server
-from mcp_server import server as server_module
 from tests import onnx_factory
 from tests.mcp_helpers import Checked, play_to_the_end, read_jsonl
 
