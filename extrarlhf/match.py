@@ -125,6 +125,16 @@ class Match:
                              rationale=rationale, policy=policy)
         return events
 
+    def omniscient_view(self) -> dict[str, Any]:
+        """The full state (both hands, deck orders). Shown to a player mid-battle it taints the
+        next decisions as training data, so it is recorded (``omniscient_peeks``) and such a
+        battle is never eligible for training."""
+        if self.status == "active" and not self.done:
+            index = len(self.recorder.decisions)
+            if index not in self.recorder.omniscient_peeks:
+                self.recorder.omniscient_peeks.append(index)
+        return self.state.omniscient_view()
+
     @property
     def decision_count(self) -> int:
         return len(self.recorder.decisions)
@@ -234,6 +244,7 @@ class Match:
             "decisions": len(self.recorder.decisions) if final else None,
             "degraded": self.recorder.degraded if final else None,
             "policy_warnings": len(self.recorder.policy_warnings) if final else None,
+            "omniscient_peeks": len(self.recorder.omniscient_peeks) if final else None,
             "weights_hashes": sorted({a["weights_hash"] for a in self.actors.values() if a["weights_hash"]}),
             "deck_ids": self.deck_ids,
             "files": hashes,

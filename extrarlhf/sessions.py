@@ -323,7 +323,7 @@ class SessionStore:
         entries = self.read_catalog(group)
         by_status = {s: 0 for s in (*FINAL_STATUSES, "unfinished")}
         results = {"p1_wins": 0, "draws": 0, "p2_wins": 0}
-        decisions = degraded = warnings = eligible = eligible_decisions = 0
+        decisions = degraded = warnings = peeked = eligible = eligible_decisions = 0
         hashes: set[str] = set()
         decks: set[str] = set()
         tags: dict[str, int] = {}
@@ -334,11 +334,12 @@ class SessionStore:
             decisions += e["decisions"]
             degraded += int(e["degraded"])
             warnings += e["policy_warnings"]
+            peeked += int(bool(e.get("omniscient_peeks")))
             hashes.update(h for h in e["weights_hashes"] if h)
             if e["status"] == "finished":
                 results[("draws", "p1_wins", "p2_wins")[e["winner"]]] += 1
                 tags[e["battle_tag"]] = tags.get(e["battle_tag"], 0) + 1
-                if not e["degraded"]:
+                if not e["degraded"] and not e.get("omniscient_peeks"):
                     eligible += 1
                     eligible_decisions += e["decisions"]
                     decks.update(e["deck_ids"])
@@ -355,6 +356,7 @@ class SessionStore:
             "decisions": decisions,
             "degraded": degraded,
             "policy_warnings": warnings,
+            "omniscient_peek_battles": peeked,
             "weights_hashes": sorted(hashes),
             **counts,
             "readiness": session_readiness(counts, policy),

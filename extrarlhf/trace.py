@@ -79,6 +79,7 @@ class BattleRecorder:
         self.decisions: list[_Decision] = []
         self.policy_warnings: list[dict[str, Any]] = []
         self.degraded = False
+        self.omniscient_peeks: list[int] = []  # decision indexes before which the omniscient view was shown
         self.latency_ms: dict[str, list[float]] = {"1": [], "2": []}
         self.started_at = utc_now()
         self._t0 = time.perf_counter()
@@ -165,6 +166,7 @@ class BattleRecorder:
                        "turns": state.turn, "decisions": len(actions), "final_state_hash": last.hash},
             "degraded": self.degraded,
             "policy_warnings": self.policy_warnings,
+            "omniscient_peeks": self.omniscient_peeks,
             "audit": {"not_a_label": True, "note": AUDIT_NOTE, "started_at": self.started_at,
                       "finished_at": utc_now(), "wall_seconds": round(time.perf_counter() - self._t0, 6),
                       "cpu_seconds": round(time.process_time() - self._cpu0, 6),

@@ -214,7 +214,9 @@ def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, 
             "view": "omniscient", "omniscient": True,
             "warning": "OMNISCIENT VIEW: both hands and deck orders. Player 1 does not see this in play; "
                        "use it for audits and debugging, not to choose moves.",
-            "board": state.render(1), "opponent_board": state.render(2), "state": state.omniscient_view(),
+            "board": state.render(1), "opponent_board": state.render(2), "state": match.omniscient_view(),
+            "recorded": "this look is recorded in the trace (omniscient_peeks); the battle is no longer "
+                        "eligible as training data",
         })
     else:
         out.update({"view": "player", "omniscient": False, "player": 1, "board": state.render(1),
@@ -285,7 +287,8 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     ) -> dict[str, Any]:
         """The current state of a live battle: your view, the board as text, legal actions, done/winner.
 
-        Use view='omniscient' only for audits; it reveals the opponent's hand and both decks.
+        Use view='omniscient' only for audits; it reveals the opponent's hand and both decks, and
+        looking at it during a battle is recorded and makes the battle ineligible for training.
         """
         with matches.use(match_id) as m:
             return _play_state(match_id, m, view)

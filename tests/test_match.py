@@ -558,3 +558,27 @@ def test_replay_finds_a_tampered_state_hash(finished_battle, field: str) -> None
     d = report["first_divergence"]
     assert d["decision_index"] == k and d["field"] == field and d["expected"] == "0" * 64
     assert report["decisions_checked"] == k
+
+
+def test_an_omniscient_peek_is_recorded_and_makes_the_battle_ineligible(store: SessionStore) -> None:
+    clean = start_match(store, "peek", "llm", opponent="baseline:random", seed=4)
+    peeked = start_match(store, "peek", "llm", opponent="baseline:random", seed=5)
+    first = peeked.decision_count
+    view = peeked.omniscient_view()
+    assert view["view"] == "omniscient" and all("deck" in side for side in view["players"])
+    peeked.omniscient_view()  # twice before the same decision: recorded once
+    peeked.submit(peeked.legal_actions()[0]["action_id"])
+    peeked.omniscient_view()
+    for m in (clean, peeked):
+        while not m.done:
+            m.submit(m.legal_actions()[-1]["action_id"])
+    clean.finish()
+    result = peeked.finish()
+    meta = json.loads(Path(result["paths"]["meta.jsonl"]).read_text())
+    assert len(meta["omniscient_peeks"]) == 2
+    assert meta["omniscient_peeks"][0] == first and meta["omniscient_peeks"][1] > first  # after the first submit
+    summary = store.compute_summary("peek")
+    assert summary["omniscient_peek_battles"] == 1
+    assert summary["eligible_battles"] == 1  # only the clean one
+    catalog = {e["battle_id"]: e for e in store.read_catalog("peek")}
+    assert catalog[peeked.battle_id]["omniscient_peeks"] == 2 and catalog[clean.battle_id]["omniscient_peeks"] == 0
