@@ -5,7 +5,7 @@ policies (onnx_models.py) fall back to a baseline with a warning instead of fail
 """
 
 from .baselines import BASELINES, GreedyPolicy, RandomPolicy, evaluate
-from .decision import AdapterError, Decision, KindMismatch
+from .decision import AdapterError, Decision, KindMismatch, Policy
 from .onnx_models import (MODEL_KINDS, ModelPolicy, check_kind, decide, decide_many, detect_kind, signature,
                           weights_hash)
 from .registry import AdapterRegistry, default_registry, load_factory
@@ -20,6 +20,6 @@ def make_baseline(name: str, seed: int = 0):
 
 
 __all__ = ["AdapterError", "AdapterRegistry", "BASELINES", "Decision", "GreedyPolicy", "KindMismatch",
-           "MODEL_KINDS", "ModelPolicy", "RandomPolicy", "check_kind", "decide", "decide_many",
+           "MODEL_KINDS", "ModelPolicy", "Policy", "RandomPolicy", "check_kind", "decide", "decide_many",
            "default_registry", "detect_kind", "evaluate", "load_factory", "make_baseline", "signature",
            "weights_hash"]

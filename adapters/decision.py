@@ -8,9 +8,21 @@ exactly when a fallback baseline played instead of the model (the battle is then
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine import State
 
 WARNING_KINDS = ("missing_file", "hash_mismatch", "kind_mismatch", "runtime_error", "bad_output_shape",
                  "non_finite_output", "illegal_choice")
+
+
+class Policy(Protocol):
+    """Anything that acts for the player to move: baselines, model policies, custom kinds."""
+
+    spec: str
+
+    def act(self, state: "State") -> int: ...
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
 import engine
+from adapters import Policy
 from engine import derive_seed
-
-
-class Policy(Protocol):
-    spec: str
-
-    def act(self, state: engine.State) -> int: ...
 
 
 PolicyFactory = Callable[[int], Policy]  # seed -> policy

@@ -37,14 +37,14 @@ alone reproduces an episode. Global random state is never used.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 import engine
-from adapters import BASELINES, make_baseline
+from adapters import BASELINES, Policy, make_baseline
 from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, State, derive_seed
 from engine.actions import check_action_id
 
@@ -52,12 +52,6 @@ from .aec import check_render_mode, draw_battle_seed, illegal_action_message, is
 
 ENV_ID = "ExtraArena-v1"
 ILLEGAL_ACTION_MODES = ("raise", "penalize")
-
-
-class Policy(Protocol):
-    """Anything that acts for the player to move (adapters' baselines, checkpoints)."""
-
-    def act(self, state: State) -> int: ...
 
 
 def _is_action_id(action: Any) -> bool:
