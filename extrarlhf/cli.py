@@ -19,6 +19,7 @@ from .errors import RLHFError
 from .progress import ProgressLine
 from .replay import replay_battle
 from .series import run_series
+from .datasets.commands import add_parser as add_datasets_parser
 from .sessions import SessionStore
 
 
@@ -171,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--battles", action="store_true", help="also list the battles")
     sessions_dir(show)
     show.set_defaults(func=_cmd_sessions_show)
+
+    add_datasets_parser(sub)  # python -m extrarlhf datasets list|inspect|validate|materialize|...
     return parser
 
 

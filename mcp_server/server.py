@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 from annotated_types import Ge, Le
 from mcp.server import MCPServer
@@ -44,8 +43,9 @@ from extrarlhf.match import Match
 from extrarlhf.replay import replay_battle as core_replay
 from extrarlhf.sessions import SessionStore
 
-from . import guards
+from . import guards, tools_datasets
 from .envelope import EnvelopeResult, failure, from_exception, success
+from .progress import progress_bridge
 from .transport import pipe_stdio
 
 log = logging.getLogger("mcp_server")
@@ -394,20 +394,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         on bounded workers, sending MCP progress notifications as battles finish. Blocks until
         done; releases its codename; returns ran/skipped counts and the group summary (results,
         degraded count, readiness)."""
-        sent = {"done": 0, "failures": 0}
-
-        def progress(done: int, total: int) -> None:
-            """Called by the core in this worker thread; MCP progress must strictly increase."""
-            if done <= sent["done"]:
-                return
-            sent["done"] = done
-            try:
-                anyio.from_thread.run(ctx.report_progress, done, total, f"{done}/{total} battles played")
-            except Exception as exc:  # noqa: BLE001 - a lost notification never stops the series
-                if not sent["failures"]:
-                    log.warning("run_series progress notification failed: %s", exc)
-                sent["failures"] += 1
-
+        progress = progress_bridge(ctx, "run_series", "battles played")
         result = await anyio.to_thread.run_sync(functools.partial(
             core_series.run_series, config.sessions_dir, group, n_battles, p1_model=p1_model, opponent=opponent,
             seed=seed, max_workers=max_workers, codename=codename, progress=progress,
@@ -569,4 +556,5 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             raise NotFound(f"unknown model {name!r}; known: {known}")
         return {"spec": name, **checkpoints.inspect(name)}
 
+    tools_datasets.register(server)
     return server

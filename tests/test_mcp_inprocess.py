@@ -20,7 +20,9 @@ from tests.mcp_helpers import Checked, play_to_the_end, read_jsonl
 TOOLS = {"ping", "start_battle", "get_state", "legal_actions", "submit_action", "advance_bot", "finish_battle",
          "abandon_battle", "list_matches", "run_series", "series_status", "claim_codename", "release_codename",
          "list_codenames", "list_sessions", "inspect_session", "replay_battle", "list_models", "register_checkpoint",
-         "register_custom_model", "inspect_model"}
+         "register_custom_model", "inspect_model",
+         "list_datasets", "inspect_dataset", "validate_dataset", "materialize_v5_dataset", "dataset_readiness",
+         "split_v5_training_dataset", "split_nemesis_training_dataset", "promote_dataset"}
 
 
 @pytest.fixture

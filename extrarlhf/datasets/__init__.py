@@ -1,0 +1,51 @@
+"""The local dataset plane (DESIGN section 9): session groups -> validated, versioned Parquet
+datasets, readiness per training contour, group-aware splits, and safe publication.
+
+Every function returns a plain JSON-able dict (a facade only shapes arguments) and raises
+:class:`extrarlhf.errors.RLHFError` subclasses with stable codes. Every dataset path is
+confined to the datasets dir (paths.py). Modules:
+
+- paths.py        confinement, names, references (``NAME``, ``NAME/vN``, ``@POINTER``)
+- publish.py      temp dir -> fsync -> validate -> rename; overwrite with rollback; recovery
+- pointers.py     promoted pointers (atomic replace) and reference resolution
+- tables.py       column layouts of every table, streaming Parquet writer
+- battles.py      one battle's trace -> rows (checked), run in worker processes (worker.py)
+- materialize.py  ``materialize_v5_dataset``
+- validate.py     ``validate_dataset``
+- contours.py     ``dataset_readiness`` (judged by extrarlhf/readiness.py)
+- assign.py       keyed-hash split assignment
+- splits.py       ``split_v5_training_dataset``, ``split_nemesis_training_dataset``
+- catalog.py      ``list_datasets``, ``inspect_dataset``, ``promote_dataset``
+
+The names below are imported lazily, so that a worker process (which needs battles.py only)
+does not pay for importing pyarrow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DEFAULT_FRACTIONS": "assign", "DEFAULT_SPLIT_KEY": "assign", "bucket": "assign", "split_of": "assign",
+    "inspect_dataset": "catalog", "list_datasets": "catalog", "promote_dataset": "catalog",
+    "dataset_readiness": "contours", "materialize_v5_dataset": "materialize",
+    "DEFAULT_DATASETS_DIR": "paths", "DatasetsDir": "paths",
+    "split_nemesis_training_dataset": "splits", "split_v5_training_dataset": "splits",
+    "validate_dataset": "validate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'extrarlhf.datasets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -1,0 +1,298 @@
+"""``python -m extrarlhf datasets ...``: the dataset plane on the command line.
+
+Each subcommand calls one core function and prints a short readable report (or, with
+``--json``, the function's result). Business errors are printed by extrarlhf/cli.py as one
+``error [code]: message`` line (exit 2); ``validate`` exits 1 when the dataset is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..errors import InvalidArgument
+from ..progress import ProgressLine
+
+
+def _policy(values: list[str] | None) -> dict[str, int] | None:
+    if not values:
+        return None
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise InvalidArgument(f"--policy takes KEY=INTEGER (e.g. min_v5_battles=5), got {item!r}")
+        out[key.strip()] = int(value)
+    return out
+
+
+def _fractions(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise InvalidArgument(f"--fractions takes three numbers train,val,test (e.g. 0.8,0.1,0.1), got {text!r}") \
+            from None
+
+
+def _dump(result: Any) -> None:
+    print(json.dumps(result, indent=2, sort_keys=True))
+
+
+def _yes(flag: bool) -> str:
+    return "ready" if flag else "NOT ready"
+
+
+def _print_readiness(r: dict[str, Any], indent: str = "  ") -> None:
+    for name, label in (("v5_policy", "V5 policy (training_ready, scope v5_policy_only)"),
+                        ("nemesis_lite", "Nemesis Lite"), ("nemesis_standard", "Nemesis Standard"),
+                        ("metronome", "Metronome"), ("timestamp", "TimeStamp")):
+        contour = r["contours"][name]
+        print(f"{indent}{label}: {_yes(contour['ready'])}")
+        for blocker in contour["blockers"]:
+            print(f"{indent}  - {blocker}")
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from .catalog import list_datasets
+
+    result = list_datasets(datasets_dir=args.datasets_dir)
+    if args.json:
+        _dump(result)
+        return 0
+    if not result["datasets"]:
+        print(f"no datasets under {result['datasets_dir']}")
+    for d in result["datasets"]:
+        if "error" in d:
+            print(f"{d['name']}: refused [{d['error']['code']}] {d['error']['message']}")
+            continue
+        pointers = f"  pointers: {', '.join(d['pointers'])}" if d["pointers"] else ""
+        print(f"{d['name']}{pointers}")
+        for v in d["versions"]:
+            rows = ", ".join(f"{k} {n}" for k, n in (v.get("row_counts") or {}).items())
+            print(f"  {v['dataset_id']:<32} {v.get('kind') or '?':<24} {v.get('created_at') or '':<26} {rows}")
+        for item in d["incomplete"]:
+            state = "in progress" if item["owner_alive"] else "left by a dead process (cleaned at next publish)"
+            print(f"  {item['folder']}: {state}")
+    for p in result["pointers"]:
+        if "error" in p:
+            print(f"pointer {p['pointer']}: unreadable [{p['error']['code']}]")
+        else:
+            print(f"pointer {p['pointer']} -> {p['dataset_id']} (promoted {p['promoted_at']})")
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .catalog import inspect_dataset
+
+    result = inspect_dataset(args.dataset, datasets_dir=args.datasets_dir)
+    if args.json:
+        _dump(result)
+        return 0
+    m = result["manifest"]
+    print(f"{result['dataset_id']} ({m['kind']}) at {result['path']}")
+    print(f"  created {m['created_at']} by extrarlhf {m['code_version'].get('extrarlhf')} "
+          f"(engine {m['code_version'].get('engine')}, commit {(m['code_version'].get('git_commit') or '-')[:12]}); "
+          f"obs_version {m['obs_version']}")
+    src = m["sources"]
+    if src["kind"] == "session_groups":
+        for g in src["groups"]:
+            print(f"  source group {g['group']}: {g['battles']} battles {g['by_status']}, "
+                  f"catalog sha256 {g['catalog_sha256'][:16]}...")
+    else:
+        print(f"  source dataset {src['dataset_id']} (manifest sha256 {src['manifest_sha256'][:16]}...)")
+    for name, t in m["tables"].items():
+        print(f"  {name:<12} {t['file']:<22} {t['rows']:>9} rows {t['row_groups']:>4} row groups "
+              f"{t['bytes'] / 1e6:>8.2f} MB  sha256 {t['sha256'][:16]}...")
+    if m.get("exclusions", {}).get("count"):
+        print(f"  excluded battles: {m['exclusions']['count']} {m['exclusions']['by_reason']}")
+    if "split" in m:
+        s = m["split"]
+        print(f"  split by {s['group_key']} ({s['contour']}), fractions {s['fractions']}, key {s['split_key']!r}; "
+              f"groups {s['groups']}")
+    for p in result["pointers"]:
+        print(f"  pointer {p['pointer']}{' (STALE)' if p['stale'] else ''}, promoted {p['promoted_at']}")
+    for s in result.get("sources_current") or []:
+        if s["state"] != "unchanged":
+            print(f"  note: source group {s['group']} {s['state']} since materialization")
+    print("  readiness:")
+    _print_readiness(m["readiness"], "    ")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from .validate import validate_dataset
+
+    result = validate_dataset(args.dataset, datasets_dir=args.datasets_dir)
+    if args.json:
+        _dump(result)
+    elif result["valid"]:
+        rows = ", ".join(f"{k} {n}" for k, n in (result["row_counts"] or {}).items())
+        print(f"{result['dataset_id']}: valid ({rows})")
+    else:
+        print(f"{result['dataset_id']}: INVALID, {sum(result['failure_codes'].values())} failure(s) "
+              f"{result['failure_codes']}")
+        for f in result["failures"]:
+            print(f"  [{f['code']}] {f['message']}")
+    return 0 if result["valid"] else 1
+
+
+def _cmd_materialize(args: argparse.Namespace) -> int:
+    from .materialize import materialize_v5_dataset
+
+    result = materialize_v5_dataset(args.group, args.name, sessions_dir=args.sessions_dir,
+                                    datasets_dir=args.datasets_dir, version=args.version, overwrite=args.overwrite,
+                                    promote=args.promote, policy=_policy(args.policy),
+                                    exclude_corrupt=args.exclude_corrupt, workers=args.workers,
+                                    progress=ProgressLine(f"materialize {args.name}"))
+    if args.json:
+        _dump(result)
+        return 0
+    rows = ", ".join(f"{k} {n}" for k, n in result["row_counts"].items())
+    print(f"{result['dataset_id']}: {rows}" + (" (replaced the previous content)" if result["replaced"] else ""))
+    print(f"  at {result['path']}")
+    if result["exclusions"]["count"]:
+        print(f"  excluded battles: {result['exclusions']['count']} {result['exclusions']['by_reason']}")
+    for line in result["recovered"]:
+        print(f"  recovered: {line}")
+    if result["pointer"]:
+        print(f"  pointer {result['pointer']['pointer']} -> {result['dataset_id']}")
+    r = result["readiness"]
+    print(f"  V5 policy: {_yes(r['v5_policy_training_ready'])}"
+          + (": " + "; ".join(r["v5_policy_blockers"]) if r["v5_policy_blockers"] else ""))
+    print(f"  Nemesis Lite: {_yes(r['nemesis_lite_ready'])}"
+          + (": " + "; ".join(r["nemesis_lite_blockers"]) if r["nemesis_lite_blockers"] else ""))
+    return 0
+
+
+def _cmd_readiness(args: argparse.Namespace) -> int:
+    from .contours import dataset_readiness
+
+    result = dataset_readiness(group=args.group, dataset=args.dataset, sessions_dir=args.sessions_dir,
+                               datasets_dir=args.datasets_dir, policy=_policy(args.policy),
+                               verify=not args.no_verify)
+    if args.json:
+        _dump(result)
+        return 0
+    src = result["source"]
+    name = f"group {src['group']}" if src["kind"] == "session_group" else f"dataset {src['dataset_id']}"
+    ev = result["evidence"]
+    print(f"{name}: {ev.get('eligible_battles', 0)} eligible battles, {ev.get('eligible_decisions', 0)} decisions, "
+          f"{ev.get('distinct_decks', 0)} distinct decks")
+    _print_readiness(result)
+    return 0
+
+
+def _split_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", help="source: NAME (latest version), NAME/vN or @POINTER")
+    p.add_argument("--name", default=None, help="name of the split dataset (default: derived from the source)")
+    p.add_argument("--fractions", default="0.8,0.1,0.1", help="train,val,test fractions (default 0.8,0.1,0.1)")
+    p.add_argument("--split-key", default=None, help="key of the keyed hash (default: the project's fixed key)")
+    p.add_argument("--version", type=int, default=None, help="version to write (default: the next one)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing version (rolled back on error)")
+    p.add_argument("--promote", default=None, metavar="POINTER", help="promote this pointer to the result")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+
+
+def _print_split(result: dict[str, Any]) -> None:
+    s = result["split"]
+    print(f"{result['dataset_id']}: {s['contour']} split of {result['source']} by {s['group_key']}")
+    for name in ("train", "val", "test"):
+        print(f"  {name:<5} {s['rows'][name]:>9} rows  {s['groups'][name]:>7} groups")
+    print(f"  at {result['path']}")
+    if result["pointer"]:
+        print(f"  pointer {result['pointer']['pointer']} -> {result['dataset_id']}")
+
+
+def _split_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    from .assign import DEFAULT_SPLIT_KEY
+
+    return {"name": args.name, "fractions": _fractions(args.fractions),
+            "split_key": args.split_key or DEFAULT_SPLIT_KEY, "datasets_dir": args.datasets_dir,
+            "version": args.version, "overwrite": args.overwrite, "promote": args.promote,
+            "policy": _policy(args.policy)}
+
+
+def _cmd_split_v5(args: argparse.Namespace) -> int:
+    from .splits import split_v5_training_dataset
+
+    result = split_v5_training_dataset(args.dataset, **_split_kwargs(args),
+                                       progress=ProgressLine("split-v5", unit="decisions"))
+    _dump(result) if args.json else _print_split(result)
+    return 0
+
+
+def _cmd_split_nemesis(args: argparse.Namespace) -> int:
+    from .splits import split_nemesis_training_dataset
+
+    result = split_nemesis_training_dataset(args.dataset, args.view, **_split_kwargs(args),
+                                            progress=ProgressLine(f"split-nemesis {args.view}", unit="decisions"))
+    _dump(result) if args.json else _print_split(result)
+    return 0
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    from .catalog import promote_dataset
+
+    result = promote_dataset(args.dataset, args.pointer, datasets_dir=args.datasets_dir)
+    if args.json:
+        _dump(result)
+    else:
+        before = f" (was {result['previous']})" if result["previous"] else ""
+        print(f"pointer {result['pointer']} -> {result['dataset_id']}{before}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``datasets`` command group to the CLI's subparsers."""
+    datasets = sub.add_parser("datasets", help="materialize, validate, split and promote datasets")
+    dsub = datasets.add_subparsers(dest="datasets_command", required=True)
+
+    def common(p: argparse.ArgumentParser, sessions: bool = False) -> argparse.ArgumentParser:
+        p.add_argument("--datasets-dir", default="datasets", help="root of the datasets (default: datasets)")
+        if sessions:
+            p.add_argument("--sessions-dir", default="sessions", help="root of the session groups (default: sessions)")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        return p
+
+    common(dsub.add_parser("list", help="datasets, versions and pointers")).set_defaults(func=_cmd_list)
+    p = common(dsub.add_parser("inspect", help="one dataset version: manifest, files, pointers, readiness"))
+    p.add_argument("dataset", help="NAME (latest version), NAME/vN or @POINTER")
+    p.set_defaults(func=_cmd_inspect)
+    p = common(dsub.add_parser("validate", help="re-check hashes, counts, schemas and invariants (exit 1 if invalid)"))
+    p.add_argument("dataset", help="NAME (latest version), NAME/vN or @POINTER")
+    p.set_defaults(func=_cmd_validate)
+
+    p = common(dsub.add_parser("materialize", help="session groups -> a new V5 dataset version (Parquet)"),
+               sessions=True)
+    p.add_argument("--group", action="append", required=True, help="a session group (repeat for several)")
+    p.add_argument("--name", required=True, help="dataset name")
+    p.add_argument("--version", type=int, default=None, help="version to write (default: the next one)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing version (rolled back on error)")
+    p.add_argument("--promote", default=None, metavar="POINTER", help="promote this pointer to the new version")
+    p.add_argument("--exclude-corrupt", action="store_true",
+                   help="leave out battles whose traces fail their checks instead of stopping")
+    p.add_argument("--workers", type=int, default=None, help="reader processes (default: automatic)")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+    p.set_defaults(func=_cmd_materialize)
+
+    p = common(dsub.add_parser("readiness", help="every training contour with its blockers"), sessions=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group", help="a session group")
+    which.add_argument("--dataset", help="a dataset: NAME, NAME/vN or @POINTER")
+    p.add_argument("--no-verify", action="store_true", help="(groups) skip re-hashing the trace files")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+    p.set_defaults(func=_cmd_readiness)
+
+    p = common(dsub.add_parser("split-v5", help="battle-grouped train/val/test of a V5 dataset"))
+    _split_common(p)
+    p.set_defaults(func=_cmd_split_v5)
+    p = common(dsub.add_parser("split-nemesis", help="deck-grouped Nemesis train/val/test (lite or standard)"))
+    _split_common(p)
+    p.add_argument("--view", choices=("lite", "standard"), default="lite")
+    p.set_defaults(func=_cmd_split_nemesis)
+
+    p = common(dsub.add_parser("promote", help="validate a version and point POINTER at it (atomic replace)"))
+    p.add_argument("dataset", help="NAME (latest version), NAME/vN or @POINTER")
+    p.add_argument("pointer", help="pointer name")
+    p.set_defaults(func=_cmd_promote)

@@ -1,0 +1,106 @@
+"""A dataset version's ``manifest.json``: what it is, where it came from, what it holds.
+
+Written last into the version's temp folder (after every Parquet file is closed), so a
+manifest present means the files it lists were complete when it was written;
+``validate_dataset`` re-checks every recorded hash, count and schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+import engine
+
+from ..errors import NotFound, UnsupportedSchema
+from ..trace import utc_now
+from .tables import DATASET_SCHEMA_VERSION, TABLES, describe_columns, sha256_file
+
+MANIFEST = "manifest.json"
+KINDS = ("v5_decisions", "v5_policy_split", "nemesis_lite_split", "nemesis_standard_split")
+
+__all__ = ["MANIFEST", "KINDS", "code_version", "write_manifest", "read_manifest"]
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> dict[str, Any]:
+    """Versions of the code that wrote a dataset: package, engine, ruleset, and the git commit
+    of the source tree when it is a git checkout (null otherwise)."""
+    try:
+        package = metadata.version("extrarlhf")
+    except metadata.PackageNotFoundError:
+        package = None
+    commit = None
+    try:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=5)
+        if proc.returncode == 0 and len(proc.stdout.strip()) == 40:
+            commit = proc.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"extrarlhf": package, "engine": engine.ENGINE_VERSION, "ruleset": engine.RULESET,
+            "git_commit": commit}
+
+
+def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, kind: str,
+                   tables: dict[str, dict[str, Any]], sources: dict[str, Any], readiness: dict[str, Any],
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Hash every file of the folder's tables and write ``manifest.json`` (returns it).
+
+    ``tables`` maps a logical name (``decisions``, ``train``...) to ``{"file", "rows",
+    "row_groups", "table"}`` where ``table`` names its column layout in tables.TABLES.
+    """
+    described = {}
+    files = {}
+    for logical, info in tables.items():
+        path = folder / info["file"]
+        sha = sha256_file(path)
+        files[info["file"]] = sha
+        described[logical] = {
+            "file": info["file"], "table": info["table"], "rows": info["rows"],
+            "row_groups": pq.ParquetFile(path).metadata.num_row_groups, "bytes": path.stat().st_size,
+            "sha256": sha, "columns": describe_columns(TABLES[info["table"]]),
+        }
+    manifest = {
+        "schema_version": DATASET_SCHEMA_VERSION,
+        "dataset_id": dataset_id,
+        "name": name,
+        "version": version,
+        "kind": kind,
+        "created_at": utc_now(),
+        "code_version": code_version(),
+        "ruleset": engine.RULESET,
+        "obs_version": engine.OBS_VERSION,
+        "obs_dim": engine.OBS_DIM,
+        "action_feature_dim": engine.ACTION_FEATURE_DIM,
+        "sources": sources,
+        "row_counts": {k: v["rows"] for k, v in described.items()},
+        "files": files,
+        "tables": described,
+        "readiness": readiness,
+        **(extra or {}),
+    }
+    text = json.dumps(manifest, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    (folder / MANIFEST).write_text(text, encoding="utf-8")
+    return manifest
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NotFound(f"{path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UnsupportedSchema(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema_version") != DATASET_SCHEMA_VERSION:
+        got = doc.get("schema_version") if isinstance(doc, dict) else None
+        raise UnsupportedSchema(f"{path}: dataset schema_version {got!r} is not supported (this version of "
+                                f"ExtraRLHF reads {DATASET_SCHEMA_VERSION})")
+    return doc

@@ -1,0 +1,296 @@
+"""``materialize_v5_dataset``: session groups -> Parquet tables ``decisions``, ``turns``,
+``battles`` (+ ``excluded``) and ``manifest.json``, published as a fresh version.
+
+Streaming: battles are read one at a time (three small trace files each), their rows are
+appended to column buffers, and the buffers become one Parquet row group per table once
+``row_group_rows`` decisions have accumulated (always at a battle boundary). Memory holds
+one row group and a bounded window of battles being read, plus a few hundred bytes per
+battle of folded catalog. Reading and feature computation (battles.py) run on ``workers``
+processes (default: up to 4, for 64 battles or more); the rows are written in catalog order
+whatever the number of workers, so the Parquet files are byte-identical.
+
+Only finished, non-degraded battles enter the training tables; every other battle of the
+source groups gets a row in ``excluded`` with its reason. Integrity is checked on the way:
+each trace file must hash to its catalog digest, the records must be well formed, every
+chosen action legal and the decision indexes contiguous; a failure stops the
+materialization (``integrity_error``) unless ``exclude_corrupt=True``, which excludes the
+battle with reason ``integrity`` instead.
+
+Action features come from the engine: each battle is replayed from its first recorded state
+with the recorded actions (cheaper than rebuilding every state, and a check: the legal set
+must match at every decision and the last state must hash to the recorded
+``final_state_hash``). A battle that does not replay (e.g. recorded by another engine
+version) falls back to ``State.from_dict(state_before)`` per decision and is marked
+``replay_verified: false``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+import engine
+
+from ..errors import IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
+from ..readiness import ReadinessPolicy, contour_readiness
+from ..sessions import SessionStore, check_name
+from .manifest import write_manifest
+from .paths import DatasetsDir, check_dataset_name, check_pointer_name
+from .pointers import manifest_sha256, write_pointer
+from .publish import publish_version
+from .tables import Columns, StreamingTable, read_chunk
+from .worker import WorkerPool
+
+__all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot"]
+
+DEFAULT_ROW_GROUP_ROWS = 4096
+
+
+@dataclass
+class GroupSnapshot:
+    """A session group's catalog as read once: its hash, and one compact row per battle."""
+
+    group: str
+    manifest: dict[str, Any]
+    catalog_sha256: str
+    catalog_lines: int
+    battles: list[tuple]  # (battle_id, index, status, decisions, degraded, files, deck_ids, omniscient_peeks)
+
+    def source(self) -> dict[str, Any]:
+        by_status = Counter(b[2] for b in self.battles)
+        return {"group": self.group, "catalog_sha256": self.catalog_sha256, "catalog_lines": self.catalog_lines,
+                "battles": len(self.battles), "by_status": dict(sorted(by_status.items())),
+                "created_at": self.manifest.get("created_at"), "configuration": self.manifest.get("configuration"),
+                "obs_version": self.manifest.get("obs_version"), "engine_version": self.manifest.get("engine_version"),
+                "seeds": self.manifest.get("seeds")}
+
+
+def snapshot_group(store: SessionStore, group: str) -> GroupSnapshot:
+    """Read a group's catalog consistently (re-read until it did not change while folding)."""
+    manifest = store.read_manifest(group)
+    path = store.group_dir(group) / "catalog.jsonl"
+    for _ in range(20):
+        before = path.read_bytes() if path.exists() else b""
+        entries = store.read_catalog(group)
+        after = path.read_bytes() if path.exists() else b""
+        if before == after:
+            break
+    else:
+        raise RLHFError(f"session group {group!r} kept changing while its catalog was read; materialize it when "
+                        f"its series is done", "group_busy")
+    battles = [(e["battle_id"], e["index"], e["status"], e.get("decisions"), e.get("degraded"), e.get("files"),
+                tuple(e.get("deck_ids") or ()), e.get("omniscient_peeks") or 0) for e in entries]
+    return GroupSnapshot(group, manifest, hashlib.sha256(before).hexdigest(),
+                         sum(1 for line in before.splitlines() if line.strip()), battles)
+
+
+def _check_groups(groups: Any) -> list[str]:
+    if isinstance(groups, str):
+        groups = [groups]
+    if not isinstance(groups, (list, tuple)) or not groups:
+        raise InvalidArgument("groups must be a non-empty list of session group names")
+    out = [check_name(g, "group") for g in groups]
+    dupes = sorted(g for g, n in Counter(out).items() if n > 1)
+    if dupes:
+        raise InvalidArgument(f"group(s) {dupes} named more than once")
+    return out
+
+
+class _Builder:
+    """Buffers record batches of the four tables and writes a row group per table each time
+    ``row_group_rows`` decisions have accumulated (at a chunk boundary)."""
+
+    def __init__(self, folder: Path, row_group_rows: int) -> None:
+        self.row_group_rows = row_group_rows
+        self.writers = {t: StreamingTable(folder / f"{t}.parquet", t, row_group_rows)
+                        for t in ("decisions", "turns", "battles", "excluded")}
+        self.pending: dict[str, list[pa.RecordBatch]] = {"decisions": [], "turns": [], "battles": []}
+        self.pending_rows = 0
+        self.excluded = Columns("excluded")
+        # evidence for the readiness block
+        self.decks: set[str] = set()
+        self.hvh_decks: set[str] = set()
+        self.included = self.decisions_total = self.replay_failures = self.hvh = 0
+        self.tags: Counter = Counter()
+        self.excluded_reasons: Counter = Counter()
+
+    def add(self, batches: dict[str, pa.RecordBatch]) -> None:
+        for table, batch in batches.items():
+            self.pending[table].append(batch)
+        battles = batches["battles"]
+        if battles.num_rows:
+            cols = battles.select(["p1_deck_id", "p2_deck_id", "battle_tag", "replay_verified", "p1_type",
+                                   "p2_type"]).to_pydict()
+            self.decks.update(cols["p1_deck_id"], cols["p2_deck_id"])
+            for p1, p2, d1, d2 in zip(cols["p1_type"], cols["p2_type"], cols["p1_deck_id"], cols["p2_deck_id"]):
+                if p1 == p2 == "human":  # never from session groups today: player 2 is a bot or a model
+                    self.hvh += 1
+                    self.hvh_decks.update((d1, d2))
+            self.tags.update(cols["battle_tag"])
+            self.replay_failures += cols["replay_verified"].count(False)
+            self.included += battles.num_rows
+        self.decisions_total += batches["decisions"].num_rows
+        self.pending_rows += batches["decisions"].num_rows
+        if self.pending_rows >= self.row_group_rows:
+            self.flush()
+
+    def exclude(self, row: dict[str, Any]) -> None:
+        self.excluded.append(row)
+        self.excluded_reasons[row["reason"]] += 1
+
+    def flush(self) -> None:
+        for table, batches in self.pending.items():
+            if batches:
+                self.writers[table].write_table(pa.Table.from_batches(batches))
+                batches.clear()
+        self.pending_rows = 0
+        if len(self.excluded):
+            self.writers["excluded"].write(self.excluded.arrays())
+
+    def close(self) -> dict[str, dict[str, Any]]:
+        self.flush()
+        return {t: {**w.close(), "table": t} for t, w in self.writers.items()}
+
+
+_EXCLUDE_DETAIL = {
+    "unfinished": "no final catalog line (its process died, or it is still being played); it has no trace",
+    "abandoned": "abandoned before its end; never training-ready",
+    "crashed": "crashed; never training-ready",
+    "degraded": "a policy fell back during the battle (degraded); never training-ready",
+    "omniscient_peek": "the omniscient view was shown to a player mid-battle; its decisions are tainted",
+}
+
+
+def _exclusion(status: str, degraded: Any, peeks: Any) -> str | None:
+    """Why a battle stays out of the training tables, or None when it is eligible."""
+    if status != "finished":
+        return status
+    if degraded:
+        return "degraded"
+    if peeks:
+        return "omniscient_peek"
+    return None
+TASK_BATTLES = 8          # battles per worker task
+PARALLEL_MIN_BATTLES = 64  # below this, worker start-up costs more than it saves
+
+
+def _auto_workers(workers: int | None, battles: int) -> int:
+    if workers is None:
+        workers = min(4, os.cpu_count() or 1) if battles >= PARALLEL_MIN_BATTLES else 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+        raise InvalidArgument(f"workers must be an integer in 1..64, got {workers!r}")
+    return workers
+
+
+def _chunks(tasks: Iterator[tuple], workers: int) -> Iterator[tuple[list[tuple], tuple]]:
+    """(chunk of tasks, (outcomes, batches)) in task order. Chunks have TASK_BATTLES battles
+    whatever the number of workers, so row groups (and file bytes) do not depend on it."""
+    chunks = iter(lambda: list(itertools.islice(tasks, TASK_BATTLES)), [])
+    if workers == 1:
+        for chunk in chunks:
+            yield chunk, read_chunk(chunk)
+        return
+    with WorkerPool(workers) as pool:
+        yield from pool.map(chunks)
+
+
+def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_dir: str | Path = "sessions",
+                           datasets_dir: str | Path | DatasetsDir = "datasets", version: int | None = None,
+                           overwrite: bool = False, promote: str | None = None,
+                           policy: ReadinessPolicy | dict | None = None, exclude_corrupt: bool = False,
+                           row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, workers: int | None = None,
+                           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Materialize session groups into a new dataset version ``<name>/v<N>``; returns a summary
+    (dataset_id, path, row counts, exclusions, readiness, pointer). See the module docstring."""
+    from .validate import validate_dir  # validate imports tables/manifest only; no cycle at call time
+
+    groups = _check_groups(list(groups) if not isinstance(groups, str) else groups)
+    if workers is not None:
+        _auto_workers(workers, 0)
+    name = check_dataset_name(name)
+    if promote is not None:
+        check_pointer_name(promote)
+    if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
+        raise InvalidArgument(f"row_group_rows must be a positive integer, got {row_group_rows!r}")
+    policy = ReadinessPolicy.coerce(policy)
+    dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
+    store = SessionStore(sessions_dir)
+    snapshots = [snapshot_group(store, g) for g in groups]
+    for snap in snapshots:
+        if snap.manifest.get("obs_version") != engine.OBS_VERSION:
+            raise UnsupportedSchema(f"session group {snap.group!r} records obs_version "
+                                    f"{snap.manifest.get('obs_version')!r}; this engine computes layout "
+                                    f"{engine.OBS_VERSION}, and one dataset holds one layout")
+    total = sum(len(s.battles) for s in snapshots)
+
+    def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
+        builder = _Builder(folder, row_group_rows)
+        done = 0
+        for snap in snapshots:
+            for battle_id, index, status, decisions, degraded, _files, _decks, peeks in snap.battles:
+                reason = _exclusion(status, degraded, peeks)
+                if reason is not None:
+                    builder.exclude({"battle_id": battle_id, "group": snap.group, "battle_index": index,
+                                     "status": status, "decisions": decisions, "reason": reason,
+                                     "detail": _EXCLUDE_DETAIL[reason]})
+                    done += 1
+        if progress and done:
+            progress(done, total)
+        tasks = ((snap.group, b[0], b[1], str(store.battle_dir(snap.group, b[0])), b[5])
+                 for snap in snapshots for b in snap.battles if _exclusion(b[2], b[4], b[7]) is None)
+        for chunk, (outcomes, batches) in _chunks(tasks, _auto_workers(workers, total - done)):
+            for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
+                if state == "ok":
+                    continue
+                if not exclude_corrupt:
+                    raise IntegrityError(f"{detail}. Restore the file, delete the battle folder and re-run its "
+                                         f"series, or pass exclude_corrupt=true to leave the battle out")
+                builder.exclude({"battle_id": battle_id, "group": group, "battle_index": index, "status": "finished",
+                                 "reason": "integrity", "detail": detail, "decisions": None})
+            builder.add(batches)
+            done += len(chunk)
+            if progress:
+                progress(done, total)
+        tables = builder.close()
+        evidence = {"source_kind": "dataset", "eligible_battles": builder.included,
+                    "eligible_decisions": builder.decisions_total, "distinct_decks": len(builder.decks),
+                    "human_vs_human_battles": builder.hvh, "human_vs_human_decks": len(builder.hvh_decks),
+                    "metronome_labels": 0, "timestamp_labels": 0,
+                    "integrity_failures": ([f"{builder.replay_failures} included battles do not replay on this "
+                                            f"engine"] if builder.replay_failures else [])}
+        readiness = contour_readiness(evidence, policy)
+        exclusions = {"count": sum(builder.excluded_reasons.values()),
+                      "by_reason": dict(sorted(builder.excluded_reasons.items())),
+                      "table": "excluded"}
+        manifest = write_manifest(
+            folder, dataset_id=dataset_id, name=name, version=version, kind="v5_decisions", tables=tables,
+            sources={"kind": "session_groups", "sessions_dir": str(Path(sessions_dir).resolve()),
+                     "groups": [s.source() for s in snapshots]},
+            readiness=readiness,
+            extra={"exclusions": exclusions,
+                   "battle_tags": dict(sorted(builder.tags.items())),
+                   "replay_unverified_battles": builder.replay_failures,
+                   "options": {"row_group_rows": row_group_rows, "exclude_corrupt": exclude_corrupt}})
+        return {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
+                "readiness": _short_readiness(readiness)}
+
+    result = publish_version(dirs, name, build, version=version, overwrite=overwrite, validate=validate_dir)
+    result["pointer"] = None
+    if promote:
+        path = Path(result["path"])
+        result["pointer"] = write_pointer(dirs, promote, name, result["version"], manifest_sha256(path))
+    return result
+
+
+def _short_readiness(readiness: dict[str, Any]) -> dict[str, Any]:
+    keys = ("v5_policy_training_ready", "v5_policy_blockers", "training_ready", "training_ready_scope",
+            "nemesis_lite_ready", "nemesis_lite_blockers", "training_ready_standard", "standard_readiness_blockers",
+            "metronome_ready", "metronome_blockers", "timestamp_ready", "timestamp_blockers")
+    return {k: readiness[k] for k in keys}

@@ -1,0 +1,307 @@
+"""Column schemas of every dataset table, and a streaming Parquet writer.
+
+Each table is declared once, as ``(name, arrow type, nullable, description)`` rows: the
+Arrow schema, the manifest's ``columns`` block and the validator's expectations all come
+from here. Bump DATASET_SCHEMA_VERSION when a table changes shape or meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import engine
+
+DATASET_SCHEMA_VERSION = 1
+COMPRESSION = "zstd"
+COMPRESSION_LEVEL = 1
+
+
+
+def _list(item: pa.DataType, size: int = -1) -> pa.DataType:
+    """A list type whose child is named ``element``, as Parquet's compliant nested types read back."""
+    return pa.list_(pa.field("element", item), size)
+
+
+OBS = _list(pa.float32(), engine.OBS_DIM)
+ACTION_FEATURES = _list(pa.float32(), engine.ACTION_FEATURE_DIM)
+
+_ACTOR = "who acted"
+
+DECISIONS = [
+    ("battle_id", pa.string(), False, "battle the decision belongs to"),
+    ("group", pa.string(), False, "session group of the battle"),
+    ("battle_index", pa.int32(), False, "index of the battle in its group"),
+    ("decision_index", pa.int32(), False, "0-based position of the decision in its battle (contiguous)"),
+    ("turn", pa.int16(), False, "battle turn of the decision"),
+    ("player", pa.int8(), False, "acting player, 1 or 2"),
+    ("actor_type", pa.string(), False, "acting actor's type: human, llm, rl (player 1) or bot, rl (player 2)"),
+    ("actor_spec", pa.string(), True, "acting policy's registry spec; null for a human or LLM"),
+    ("actor_kind", pa.string(), False, "acting actor's adapter kind (baseline, v5, ...; human/llm for those)"),
+    ("actor_weights_hash", pa.string(), True, "sha256 of the acting model's weights; null for baselines/humans"),
+    ("actor_codename", pa.string(), True, "codename of the worker that played player 1; null otherwise"),
+    ("opponent_type", pa.string(), False, "the other seat's actor type"),
+    ("opponent_spec", pa.string(), True, "the other seat's registry spec"),
+    ("opponent_kind", pa.string(), False, "the other seat's adapter kind"),
+    ("opponent_weights_hash", pa.string(), True, "the other seat's weights hash"),
+    ("battle_tag", pa.string(), False, "match kind, {p1_actor_type}-vs-{bot|rl}"),
+    ("own_deck_id", pa.string(), False, "deck id of the acting player"),
+    ("opponent_deck_id", pa.string(), False, "deck id of the other player"),
+    ("state_hash_before", pa.string(), False,
+     "hash of the omniscient state the decision was taken in (verified against the recorded state)"),
+    ("obs_version", pa.int16(), False, "layout version of observation (engine.OBS_VERSION)"),
+    ("observation", OBS, False, "acting player's observation, float32[OBS_DIM], no hidden information"),
+    ("legal_action_ids", _list(pa.int16()), False, "legal action ids, ascending"),
+    ("legal_action_features", _list(ACTION_FEATURES), False,
+     "features of each legal action, float32[len(legal)][ACTION_FEATURE_DIM], same order as legal_action_ids"),
+    ("action_id", pa.int16(), False, "the chosen action id"),
+    ("action_index", pa.int16(), False, "position of action_id in legal_action_ids (the imitation label)"),
+    ("rationale", pa.string(), True, "free-text rationale of a human or LLM move; null otherwise"),
+    ("policy_probabilities", _list(pa.float32()), True,
+     "policy probabilities over the legal actions when the actor reported them; null otherwise"),
+    ("policy_value", pa.float32(), True, "policy value estimate when reported; null otherwise"),
+    ("policy_json", pa.string(), True, "the full recorded policy object as JSON; null when none"),
+    ("winner", pa.int8(), False, "battle winner: 0 draw, 1 or 2"),
+    ("outcome", pa.int8(), False, "result from the acting player's view: 1 win, 0 draw, -1 loss"),
+]
+
+TURNS = [
+    ("battle_id", pa.string(), False, "battle the turn belongs to"),
+    ("group", pa.string(), False, "session group of the battle"),
+    ("turn", pa.int16(), False, "turn number (1..60; both players' turns count)"),
+    ("active_player", pa.int8(), False, "player whose turn it is"),
+    ("decisions", pa.int32(), False, "decisions taken in the turn"),
+    ("events", pa.int32(), False, "number of engine events in the turn"),
+    ("state_start_hash", pa.string(), False, "hash of the state when the turn's first decision was due (verified)"),
+    ("state_end_hash", pa.string(), False, "hash of the state when the turn ended (verified)"),
+    ("events_json", pa.string(), False, "the turn's engine events, JSON array"),
+    ("state_start_json", pa.string(), False, "omniscient state at the turn's start, canonical JSON"),
+    ("state_end_json", pa.string(), False, "omniscient state at the turn's end, canonical JSON"),
+]
+
+BATTLES = [
+    ("battle_id", pa.string(), False, "the battle"),
+    ("group", pa.string(), False, "its session group"),
+    ("battle_index", pa.int32(), False, "its index in the group"),
+    ("seed", pa.int64(), False, "battle seed (with decks and starting player it determines the battle)"),
+    ("ruleset", pa.string(), False, "ruleset, arena-1"),
+    ("engine_version", pa.string(), False, "engine that played"),
+    ("obs_version", pa.int16(), False, "observation layout of its decisions"),
+    ("battle_tag", pa.string(), False, "match kind"),
+    ("p1_type", pa.string(), False, "player 1's actor type"),
+    ("p1_spec", pa.string(), True, "player 1's registry spec"),
+    ("p1_kind", pa.string(), False, "player 1's adapter kind"),
+    ("p1_weights_hash", pa.string(), True, "player 1's weights hash"),
+    ("p1_codename", pa.string(), True, "codename of the worker that played player 1"),
+    ("p2_type", pa.string(), False, "player 2's actor type"),
+    ("p2_spec", pa.string(), True, "player 2's registry spec"),
+    ("p2_kind", pa.string(), False, "player 2's adapter kind"),
+    ("p2_weights_hash", pa.string(), True, "player 2's weights hash"),
+    ("starting_player", pa.int8(), False, "player who took turn 1"),
+    ("p1_deck", _list(pa.int16()), False, "player 1's 30 card ids"),
+    ("p2_deck", _list(pa.int16()), False, "player 2's 30 card ids"),
+    ("p1_deck_id", pa.string(), False, "player 1's deck id"),
+    ("p2_deck_id", pa.string(), False, "player 2's deck id"),
+    ("status", pa.string(), False, "always finished in a training table"),
+    ("winner", pa.int8(), False, "0 draw, 1 or 2"),
+    ("reason", pa.string(), False, "end reason"),
+    ("turns", pa.int16(), False, "turns played (= its rows in turns)"),
+    ("decisions", pa.int32(), False, "decisions (= its rows in decisions)"),
+    ("degraded", pa.bool_(), False, "always false in a training table"),
+    ("omniscient_peeks", pa.int32(), False, "times the omniscient view was shown mid-battle: always 0 in a training table"),
+    ("policy_warnings", pa.int32(), False, "policy warnings recorded (0 when not degraded)"),
+    ("final_state_hash", pa.string(), False, "hash of the battle's last state"),
+    ("replay_verified", pa.bool_(), False,
+     "the decisions replayed on this engine to the recorded final state (features then come from the replay, "
+     "which equals the recorded states)"),
+    ("meta_sha256", pa.string(), False, "sha256 of the source meta.jsonl (equals its catalog line)"),
+    ("turns_sha256", pa.string(), False, "sha256 of the source turns.jsonl"),
+    ("actions_sha256", pa.string(), False, "sha256 of the source actions.jsonl"),
+]
+
+EXCLUDED = [
+    ("battle_id", pa.string(), False, "a battle of the source groups left out of the training tables"),
+    ("group", pa.string(), False, "its session group"),
+    ("battle_index", pa.int32(), False, "its index in the group"),
+    ("status", pa.string(), False, "its folded catalog status"),
+    ("reason", pa.string(), False, "why: unfinished, abandoned, crashed, degraded, omniscient_peek or integrity"),
+    ("detail", pa.string(), False, "the reason in words"),
+    ("decisions", pa.int32(), True, "its decisions, when it has a trace"),
+]
+
+ASSIGNMENTS = [
+    ("group_key", pa.string(), False, "the split group key (battle id for V5, deck id for Nemesis)"),
+    ("split", pa.string(), False, "train, val or test"),
+    ("bucket", pa.float64(), False, "keyed-hash bucket in [0, 1) the split was read from"),
+    ("rows", pa.int64(), False, "rows of this group in the split files"),
+]
+
+NEMESIS = [
+    ("battle_id", pa.string(), False, "battle of the row"),
+    ("group", pa.string(), False, "session group"),
+    ("decision_index", pa.int32(), False, "the viewer's decision the row is taken at"),
+    ("turn", pa.int16(), False, "its turn"),
+    ("viewer", pa.int8(), False, "the player whose public view is the input (the acting player)"),
+    ("viewer_type", pa.string(), False, "the viewer's actor type"),
+    ("opponent", pa.int8(), False, "the player whose next action is predicted"),
+    ("opponent_type", pa.string(), False, "the opponent's actor type (human, bot, rl, llm)"),
+    ("opponent_spec", pa.string(), True, "the opponent's registry spec"),
+    ("opponent_kind", pa.string(), False, "the opponent's adapter kind"),
+    ("battle_tag", pa.string(), False, "match kind"),
+    ("viewer_deck_id", pa.string(), False, "the viewer's deck id"),
+    ("opponent_deck_id", pa.string(), False, "the opponent's deck id: the split group key"),
+    ("obs_version", pa.int16(), False, "observation layout"),
+    ("observation", OBS, False, "the viewer's observation at its decision (its public view)"),
+    ("target_action_id", pa.int16(), False, "the opponent's next action (0..162): the label"),
+    ("target_decision_index", pa.int32(), False, "decision index of that action"),
+    ("target_turn", pa.int16(), False, "turn of that action"),
+]
+
+TABLES = {"decisions": DECISIONS, "turns": TURNS, "battles": BATTLES, "excluded": EXCLUDED,
+          "assignments": ASSIGNMENTS, "nemesis": NEMESIS}
+
+
+def schema_of(columns: list[tuple]) -> pa.Schema:
+    return pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable, _ in columns])
+
+
+SCHEMAS = {name: schema_of(cols) for name, cols in TABLES.items()}
+
+
+def describe_columns(columns: list[tuple]) -> list[dict[str, Any]]:
+    """The manifest's description of a table's columns."""
+    return [{"name": name, "type": str(typ), "nullable": nullable, "description": desc}
+            for name, typ, nullable, desc in columns]
+
+
+def schema_types(schema: pa.Schema) -> list[dict[str, Any]]:
+    """Name, type and nullability of an actual file's columns (compared with the manifest)."""
+    return [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class StreamingTable:
+    """A Parquet file written one row group at a time: memory holds one row group at most."""
+
+    def __init__(self, path: Path, table: str, row_group_rows: int) -> None:
+        self.path, self.table = path, table
+        self.schema = SCHEMAS[table]
+        self.row_group_rows = row_group_rows
+        # dictionary encoding pays off for the repetitive text columns only; on float vectors it
+        # costs twice the write time for little size gain
+        # (and min/max statistics, for the flat columns only)
+        strings = [f.name for f in self.schema if pa.types.is_string(f.type)]
+        flat = [f.name for f in self.schema if not pa.types.is_nested(f.type)]
+        self.writer = pq.ParquetWriter(str(path), self.schema, compression=COMPRESSION,
+                                       compression_level=COMPRESSION_LEVEL, use_dictionary=strings,
+                                       write_statistics=flat)
+        self.rows = 0
+        self.row_groups = 0
+
+    def write(self, arrays: list[pa.Array]) -> None:
+        """Write one row group from arrays in schema order."""
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        if batch.num_rows:
+            self.writer.write_batch(batch, row_group_size=batch.num_rows)
+            self.rows += batch.num_rows
+            self.row_groups += 1
+
+    def write_table(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.writer.write_table(table.cast(self.schema), row_group_size=table.num_rows)
+            self.rows += table.num_rows
+            self.row_groups += 1
+
+    def close(self) -> dict[str, Any]:
+        self.writer.close()
+        return {"file": self.path.name, "rows": self.rows, "row_groups": self.row_groups}
+
+
+class Columns:
+    """Row-wise appends into per-column lists, turned into Arrow arrays at flush."""
+
+    def __init__(self, table: str) -> None:
+        self.schema = SCHEMAS[table]
+        self.data: dict[str, list] = {name: [] for name in self.schema.names}
+
+    def __len__(self) -> int:
+        return len(next(iter(self.data.values())))
+
+    def append(self, row: dict[str, Any]) -> None:
+        for name, values in self.data.items():
+            values.append(row[name])
+
+    def arrays(self) -> list[pa.Array]:
+        out = [pa.array(self.data[f.name], type=f.type) for f in self.schema]
+        for values in self.data.values():
+            values.clear()
+        return out
+
+
+def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
+    """The ``decisions``, ``turns`` and ``battles`` record batches of some battles' rows
+    (as built by battles.battle_rows), in order."""
+    out: dict[str, pa.RecordBatch] = {}
+    offsets = [0]
+    legal_ids: list[int] = []
+    for b in battles:
+        base = offsets[-1]
+        for ids in b["legal"]:
+            legal_ids.extend(ids)
+            base += len(ids)
+            offsets.append(base)
+    offsets_array = pa.array(offsets, pa.int32())
+    arrays = []
+    for f in SCHEMAS["decisions"]:
+        if f.name == "observation":
+            flat = np.frombuffer(b"".join(b["obs"] for b in battles), dtype="<f4")
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=OBS))
+        elif f.name == "legal_action_ids":
+            arrays.append(pa.ListArray.from_arrays(offsets_array, pa.array(legal_ids, pa.int16()), type=f.type))
+        elif f.name == "legal_action_features":
+            parts = [b["features"].reshape(-1) for b in battles]
+            flat = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+            inner = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=ACTION_FEATURES)
+            arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
+        elif f.name == "policy_probabilities":
+            arrays.append(pa.array([p for b in battles for p in b["probabilities"]], f.type))
+        else:
+            arrays.append(pa.array([v for b in battles for v in b["dec"][f.name]], f.type))
+    out["decisions"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["decisions"])
+    out["turns"] = pa.RecordBatch.from_arrays(
+        [pa.array([v for b in battles for v in b["turns"][f.name]], f.type) for f in SCHEMAS["turns"]],
+        schema=SCHEMAS["turns"])
+    out["battles"] = pa.RecordBatch.from_arrays(
+        [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
+        schema=SCHEMAS["battles"])
+    return out
+
+
+def read_chunk(tasks: list[tuple]) -> tuple[list[tuple[str, str | None]], dict[str, pa.RecordBatch]]:
+    """A chunk of battles read and turned into record batches (in a worker or in-process)."""
+    from .battles import read_battles
+
+    outcomes, rows = read_battles(tasks)
+    return outcomes, battle_batches(rows)
+
+
+def iter_batches(path: Path, columns: list[str] | None = None, batch_size: int = 2048):
+    """The file's rows as record batches, one row group at a time, without pre-buffering:
+    memory stays at about one batch whatever the file's size (``ParquetFile.iter_batches``
+    over the whole file pre-buffers every row group's column chunks, so its memory grows
+    with the file)."""
+    reader = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    for i in range(reader.metadata.num_row_groups):
+        yield from reader.iter_batches(batch_size=batch_size, row_groups=[i], columns=columns, use_threads=False)

@@ -1,0 +1,346 @@
+"""``validate_dataset``: re-check a dataset version against its manifest and its invariants.
+
+Every failed check becomes one entry ``{"code", "message", ...context}`` (at most
+``MAX_PER_CODE`` per code, then one entry saying how many more), so a report says exactly
+what is wrong, not merely that something is. Checks, in order:
+
+- manifest: present, valid JSON, a known ``schema_version`` and ``kind``, the expected
+  ``dataset_id`` (``manifest_unreadable``, ``unknown_kind``, ``dataset_id_mismatch``);
+- files: every listed file exists and hashes to its sha256; no unlisted file
+  (``file_missing``, ``file_hash_mismatch``, ``unexpected_file``);
+- tables: readable Parquet whose columns equal both the code's schema for the table and the
+  manifest's description; row counts equal the manifest's (``parquet_unreadable``,
+  ``schema_mismatch``, ``row_count_mismatch``);
+- V5 decisions datasets: every chosen action is legal and sits at ``action_index``, one
+  feature row per legal action, the observation layout is the manifest's, decision indexes
+  run 0..n-1 contiguously per battle, every battle's decision and turn rows match its
+  ``battles`` row, no battle twice, and no degraded, unfinished or excluded battle in a
+  training table (``chosen_action_not_legal``, ``action_index_mismatch``,
+  ``legal_features_mismatch``, ``obs_version_mismatch``, ``decision_index_not_contiguous``,
+  ``battle_rows_mismatch``, ``orphan_rows``, ``duplicate_battle``,
+  ``degraded_battle_in_training_table``, ``peeked_battle_in_training_table``,
+  ``unfinished_battle_in_training_table``,
+  ``excluded_battle_in_training_table``, ``exclusions_mismatch``);
+- splits: every group key is assigned to exactly one split, its recorded bucket and split
+  equal the keyed hash recomputed from the manifest, every row sits in its group's split
+  and the per-group row counts add up (``group_straddles_splits``, ``assignment_mismatch``,
+  ``row_in_wrong_split``, ``split_rows_mismatch``); Nemesis Standard holds
+  human-vs-human rows only (``non_human_row_in_standard``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ..errors import RLHFError
+from .assign import bucket, split_of
+from .manifest import KINDS, MANIFEST, read_manifest
+from .paths import DatasetsDir
+from .pointers import resolve
+from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, schema_types, sha256_file
+
+MAX_PER_CODE = 20
+
+__all__ = ["validate_dataset", "validate_dir", "MAX_PER_CODE"]
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.failures: list[dict[str, Any]] = []
+        self.counts: Counter = Counter()
+
+    def add(self, code: str, message: str, **context: Any) -> None:
+        self.counts[code] += 1
+        if self.counts[code] <= MAX_PER_CODE:
+            self.failures.append({"code": code, "message": message, **context})
+
+    def finish(self) -> list[dict[str, Any]]:
+        for code, n in sorted(self.counts.items()):
+            if n > MAX_PER_CODE:
+                self.failures.append({"code": code, "message": f"{n - MAX_PER_CODE} more {code} failures not listed",
+                                      "more": n - MAX_PER_CODE})
+        return self.failures
+
+
+def validate_dir(folder: Path, *, expected_id: str | None = None) -> list[dict[str, Any]]:
+    """Every failed check of the dataset in ``folder`` (empty: valid)."""
+    report = _Report()
+    try:
+        manifest = read_manifest(folder)
+    except RLHFError as exc:
+        report.add("manifest_unreadable", str(exc), file=MANIFEST)
+        return report.finish()
+    if manifest.get("kind") not in KINDS:
+        report.add("unknown_kind", f"manifest kind {manifest.get('kind')!r} is not one of {list(KINDS)}")
+        return report.finish()
+    if expected_id is not None and manifest.get("dataset_id") != expected_id:
+        report.add("dataset_id_mismatch", f"manifest names {manifest.get('dataset_id')!r} but the folder is "
+                                          f"{expected_id!r} (a version copied or renamed by hand)")
+    healthy = _check_files(folder, manifest, report)
+    tables = {logical: info for logical, info in manifest.get("tables", {}).items() if logical in healthy}
+    if manifest["kind"] == "v5_decisions":
+        if {"decisions", "battles", "turns", "excluded"} <= set(tables):
+            _check_v5(folder, manifest, report)
+    else:
+        if {"train", "val", "test", "assignments"} <= set(tables):
+            _check_split(folder, manifest, report)
+    return report.finish()
+
+
+def _check_files(folder: Path, manifest: dict[str, Any], report: _Report) -> set[str]:
+    files = manifest.get("files") or {}
+    for name, sha in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            report.add("file_missing", f"{name} is listed in the manifest but missing", file=name)
+        elif (actual := sha256_file(path)) != sha:
+            report.add("file_hash_mismatch", f"{name}: sha256 {actual} does not match the manifest's {sha}",
+                       file=name, expected=sha, actual=actual)
+    for entry in sorted(os.listdir(folder)):
+        if entry != MANIFEST and entry not in files:
+            report.add("unexpected_file", f"{entry} is not listed in the manifest", file=entry)
+    healthy = set()
+    for logical, info in sorted((manifest.get("tables") or {}).items()):
+        path = folder / info["file"]
+        if not path.is_file():
+            continue
+        try:
+            meta = pq.ParquetFile(path)
+            schema = meta.schema_arrow
+        except Exception as exc:  # noqa: BLE001 - any reader error is the finding
+            report.add("parquet_unreadable", f"{info['file']}: {type(exc).__name__}: {exc}", file=info["file"])
+            continue
+        expected = SCHEMAS.get(info.get("table"))
+        ok = True
+        if expected is None:
+            report.add("schema_mismatch", f"{info['file']}: unknown table layout {info.get('table')!r}",
+                       file=info["file"])
+            continue
+        actual_cols = schema_types(schema)
+        if actual_cols != schema_types(expected):
+            report.add("schema_mismatch", f"{info['file']}: columns {_diff(actual_cols, schema_types(expected))} "
+                                          f"differ from the {info['table']} layout of this ExtraRLHF",
+                       file=info["file"])
+            ok = False
+        if info.get("columns") != describe_columns(TABLES[info["table"]]):
+            report.add("schema_mismatch", f"{info['file']}: the manifest's column description differs from the "
+                                          f"{info['table']} layout", file=info["file"])
+            ok = False
+        rows = meta.metadata.num_rows
+        if rows != info.get("rows") or rows != (manifest.get("row_counts") or {}).get(logical):
+            report.add("row_count_mismatch", f"{info['file']} holds {rows} rows; the manifest records "
+                                             f"{info.get('rows')} (row_counts: {(manifest.get('row_counts') or {}).get(logical)})",
+                       file=info["file"], table=logical, expected=info.get("rows"), actual=rows)
+        if ok:
+            healthy.add(logical)
+    return healthy
+
+
+def _diff(actual: list[dict], expected: list[dict]) -> str:
+    a = {c["name"]: c for c in actual}
+    e = {c["name"]: c for c in expected}
+    parts = [f"missing {n}" for n in e if n not in a] + [f"extra {n}" for n in a if n not in e]
+    parts += [f"{n}: {a[n]['type']}{'' if a[n]['nullable'] else ' not null'} instead of "
+              f"{e[n]['type']}{'' if e[n]['nullable'] else ' not null'}" for n in e if n in a and a[n] != e[n]]
+    if not parts and [c["name"] for c in actual] != [c["name"] for c in expected]:
+        parts.append("column order")
+    return ", ".join(parts) or "(none)"
+
+
+def _check_v5(folder: Path, manifest: dict[str, Any], report: _Report) -> None:
+    battles = pq.read_table(folder / "battles.parquet", columns=["battle_id", "status", "degraded", "omniscient_peeks",
+                                                                 "decisions", "turns"]).to_pydict()
+    expected: dict[str, list[int]] = {}
+    for bid, status, degraded, peeks, decisions, turns in zip(
+            battles["battle_id"], battles["status"], battles["degraded"], battles["omniscient_peeks"],
+            battles["decisions"], battles["turns"]):
+        if bid in expected:
+            report.add("duplicate_battle", f"battle {bid} appears more than once in battles", battle_id=bid)
+        expected[bid] = [decisions, turns, 0, 0]  # expected decisions, turns; seen decisions, turns
+        if degraded:
+            report.add("degraded_battle_in_training_table", f"battle {bid} is degraded but sits in the training "
+                                                            f"tables", battle_id=bid, table="battles")
+        if peeks:
+            report.add("peeked_battle_in_training_table", f"battle {bid} had the omniscient view shown mid-battle "
+                                                           f"but sits in the training tables", battle_id=bid)
+        if status != "finished":
+            report.add("unfinished_battle_in_training_table", f"battle {bid} has status {status!r}; training "
+                                                              f"tables hold finished battles only", battle_id=bid)
+    excluded = pq.read_table(folder / "excluded.parquet", columns=["battle_id", "reason"]).to_pydict()
+    for bid in excluded["battle_id"]:
+        if bid in expected:
+            report.add("excluded_battle_in_training_table", f"battle {bid} is listed as excluded but sits in the "
+                                                            f"training tables", battle_id=bid)
+    by_reason = dict(sorted(Counter(excluded["reason"]).items()))
+    recorded = (manifest.get("exclusions") or {}).get("by_reason")
+    if recorded is not None and recorded != by_reason:
+        report.add("exclusions_mismatch", f"excluded.parquet counts {by_reason} but the manifest records {recorded}")
+    del excluded
+
+    obs_version = manifest.get("obs_version")
+    current, next_index, finished = None, 0, set()
+    orphans = 0
+    columns = ["battle_id", "decision_index", "legal_action_ids", "legal_action_features", "action_id",
+               "action_index", "obs_version"]
+    for batch in iter_batches(folder / "decisions.parquet", columns):
+        legal = batch.column("legal_action_ids")
+        offsets = legal.offsets.to_numpy()
+        offsets = offsets - offsets[0]
+        lengths = np.diff(offsets)
+        values = legal.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+        n = batch.num_rows
+        action = batch.column("action_id").to_numpy(zero_copy_only=False).astype(np.int64)
+        index = batch.column("action_index").to_numpy(zero_copy_only=False).astype(np.int64)
+        segment = np.repeat(np.arange(n), lengths)
+        member = np.bincount(segment, weights=(values == np.repeat(action, lengths)), minlength=n) > 0
+        in_range = (index >= 0) & (index < lengths)
+        if len(values):
+            at = np.minimum(offsets[:-1] + np.clip(index, 0, None), len(values) - 1)
+            index_ok = in_range & (values[at] == action)
+        else:
+            index_ok = np.zeros(n, dtype=bool)
+        feature_lengths = np.diff(batch.column("legal_action_features").offsets.to_numpy())
+        obs_ok = batch.column("obs_version").to_numpy(zero_copy_only=False) == obs_version
+        ids = batch.column("battle_id").to_pylist()
+        dec_index = batch.column("decision_index").to_pylist()
+        bad_rows = np.flatnonzero(~member | ~index_ok | (feature_lengths != lengths) | ~obs_ok | (lengths == 0))
+        for row in bad_rows.tolist():
+            where = {"battle_id": ids[row], "decision_index": dec_index[row], "table": "decisions"}
+            if lengths[row] == 0:
+                report.add("chosen_action_not_legal", f"battle {ids[row]} decision {dec_index[row]}: no legal "
+                                                      f"actions recorded", **where)
+            elif not member[row]:
+                report.add("chosen_action_not_legal", f"battle {ids[row]} decision {dec_index[row]}: chosen action "
+                                                      f"{int(action[row])} is not among the legal actions "
+                                                      f"{values[offsets[row]:offsets[row + 1]].tolist()}", **where)
+            elif not index_ok[row]:
+                report.add("action_index_mismatch", f"battle {ids[row]} decision {dec_index[row]}: action_index "
+                                                    f"{int(index[row])} does not point at action {int(action[row])}",
+                           **where)
+            if feature_lengths[row] != lengths[row]:
+                report.add("legal_features_mismatch", f"battle {ids[row]} decision {dec_index[row]}: "
+                                                      f"{int(feature_lengths[row])} feature rows for "
+                                                      f"{int(lengths[row])} legal actions", **where)
+            if not obs_ok[row]:
+                report.add("obs_version_mismatch", f"battle {ids[row]} decision {dec_index[row]}: obs_version "
+                                                   f"differs from the manifest's {obs_version}", **where)
+        for bid, di in zip(ids, dec_index):
+            if bid != current:
+                if current is not None:
+                    finished.add(current)
+                if bid in finished:
+                    report.add("decision_index_not_contiguous", f"battle {bid}: its decisions are not in one run "
+                                                                f"(the battle reappears after others)", battle_id=bid)
+                current, next_index = bid, 0
+            if di != next_index:
+                report.add("decision_index_not_contiguous", f"battle {bid}: decision_index {di} where {next_index} "
+                                                            f"was expected (0..n-1 in order)", battle_id=bid,
+                           decision_index=di)
+            next_index = di + 1
+            slot = expected.get(bid)
+            if slot is None:
+                orphans += 1
+            else:
+                slot[2] += 1
+    if orphans:
+        report.add("orphan_rows", f"{orphans} decision rows belong to battles missing from battles", table="decisions")
+
+    turn_orphans = 0
+    for batch in iter_batches(folder / "turns.parquet", ["battle_id"], 65536):
+        for bid in batch.column("battle_id").to_pylist():
+            slot = expected.get(bid)
+            if slot is None:
+                turn_orphans += 1
+            else:
+                slot[3] += 1
+    if turn_orphans:
+        report.add("orphan_rows", f"{turn_orphans} turn rows belong to battles missing from battles", table="turns")
+    for bid, (want_d, want_t, got_d, got_t) in expected.items():
+        if want_d != got_d or want_t != got_t:
+            report.add("battle_rows_mismatch", f"battle {bid}: {got_d} decision rows and {got_t} turn rows; its "
+                                               f"battles row records {want_d} and {want_t}", battle_id=bid)
+
+
+def _check_split(folder: Path, manifest: dict[str, Any], report: _Report) -> None:
+    spec = manifest.get("split") or {}
+    key, contour, fractions = spec.get("split_key"), spec.get("contour"), spec.get("fractions")
+    column = spec.get("group_key_column")
+    if not (isinstance(key, str) and isinstance(contour, str) and isinstance(column, str)
+            and isinstance(fractions, dict)):
+        report.add("manifest_unreadable", "the manifest's split block is incomplete "
+                                          "(split_key, contour, group_key_column, fractions)")
+        return
+    fr = [fractions.get("train", 0), fractions.get("val", 0), fractions.get("test", 0)]
+    assigned: dict[str, list] = {}
+    table = pq.read_table(folder / "assignments.parquet").to_pydict()
+    for group_key, split, position, rows in zip(table["group_key"], table["split"], table["bucket"], table["rows"]):
+        if group_key in assigned:
+            report.add("group_straddles_splits", f"group {group_key} is assigned more than once "
+                                                 f"({assigned[group_key][0]} and {split})", group_key=group_key)
+            continue
+        assigned[group_key] = [split, rows, 0]
+        want = bucket(key, contour, group_key)
+        if abs(want - position) > 1e-12 or split_of(want, fr) != split:
+            report.add("assignment_mismatch", f"group {group_key}: recorded {split} (bucket {position}) but the keyed "
+                                              f"hash gives {split_of(want, fr)} (bucket {want})", group_key=group_key)
+    standard = manifest.get("kind") == "nemesis_standard_split"
+    for split in ("train", "val", "test"):
+        cols = [column] + (["viewer_type", "opponent_type"] if standard else [])
+        for batch in iter_batches(folder / f"{split}.parquet", cols, 65536):
+            keys = batch.column(column).to_pylist()
+            for group_key in keys:
+                slot = assigned.get(group_key)
+                if slot is None or slot[0] != split:
+                    report.add("row_in_wrong_split", f"a {split} row has group key {group_key}, assigned to "
+                                                     f"{slot[0] if slot else 'no split'}", group_key=group_key,
+                               split=split)
+                if slot is not None:
+                    slot[2] += 1
+            if standard:
+                for viewer, opponent in zip(batch.column("viewer_type").to_pylist(),
+                                            batch.column("opponent_type").to_pylist()):
+                    if viewer != "human" or opponent != "human":
+                        report.add("non_human_row_in_standard", f"a {split} row of Nemesis Standard has a "
+                                                                f"{viewer}-vs-{opponent} pair; Standard holds "
+                                                                f"human-vs-human rows only", split=split)
+    for group_key, (split, rows, seen) in assigned.items():
+        if rows != seen:
+            report.add("split_rows_mismatch", f"group {group_key}: assignments record {rows} rows, {split} holds "
+                                              f"{seen}", group_key=group_key)
+
+
+def validate_dataset(dataset: str, *, datasets_dir: str | Path | DatasetsDir = "datasets") -> dict[str, Any]:
+    """Validate one published version (``NAME``, ``NAME/vN`` or ``@POINTER``); returns
+    ``{"dataset_id", "path", "kind", "valid", "failures": [...], "failure_codes": {...}, "row_counts",
+    "pointer"}`` (``ok`` repeats ``valid`` for callers written against an earlier draft)."""
+    dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
+    resolved = resolve(dirs, dataset, allow_stale=True)
+    failures = validate_dir(resolved.path, expected_id=resolved.dataset_id)
+    if resolved.stale:
+        failures.insert(0, {"code": "stale_pointer", "message": f"pointer {resolved.pointer['pointer']!r} was "
+                                                                f"promoted for another manifest of "
+                                                                f"{resolved.dataset_id} (overwritten since)"})
+    manifest = None
+    try:
+        manifest = read_manifest(resolved.path)
+    except RLHFError:
+        pass
+    return {"dataset_id": resolved.dataset_id, "path": str(resolved.path),
+            "kind": manifest.get("kind") if manifest else None,
+            "valid": not failures, "failures": failures,
+            "failure_codes": _codes(failures),
+            "row_counts": manifest.get("row_counts") if manifest else None,
+            "pointer": resolved.pointer["pointer"] if resolved.pointer else None}
+
+
+def _codes(failures: list[dict[str, Any]]) -> dict[str, int]:
+    counts: Counter = Counter()
+    for f in failures:
+        counts[f["code"]] += f.get("more", 1)
+    return dict(sorted(counts.items()))
