@@ -43,7 +43,7 @@ from extrarlhf.match import Match
 from extrarlhf.replay import replay_battle as core_replay
 from extrarlhf.sessions import SessionStore
 
-from . import guards, tools_datasets
+from . import guards, tools_datasets, tools_training
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .progress import progress_bridge
 from .transport import pipe_stdio
@@ -557,4 +557,5 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         return {"spec": name, **checkpoints.inspect(name)}
 
     tools_datasets.register(server)
+    tools_training.register(server)
     return server

@@ -22,7 +22,9 @@ TOOLS = {"ping", "start_battle", "get_state", "legal_actions", "submit_action", 
          "list_codenames", "list_sessions", "inspect_session", "replay_battle", "list_models", "register_checkpoint",
          "register_custom_model", "inspect_model",
          "list_datasets", "inspect_dataset", "validate_dataset", "materialize_v5_dataset", "dataset_readiness",
-         "split_v5_training_dataset", "split_nemesis_training_dataset", "promote_dataset"}
+         "split_v5_training_dataset", "split_nemesis_training_dataset", "promote_dataset",
+         "train_policy", "benchmark_models", "promote_checkpoint", "rollback_promotion", "promotion_status",
+         "run_pipeline"}
 
 
 @pytest.fixture

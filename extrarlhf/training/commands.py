@@ -1,0 +1,247 @@
+"""``python -m extrarlhf train|benchmark|promote|pipeline``: the L0 loop on the command line.
+
+Each subcommand calls one core function and prints a short readable report (``--json``:
+the function's result). Business errors are printed by extrarlhf/cli.py as one
+``error [code]: message`` line (exit 2). ``benchmark`` exits 1 when the benchmark did not
+pass (invalid, H0 or inconclusive), so a script can gate on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ..errors import InvalidArgument
+from ..progress import ProgressLine
+
+
+def _policy(values: list[str] | None) -> dict[str, int] | None:
+    if not values:
+        return None
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise InvalidArgument(f"--policy takes KEY=INTEGER (e.g. min_v5_battles=5), got {item!r}")
+        out[key.strip()] = int(value)
+    return out
+
+
+def _dump(result: Any) -> None:
+    print(json.dumps(result, indent=2, sort_keys=True, default=str))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .train import train_policy
+
+    result = train_policy(args.dataset, args.name, args.seed, imitate=args.imitate, epochs=args.epochs,
+                          hidden=args.hidden, hidden2=args.hidden2, value_hidden=args.value_hidden, lr=args.lr,
+                          lr_decay=args.lr_decay, batch_size=args.batch_size, weight_decay=args.weight_decay,
+                          datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
+                          policy=_policy(args.policy), overwrite=args.overwrite,
+                          progress=ProgressLine(f"train {args.name}", unit="epochs"))
+    if args.json:
+        _dump(result)
+        return 0
+    d = result["data"]
+    print(f"{result['name']}: v5 checkpoint trained on {result['dataset_id']} (imitate {result['imitate']}, "
+          f"seed {result['seed']})")
+    print(f"  data: train {d['train']['decisions']} decisions ({d['train']['imitated_with_choice']} imitated with a "
+          f"choice), val {d['val']['decisions']}, test {d['test']['decisions']}")
+    print("  epoch  train_loss  train_top1  val_loss  val_top1  decisions/s")
+    for m in result["history"]:
+        val_loss = "-" if m["val_loss"] is None else f"{m['val_loss']:.4f}"
+        print(f"  {m['epoch']:>5}  {m['train_loss']:>10.4f}  {_pct(m['train_top1']):>10}  {val_loss:>8}  "
+              f"{_pct(m['val_top1']):>8}  {m['decisions_per_s'] or 0:>11,.0f}")
+    final = result["final"]
+    if final.get("test_top1") is not None:
+        print(f"  held-out test: loss {final['test_loss']:.4f}, top-1 {_pct(final['test_top1'])}")
+    print(f"  weights_hash {result['weights_hash']}")
+    print(f"  model card {result['card_path']}")
+    return 0
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    from ..benchmarking import benchmark_models
+    from ..promotion import current_incumbent
+
+    incumbent = args.incumbent or current_incumbent(args.checkpoints_dir)
+    result = benchmark_models(args.candidate, incumbent, n_pairs=args.pairs, seed=args.seed, elo0=args.elo0,
+                              elo1=args.elo1, alpha=args.alpha, beta=args.beta, baseline_pairs=args.baseline_pairs,
+                              max_workers=args.workers, stop_early=not args.no_early_stop,
+                              checkpoints_dir=args.checkpoints_dir,
+                              progress=ProgressLine(f"benchmark {args.candidate}"))
+    if args.json:
+        _dump(result)
+    else:
+        print(result["markdown"], end="")
+        print(f"report: {result['report_path']}")
+    return 0 if result["passed"] else 1
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    from ..promotion import promote_checkpoint, promotion_status, rollback_promotion
+
+    if sum(bool(x) for x in (args.name, args.rollback, args.status)) != 1:
+        raise InvalidArgument("give exactly one of NAME (promote it), --rollback or --status")
+    if args.status:
+        result = promotion_status(args.checkpoints_dir)
+        if args.json:
+            _dump(result)
+            return 0
+        p = result["promoted"]
+        if p is None:
+            print(f"nothing promoted; incumbent {result['incumbent']}")
+        else:
+            state = "intact" if result["promoted_intact"] else "PROBLEM: " + "; ".join(result["promoted_problems"])
+            print(f"promoted: {p['name']} (weights_hash {p['weights_hash'][:16]}..., since "
+                  f"{p.get('restored_at') or p['promoted_at']}; {state})")
+        for e in result["history"]:
+            print(f"  {e['at']}  {e['event']:<8} {e['name']}" + (f" (from {e['from']['name']})" if e["from"] else ""))
+        return 0
+    if args.rollback:
+        result = rollback_promotion(checkpoints_dir=args.checkpoints_dir)
+        if args.json:
+            _dump(result)
+        else:
+            print(f"rolled back: {result['rolled_back']['name']} -> {result['promoted']['name']}")
+        return 0
+    result = promote_checkpoint(args.name, checkpoints_dir=args.checkpoints_dir,
+                                require_current_incumbent=not args.any_incumbent)
+    if args.json:
+        _dump(result)
+    else:
+        b = result["promoted"]["benchmark"]
+        before = f" (was {result['previous']['name']})" if result["previous"] else ""
+        print(f"promoted {args.name}{before}: benchmark #{b['sequence']} vs {b['incumbent']}, score "
+              f"{b['score']:.3f}, Elo {b['elo']:+.1f}, SPRT {b['decision']}")
+    return 0
+
+
+def _cmd_pipeline(args: argparse.Namespace) -> int:
+    from ..pipeline import run_pipeline
+
+    bars: dict[str, ProgressLine] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in bars:
+            bars[stage] = ProgressLine(stage, unit={"train": "epochs", "materialize": "battles"}.get(stage, "battles"))
+        if total:
+            bars[stage](done, total)
+
+    result = run_pipeline(args.group, args.name, n_battles=args.battles, p1_model=args.p1_model,
+                          opponent=args.opponent, seed=args.seed, dataset=args.dataset, imitate=args.imitate,
+                          epochs=args.epochs, incumbent=args.incumbent, n_pairs=args.pairs,
+                          baseline_pairs=args.baseline_pairs, promote=not args.no_promote,
+                          require_current_incumbent=not args.any_incumbent, max_workers=args.workers,
+                          readiness_policy=_policy(args.policy), sessions_dir=args.sessions_dir,
+                          datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir, progress=progress)
+    if args.json:
+        _dump(result)
+        return 0
+    s = result["stages"]
+    c = s["collect"]
+    print(f"collect: group {c['group']}: played {c['ran']}, already there {c['skipped']}")
+    if "materialize" in s:
+        print(f"materialize: {s['materialize']['dataset_id']} {s['materialize']['row_counts']}")
+    if result["stopped_at"] == "readiness":
+        print(f"stopped: {result['reason']}")
+        return 1
+    t = s["train"]
+    print(f"train: {t['name']} val top-1 {_pct(t['final'].get('val_top1'))}, weights_hash {t['weights_hash'][:16]}...")
+    b = s["benchmark"]
+    print(f"benchmark vs {b['incumbent']}: {b['verdict']}")
+    for row in b["baselines"]:
+        print(f"  {row['model']} vs {row['opponent']}: W/D/L {row['wins']}/{row['draws']}/{row['losses']}, "
+              f"score {row['score']:.3f}")
+    p = s.get("promote", {})
+    if p.get("promoted"):
+        print(f"promoted {t['name']}" + (f" (was {p['previous']})" if p.get("previous") else ""))
+    else:
+        print(f"not promoted: {p.get('refused') or p.get('skipped')}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``train``, ``benchmark``, ``promote`` and ``pipeline`` commands to the CLI's subparsers."""
+
+    def dirs(p: argparse.ArgumentParser, datasets: bool = False, sessions: bool = False) -> None:
+        if sessions:
+            p.add_argument("--sessions-dir", default="sessions", help="root of the session groups (default: sessions)")
+        if datasets:
+            p.add_argument("--datasets-dir", default="datasets", help="root of the datasets (default: datasets)")
+        p.add_argument("--checkpoints-dir", default="checkpoints", help="checkpoint registry (default: checkpoints)")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    def training(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--seed", type=int, default=0, help="training seed (same data + seed: same weights_hash)")
+        p.add_argument("--imitate", default="all",
+                       help="decisions to learn from: all, winners, or an actor spec such as baseline:greedy")
+        p.add_argument("--epochs", type=int, default=5, help="passes over the training split (default 5)")
+
+    p = sub.add_parser("train", help="behaviour cloning on a V5 dataset -> a registered v5 checkpoint + model card")
+    p.add_argument("dataset", help="NAME (latest version), NAME/vN or @POINTER; must validate and be V5-ready")
+    p.add_argument("--name", required=True, help="checkpoint name to register")
+    training(p)
+    p.add_argument("--hidden", type=int, default=256, help="first hidden layer width (default 256)")
+    p.add_argument("--hidden2", type=int, default=128, help="second hidden layer width (default 128)")
+    p.add_argument("--value-hidden", type=int, default=64, help="value head hidden width (default 64)")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    p.add_argument("--lr-decay", type=float, default=0.8, help="learning rate factor per epoch (default 0.8)")
+    p.add_argument("--batch-size", type=int, default=128, help="decisions per batch (default 128)")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay (default 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+    dirs(p, datasets=True)
+    p.set_defaults(func=_cmd_train)
+
+    def bench_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--pairs", type=int, default=200, help="maximum pairs (2 battles each, seats swapped)")
+        p.add_argument("--baseline-pairs", type=int, default=20, help="pairs of each model vs each baseline")
+        p.add_argument("--workers", type=int, default=1, help="worker processes (results do not depend on it)")
+
+    p = sub.add_parser("benchmark", help="candidate vs incumbent: paired seeds, Elo, SPRT; exit 1 unless passed")
+    p.add_argument("candidate", help="checkpoint name (or baseline spec)")
+    p.add_argument("incumbent", nargs="?", default=None,
+                   help="checkpoint name or baseline spec (default: the promoted checkpoint, else baseline:greedy)")
+    bench_options(p)
+    p.add_argument("--seed", type=int, default=0, help="base seed of the pairs")
+    p.add_argument("--elo0", type=float, default=0.0, help="SPRT H0 Elo (default 0)")
+    p.add_argument("--elo1", type=float, default=10.0, help="SPRT H1 Elo (default 10)")
+    p.add_argument("--alpha", type=float, default=0.05, help="SPRT false-positive rate (default 0.05)")
+    p.add_argument("--beta", type=float, default=0.05, help="SPRT false-negative rate (default 0.05)")
+    p.add_argument("--no-early-stop", action="store_true", help="play every pair even once the SPRT decides")
+    dirs(p)
+    p.set_defaults(func=_cmd_benchmark)
+
+    p = sub.add_parser("promote", help="promote a benchmarked checkpoint, roll back, or show the status")
+    p.add_argument("name", nargs="?", default=None, help="checkpoint to promote")
+    p.add_argument("--rollback", action="store_true", help="re-install the previously promoted checkpoint")
+    p.add_argument("--status", action="store_true", help="show the promoted checkpoint and the history")
+    p.add_argument("--any-incumbent", action="store_true",
+                   help="accept a passed benchmark against another incumbent than the current one")
+    dirs(p)
+    p.set_defaults(func=_cmd_promote)
+
+    p = sub.add_parser("pipeline", help="collect -> materialize -> readiness -> train -> benchmark -> promote")
+    p.add_argument("--group", required=True, help="session group to collect into (resumed if it exists)")
+    p.add_argument("--name", required=True, help="checkpoint name to train")
+    p.add_argument("--battles", type=int, default=300, help="battles the group should hold (default 300)")
+    p.add_argument("--p1-model", default="baseline:greedy", help="player 1 of the collected battles")
+    p.add_argument("--opponent", default="baseline:greedy", help="player 2 of the collected battles")
+    p.add_argument("--dataset", default=None, help="dataset name (default: the group's name)")
+    training(p)
+    p.add_argument("--incumbent", default=None, help="benchmark against this spec (default: the promoted one, else "
+                                                     "baseline:greedy)")
+    bench_options(p)
+    p.add_argument("--no-promote", action="store_true", help="stop after the benchmark")
+    p.add_argument("--any-incumbent", action="store_true",
+                   help="promote after a passed benchmark even against another incumbent than the current one")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+    dirs(p, datasets=True, sessions=True)
+    p.set_defaults(func=_cmd_pipeline)

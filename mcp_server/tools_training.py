@@ -1,0 +1,208 @@
+"""L0 tools (DESIGN section 8): ``train_policy``, ``benchmark_models``, ``promote_checkpoint``,
+``run_pipeline``, plus ``rollback_promotion`` and ``promotion_status``.
+
+Each tool is a thin facade over the core (extrarlhf.training, extrarlhf.benchmarking,
+extrarlhf.promotion, extrarlhf.pipeline): typed arguments, the server's directories, MCP
+progress notifications for the long ones (run in a worker thread, like ``run_series``).
+Call :func:`register` on a built server to add them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Annotated, Any, Callable
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from annotated_types import Ge, Le
+from mcp.server.mcpserver import Context
+from pydantic import Field, Strict
+
+from extrarlhf import benchmarking, pipeline, promotion
+from extrarlhf.series import MAX_BATTLES, MAX_WORKERS
+
+from .progress import progress_bridge
+
+log = logging.getLogger("mcp_server")
+
+CheckpointName = Annotated[str, Strict(), Field(description="Checkpoint name: 1-64 letters, digits, '.', '_' or '-', "
+                                                            "starting with a letter or digit.")]
+ModelSpec = Annotated[str, Strict(), Field(description="A registered checkpoint name or a baseline spec "
+                                                       "('baseline:random', 'baseline:greedy').")]
+Seed = Annotated[int, Strict(), Ge(0), Le((1 << 63) - 1)]
+Imitate = Annotated[str, Strict(), Field(description="Decisions to imitate: 'all', 'winners' (the eventual winner's "
+                                                     "decisions) or an actor spec such as 'baseline:greedy'.")]
+Epochs = Annotated[int, Strict(), Ge(1), Le(100), Field(description="Passes over the training split.")]
+Pairs = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS),
+                  Field(description="Maximum pairs of the SPRT match (each pair: one seed played twice, seats "
+                                    "swapped); the SPRT usually stops earlier.")]
+BaselinePairs = Annotated[int, Strict(), Ge(0), Le(10_000),
+                          Field(description="Pairs each model plays against baseline:random and baseline:greedy "
+                                            "(informative, fixed).")]
+Elo = Annotated[float, Field(ge=-1000, le=1000)]
+ErrorRate = Annotated[float, Field(gt=0, lt=0.5)]
+Workers = Annotated[int, Strict(), Ge(1), Le(MAX_WORKERS),
+                    Field(description="Worker processes (bounded); results do not depend on it.")]
+ReadinessOverrides = Annotated[dict[str, Annotated[int, Strict(), Ge(0)]] | None, Field(
+    description="Readiness threshold overrides, e.g. {\"min_v5_battles\": 5, \"min_v5_decisions\": 200}.")]
+
+
+def _stage_progress(ctx: Context, label: str) -> tuple[Callable[[float, float, str], None], dict[str, Any]]:
+    """A thread-side progress reporter for fractional values (pipeline stages) that strictly
+    increase, as MCP requires."""
+    sent: dict[str, Any] = {"last": -1.0, "failures": 0}
+
+    def report(done: float, total: float, message: str) -> None:
+        if done <= sent["last"]:
+            return
+        sent["last"] = done
+        try:
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+        except Exception as exc:  # noqa: BLE001 - a lost notification never stops the work
+            if not sent["failures"]:
+                log.warning("%s progress notification failed: %s", label, exc)
+            sent["failures"] += 1
+
+    return report, sent
+
+
+def register(server: Any) -> None:
+    """Add the L0 tools to ``server`` (an :class:`mcp_server.server.ExtraRLHFServer`)."""
+    config = server.config
+    tool = server.envelope_tool
+
+    @tool(title="Train a policy (behaviour cloning)")
+    async def train_policy(
+        dataset: Annotated[str, Strict(), Field(description="Dataset reference inside the datasets dir: NAME (latest "
+                                                            "version), NAME/vN or @POINTER. Must validate and be "
+                                                            "V5-ready (v5_decisions or v5_policy_split).")],
+        name: CheckpointName,
+        ctx: Context,
+        seed: Annotated[Seed, Field(description="Training seed: the same dataset and seed give the same "
+                                                "weights_hash.")] = 0,
+        imitate: Imitate = "all",
+        epochs: Epochs = 5,
+        hidden: Annotated[int, Strict(), Ge(8), Le(2048), Field(description="First hidden layer width.")] = 256,
+        hidden2: Annotated[int, Strict(), Ge(8), Le(2048), Field(description="Second hidden layer width.")] = 128,
+        lr: Annotated[float, Field(gt=0, le=1, description="Adam learning rate.")] = 1e-3,
+        batch_size: Annotated[int, Strict(), Ge(1), Le(8192), Field(description="Decisions per batch.")] = 128,
+        readiness_policy: ReadinessOverrides = None,
+        overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that name (never "
+                                                               "the promoted one).")] = False,
+    ) -> dict[str, Any]:
+        """Behaviour cloning on a V5 dataset: a small MLP scores each legal action (softmax over the
+        legal set), trained with numpy, exported as a v5 ONNX model (verified against numpy),
+        registered as checkpoint `name` and described by a model card next to it. Refuses a dataset
+        that fails validation (validation_failed) or is not V5-ready (not_ready, with blockers).
+        Sends a progress notification per epoch. Returns weights_hash, card_path, data sizes and
+        train/val loss and top-1 agreement per epoch."""
+        from extrarlhf.training import train_policy as core_train
+
+        return await anyio.to_thread.run_sync(functools.partial(
+            core_train, dataset, name, seed, imitate=imitate, epochs=epochs, hidden=hidden, hidden2=hidden2, lr=lr,
+            batch_size=batch_size, datasets_dir=config.datasets_dir, checkpoints_dir=config.checkpoints_dir,
+            policy=readiness_policy, overwrite=overwrite,
+            progress=progress_bridge(ctx, "train_policy", "epochs")))
+
+    @tool(title="Benchmark two models (paired seeds, Elo, SPRT)")
+    async def benchmark_models(
+        candidate: ModelSpec,
+        ctx: Context,
+        incumbent: Annotated[str | None, Strict(), Field(
+            description="The model to beat; default: the promoted checkpoint, else 'baseline:greedy'.")] = None,
+        n_pairs: Pairs = 200,
+        seed: Annotated[Seed, Field(description="Base seed of the pairs.")] = 0,
+        elo0: Annotated[Elo, Field(description="SPRT H0: Elo difference (logistic) at most elo0.")] = 0.0,
+        elo1: Annotated[Elo, Field(description="SPRT H1: Elo difference at least elo1 (must exceed elo0).")] = 10.0,
+        alpha: Annotated[ErrorRate, Field(description="SPRT false-positive rate.")] = 0.05,
+        beta: Annotated[ErrorRate, Field(description="SPRT false-negative rate.")] = 0.05,
+        baseline_pairs: BaselinePairs = 20,
+        max_workers: Workers = 1,
+    ) -> dict[str, Any]:
+        """Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
+        score, Elo with a 95% interval, and an SPRT (fishtest's trinomial GSPRT) checked after every
+        pair that stops early when decided; then each model against baseline:random and
+        baseline:greedy. Any degraded battle invalidates the benchmark. The report (JSON and a
+        markdown table in `markdown`) is stored under <checkpoints>/benchmarks/. passed=true only
+        when valid and the SPRT accepted H1."""
+        against = incumbent if incumbent is not None else promotion.current_incumbent(config.checkpoints_dir)
+        return await anyio.to_thread.run_sync(functools.partial(
+            benchmarking.benchmark_models, candidate, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1,
+            alpha=alpha, beta=beta, baseline_pairs=baseline_pairs, max_workers=max_workers,
+            checkpoints_dir=config.checkpoints_dir,
+            progress=progress_bridge(ctx, "benchmark_models", "battles played")))
+
+    @tool(title="Promote a checkpoint")
+    def promote_checkpoint(
+        name: CheckpointName,
+        require_current_incumbent: Annotated[bool, Strict(), Field(
+            description="Require the latest benchmark to be against the current incumbent (the promoted "
+                        "checkpoint, else baseline:greedy). Set false only on purpose.")] = True,
+    ) -> dict[str, Any]:
+        """Make `name` the promoted policy: only when its latest benchmark is valid and passed, its
+        played weights_hash equals the registered one, and it was benchmarked against the current
+        incumbent. Writes promoted.json atomically and appends to promoted_history.jsonl. A refusal
+        (promotion_refused) lists every failed check in error.details.reasons."""
+        return promotion.promote_checkpoint(name, checkpoints_dir=config.checkpoints_dir,
+                                            require_current_incumbent=require_current_incumbent)
+
+    @tool(title="Roll back the last promotion", destructive=True)
+    def rollback_promotion() -> dict[str, Any]:
+        """Re-install the checkpoint that was promoted before the current one (checked to be still
+        registered with the same weights). Refused (promotion_refused) when there is no earlier
+        promotion."""
+        return promotion.rollback_promotion(checkpoints_dir=config.checkpoints_dir)
+
+    @tool(title="Promotion status", read_only=True, idempotent=True)
+    def promotion_status() -> dict[str, Any]:
+        """The promoted checkpoint (and whether its registry entry and file are still intact), the
+        current incumbent spec, what a rollback would restore, and the promotion history."""
+        return promotion.promotion_status(config.checkpoints_dir)
+
+    @tool(title="Run the L0 pipeline")
+    async def run_pipeline(
+        group: Annotated[str, Strict(), Field(description="Session group to collect into (resumed if it exists).")],
+        name: CheckpointName,
+        ctx: Context,
+        n_battles: Annotated[int, Strict(), Ge(1), Le(MAX_BATTLES),
+                             Field(description="Battles the group should hold.")] = 300,
+        p1_model: Annotated[str, Strict(), Field(description="Player 1 of the collected battles.")]
+        = "baseline:greedy",
+        opponent: Annotated[str, Strict(), Field(description="Player 2 of the collected battles.")]
+        = "baseline:greedy",
+        seed: Annotated[Seed, Field(description="Seed of the series, the training and the benchmark.")] = 0,
+        imitate: Imitate = "all",
+        epochs: Epochs = 5,
+        incumbent: Annotated[str | None, Strict(), Field(
+            description="Benchmark against this spec; default: the promoted checkpoint, else baseline:greedy.")]
+        = None,
+        n_pairs: Pairs = 200,
+        baseline_pairs: BaselinePairs = 20,
+        promote: Annotated[bool, Strict(), Field(description="Promote the candidate when its benchmark "
+                                                             "passed.")] = True,
+        require_current_incumbent: Annotated[bool, Strict(), Field(
+            description="Promotion requires the benchmark to be against the current incumbent.")] = True,
+        max_workers: Workers = 1,
+        readiness_policy: ReadinessOverrides = None,
+    ) -> dict[str, Any]:
+        """The whole L0 loop: collect (run_series) -> materialize -> readiness -> train -> benchmark
+        against the incumbent -> promote, with a progress notification per step (stage i of 6 plus
+        its fraction). Stops at readiness (with blockers) when the data is not V5-ready; a benchmark
+        that does not pass leaves the candidate registered but not promoted, with the refusal's
+        reasons. Returns a summary with every stage's result."""
+        report, _ = _stage_progress(ctx, "run_pipeline")
+        stages = pipeline.STAGES
+
+        def progress(stage: str, done: int, total: int) -> None:
+            index = stages.index(stage)
+            fraction = min(done / total, 1.0) if total else 0.0
+            report(index + fraction, float(len(stages)), f"{stage}: {done}/{total}")
+
+        return await anyio.to_thread.run_sync(functools.partial(
+            pipeline.run_pipeline, group, name, n_battles=n_battles, p1_model=p1_model, opponent=opponent, seed=seed,
+            imitate=imitate, epochs=epochs, incumbent=incumbent, n_pairs=n_pairs, baseline_pairs=baseline_pairs,
+            promote=promote, require_current_incumbent=require_current_incumbent, max_workers=max_workers,
+            readiness_policy=readiness_policy, sessions_dir=config.sessions_dir, datasets_dir=config.datasets_dir,
+            checkpoints_dir=config.checkpoints_dir, progress=progress))

@@ -1,0 +1,208 @@
+"""benchmark_models: the SPRT log-likelihood ratio pinned against an independent computation,
+the Elo interval against a worked example, paired play, early stopping after each pair,
+independence from the number of workers, degraded battles, stored reports."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from extrarlhf.benchmarking import (benchmark_models, elo_of_score, latest_benchmark, list_benchmarks, logistic,
+                                    score_stats, sprt_bounds, sprt_llr)
+from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.errors import RLHFError
+from tests import onnx_factory
+from tests.training_helpers import train_small
+
+
+# ---------------------------------------------------------------------------- statistics
+def _independent_llr(w: int, d: int, l: int, elo0: float, elo1: float) -> float:
+    """The trinomial GSPRT by another route: with p_win = t the constraint p_win + p_draw/2 = s
+    leaves one free parameter (p_draw = 2(s - t), p_loss = 1 - 2s + t); the maximum of
+    W log t + D log(2(s-t)) + L log(1-2s+t) solves W(s-t)(1-2s+t) - D t(1-2s+t) + L t(s-t) = 0,
+    a quadratic in t whose root inside (max(0, 2s-1), s) is taken. Empty cells count 1e-3
+    (fishtest's regularization)."""
+    W, D, L = (float(x) if x > 0 else 1e-3 for x in (w, d, l))
+
+    def loglik(s: float) -> float:
+        a = 1.0 - 2.0 * s
+        # W(s - t)(a + t) - D t (a + t) + L t (s - t), expanded in powers of t
+        c2 = -W - D - L
+        c1 = W * (s - a) - D * a + L * s
+        c0 = W * s * a
+        roots = [r.real for r in np.roots([c2, c1, c0]) if abs(r.imag) < 1e-12]
+        lo, hi = max(0.0, 2.0 * s - 1.0), s
+        (t,) = [r for r in roots if lo < r < hi]
+        return W * math.log(t) + D * math.log(2.0 * (s - t)) + L * math.log(1.0 - 2.0 * s + t)
+
+    s0, s1 = (1.0 / (1.0 + 10.0 ** (-e / 400.0)) for e in (elo0, elo1))
+    return loglik(s1) - loglik(s0)
+
+
+@pytest.mark.parametrize("w,d,l,elo0,elo1", [
+    (120, 80, 100, 0.0, 10.0),
+    (55, 0, 5, 0.0, 10.0),      # no draws: a regularized empty cell
+    (0, 10, 30, 0.0, 10.0),     # no wins
+    (500, 1000, 480, -5.0, 5.0),
+    (10, 3, 12, 0.0, 5.0),
+    (300, 0, 300, 0.0, 10.0),
+])
+def test_sprt_llr_is_pinned_for_fixed_counts(w: int, d: int, l: int, elo0: float, elo1: float) -> None:
+    assert sprt_llr(w, d, l, elo0, elo1) == pytest.approx(_independent_llr(w, d, l, elo0, elo1), abs=1e-8)
+
+
+def test_sprt_llr_near_the_hypotheses_matches_the_normal_approximation() -> None:
+    # close to s0/s1 the GSPRT is ~ N (s1-s0)(2s-s0-s1) / (2 var) (fishtest's LLR_alt2)
+    w, d, l = 2040, 3980, 1980
+    n = w + d + l
+    s = (w + d / 2) / n
+    var = (w * (1 - s) ** 2 + d * (0.5 - s) ** 2 + l * s ** 2) / n
+    s0, s1 = logistic(0.0), logistic(5.0)
+    approx = n * (s1 - s0) * (2 * s - s0 - s1) / (2 * var)
+    assert sprt_llr(w, d, l, 0.0, 5.0) == pytest.approx(approx, rel=0.02)
+    assert sprt_llr(0, 0, 0, 0.0, 10.0) == 0.0
+    # more wins -> a higher ratio
+    assert sprt_llr(60, 20, 40, 0, 10) > sprt_llr(50, 20, 50, 0, 10) > sprt_llr(40, 20, 60, 0, 10)
+
+
+def test_sprt_bounds_and_logistic_elo() -> None:
+    lower, upper = sprt_bounds(0.05, 0.05)
+    assert lower == pytest.approx(-2.944438979, abs=1e-9) and upper == pytest.approx(2.944438979, abs=1e-9)
+    lower, upper = sprt_bounds(0.05, 0.1)
+    assert lower == pytest.approx(math.log(0.1 / 0.95)) and upper == pytest.approx(math.log(0.9 / 0.05))
+    assert logistic(0.0) == 0.5 and elo_of_score(0.5) == 0.0
+    assert elo_of_score(logistic(123.0)) == pytest.approx(123.0)
+    assert elo_of_score(1.0) == pytest.approx(1199.8, abs=0.1)  # clamped at 0.999, as fishtest does
+
+
+def test_elo_interval_worked_example() -> None:
+    """W/D/L 60/20/20: score 0.7; per-battle variance (60*0.3^2 + 20*0.2^2 + 20*0.7^2)/100 = 0.16;
+    standard error sqrt(0.16/100) = 0.04; score interval 0.7 +- 1.96*0.04 = [0.6216, 0.7784];
+    Elo = -400 log10(1/s - 1): 147.19 at 0.7, 86.23 at 0.6216, 218.25 at 0.7784."""
+    stats = score_stats(60, 20, 20)
+    assert stats["score"] == pytest.approx(0.7)
+    assert stats["variance_per_battle"] == pytest.approx(0.16)
+    assert stats["stderr"] == pytest.approx(0.04)
+    assert stats["score_ci95"] == pytest.approx([0.6216, 0.7784], abs=1e-4)
+    assert stats["elo"] == pytest.approx(147.19, abs=0.01)
+    assert stats["elo_ci95"] == pytest.approx([86.23, 218.25], abs=0.01)
+    assert score_stats(0, 0, 0)["score"] is None
+
+
+# ---------------------------------------------------------------------------- playing
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ck = tmp_path_factory.mktemp("bench") / "ck"
+    train_small(ck, "cand", seed=0)
+    train_small(ck, "other", seed=1)
+    return ck
+
+
+def _wdl(pairs: list[str]) -> tuple[int, int, int]:
+    """W/D/L of the candidate over pair results such as ["WL", "WW", "DL"]."""
+    text = "".join(pairs)
+    return text.count("W"), text.count("D"), text.count("L")
+
+
+def test_benchmark_against_random_passes_early_and_stores_its_report(trained: Path) -> None:
+    report = benchmark_models("cand", "baseline:random", n_pairs=150, baseline_pairs=3, seed=1,
+                              checkpoints_dir=trained)
+    m, sprt = report["match"], report["match"]["sprt"]
+    assert report["valid"] and report["passed"] and sprt["decision"] == "H1" and sprt["stopped_early"]
+    assert m["pairs"] == sprt["pairs_at_decision"] < 150
+    assert m["wins"] + m["draws"] + m["losses"] == 2 * m["pairs"] == report["battles_counted"]
+    assert sum(m["pentanomial"]) == m["pairs"] == len(m["pair_results"])
+    assert _wdl(m["pair_results"]) == (m["wins"], m["draws"], m["losses"])
+    assert sprt["llr"] == pytest.approx(sprt_llr(m["wins"], m["draws"], m["losses"], 0.0, 10.0))
+    # the SPRT was checked after every pair: the stop is the first pair whose LLR crossed a bound
+    wdl_path = [sprt_llr(*_wdl(m["pair_results"][:k]), 0.0, 10.0) for k in range(1, m["pairs"] + 1)]
+    assert wdl_path[-1] >= sprt["upper"] and all(sprt["lower"] < x < sprt["upper"] for x in wdl_path[:-1])
+    assert m["elo_ci95"][0] < m["elo"] < m["elo_ci95"][1] or m["score"] == 1.0
+    # each model against each baseline (the baseline incumbent never plays itself)
+    pairs = {(b["model"], b["opponent"]) for b in report["baselines"]}
+    assert pairs == {("cand", "baseline:random"), ("cand", "baseline:greedy"), ("baseline:random", "baseline:greedy")}
+    assert all(b["wins"] + b["draws"] + b["losses"] == 6 for b in report["baselines"])
+    # weights that played = weights registered
+    registered = CheckpointRegistry(trained).get("cand").weights_hash
+    assert report["candidate"]["played_weights_hashes"] == [registered] and report["candidate"]["weights_hash_matches"]
+    # stored atomically as JSON + markdown, sequence 1, then 2
+    path = Path(report["report_path"])
+    assert path == trained.absolute() / "benchmarks" / "cand-vs-baseline_random-1.json"
+    stored = json.loads(path.read_text())
+    assert stored["match"]["wins"] == m["wins"] and stored["sequence"] == 1
+    md = Path(report["markdown_path"]).read_text()
+    assert "| cand vs baseline:random |" in md and "PASSED" in md and "| cand | baseline:greedy |" in md
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    again = benchmark_models("cand", "baseline:random", n_pairs=2, baseline_pairs=0, seed=1, checkpoints_dir=trained)
+    assert again["sequence"] == 2 and not again["passed"] and again["match"]["sprt"]["decision"] == "inconclusive"
+    assert latest_benchmark("cand", trained)["sequence"] == 2
+    assert [r["sequence"] for r in list_benchmarks(trained, "cand")] == [1, 2]
+    # same seed, same first pairs: the short run is a prefix of the long one
+    assert again["match"]["pair_results"] == m["pair_results"][:2]
+
+
+def test_results_do_not_depend_on_workers_and_h0_is_accepted(trained: Path) -> None:
+    kwargs = dict(n_pairs=40, baseline_pairs=0, seed=5, elo0=0.0, elo1=200.0, write=False, checkpoints_dir=trained)
+    one = benchmark_models("cand", "other", max_workers=1, **kwargs)
+    two = benchmark_models("cand", "other", max_workers=2, **kwargs)
+    for key in ("wins", "draws", "losses", "pair_results", "pentanomial"):
+        assert one["match"][key] == two["match"][key], key
+    assert one["match"]["sprt"]["llr"] == two["match"]["sprt"]["llr"]
+    assert one["match"]["sprt"]["decision"] == two["match"]["sprt"]["decision"]
+    # two similar small models: a +200 Elo hypothesis is rejected quickly
+    assert one["match"]["sprt"]["decision"] == "H0" and one["match"]["pairs"] < 40 and not one["passed"]
+    assert one["valid"] and "FAILED" in one["verdict"]
+    assert not (trained / "benchmarks" / "cand-vs-other-1.json").exists()  # write=False
+    # without early stopping every pair is played and counted
+    full = benchmark_models("cand", "other", n_pairs=12, baseline_pairs=0, seed=5, elo0=0.0, elo1=200.0,
+                            stop_early=False, write=False, checkpoints_dir=trained)
+    assert full["match"]["pairs"] == 12 and full["battles_played"] == 24 and not full["match"]["sprt"]["stopped_early"]
+
+
+def test_a_degraded_battle_invalidates_the_benchmark(trained: Path, tmp_path: Path) -> None:
+    registry = CheckpointRegistry(trained)
+    registry.register("nan", onnx_factory.save(onnx_factory.v5_nan(), tmp_path / "nan.onnx"), "v5")
+    report = benchmark_models("nan", "baseline:random", n_pairs=20, baseline_pairs=2, checkpoints_dir=trained)
+    assert not report["valid"] and not report["passed"] and report["degraded_battles"] > 0
+    assert "degraded" in report["invalid_reasons"][0] and "non_finite_output" in report["invalid_reasons"][0]
+    assert report["verdict"].startswith("INVALID") and Path(report["report_path"]).exists()
+    assert report["baselines"] == [] and "invalidated" in report["baselines_skipped"]
+    # a model file changed on disk after registration: hash mismatch -> degraded, other played hash
+    cp = registry.get("other")
+    cp.path.write_bytes(onnx_factory.mlp_v5(width=8, seed=3).SerializeToString())
+    try:
+        report = benchmark_models("cand", "other", n_pairs=3, baseline_pairs=0, checkpoints_dir=trained,
+                                  write=False)
+        assert not report["valid"] and report["degraded_battles"] == 6
+        assert any("hash_mismatch" in r for r in report["invalid_reasons"])
+        assert report["incumbent"]["played_weights_hashes"] != [cp.weights_hash]
+        assert not report["incumbent"]["weights_hash_matches"]
+    finally:
+        registry.register("other", _restore(trained, tmp_path), "v5", overwrite=True)
+
+
+def _restore(ck: Path, tmp_path: Path) -> Path:
+    """A fresh small model to put back under the name 'other' (module fixture hygiene)."""
+    src = tmp_path / "restore"
+    train_small(src, "other", seed=1)
+    return CheckpointRegistry(src).get("other").path
+
+
+def test_arguments_are_checked(trained: Path) -> None:
+    cases = [({"elo0": 10.0, "elo1": 0.0}, "invalid_argument"), ({"alpha": 0.0}, "invalid_argument"),
+             ({"beta": 0.7}, "invalid_argument"), ({"n_pairs": 0}, "invalid_argument"),
+             ({"max_workers": 0}, "invalid_argument"), ({"seed": -1}, "invalid_argument")]
+    for kwargs, code in cases:
+        with pytest.raises(RLHFError) as info:
+            benchmark_models("cand", "baseline:random", checkpoints_dir=trained, **kwargs)
+        assert info.value.code == code, kwargs
+    with pytest.raises(RLHFError) as info:
+        benchmark_models("cand", "cand", checkpoints_dir=trained)
+    assert info.value.code == "invalid_argument"
+    with pytest.raises(RLHFError) as info:
+        benchmark_models("cand", "nobody", checkpoints_dir=trained)
+    assert info.value.code == "unknown_spec" and "baseline:greedy" in str(info.value)

@@ -1,0 +1,184 @@
+"""promote_checkpoint: each refusal on its own (with its check named), the atomic pointer, the
+history and rollback; run_pipeline end to end on a tiny campaign."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from extrarlhf.benchmarking import benchmark_models
+from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.errors import RLHFError
+from extrarlhf.pipeline import STAGES, run_pipeline
+from extrarlhf.promotion import (PromotionRefused, current_incumbent, promote_checkpoint, promotion_history,
+                                 promotion_status, read_promoted, rollback_promotion)
+from tests import onnx_factory
+from tests.training_helpers import train_small
+
+
+def _refused(fn, *args, **kwargs) -> list[str]:
+    """The failed checks of a refused promotion/rollback."""
+    with pytest.raises(PromotionRefused) as info:
+        fn(*args, **kwargs)
+    error = info.value
+    assert error.code == "promotion_refused"
+    checks = [r["check"] for r in error.details["reasons"]]
+    for reason in error.details["reasons"]:
+        assert reason["message"] and f"[{reason['check']}]" in str(error)
+    return checks
+
+
+def _pass_vs_random(ck: Path, name: str, seed: int = 1) -> dict:
+    report = benchmark_models(name, "baseline:random", n_pairs=150, baseline_pairs=0, seed=seed, checkpoints_dir=ck)
+    assert report["passed"], report["verdict"]
+    return report
+
+
+def test_each_refusal_names_its_check(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    train_small(ck, "good", seed=0)
+    assert current_incumbent(ck) == "baseline:greedy" and read_promoted(ck) is None
+
+    assert _refused(promote_checkpoint, "ghost", checkpoints_dir=ck) == ["registered"]
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmarked"]
+
+    # latest benchmark undecided (one pair) -> not passed
+    benchmark_models("good", "baseline:greedy", n_pairs=1, baseline_pairs=0, checkpoints_dir=ck)
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmark_passed"]
+
+    # a passed benchmark against random: the current incumbent is baseline:greedy
+    _pass_vs_random(ck, "good")
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["current_incumbent"]
+
+    # a degraded model: invalid (and so not passed)
+    CheckpointRegistry(ck).register("broken", onnx_factory.save(onnx_factory.v5_nan(), tmp_path / "nan.onnx"), "v5")
+    benchmark_models("broken", "baseline:greedy", n_pairs=2, baseline_pairs=0, checkpoints_dir=ck)
+    assert _refused(promote_checkpoint, "broken", checkpoints_dir=ck) == ["benchmark_valid", "benchmark_passed"]
+
+    # the weights were replaced after the benchmark: the played hash is not the registered one
+    train_small(ck, "swapped", seed=2)
+    _pass_vs_random(ck, "swapped")
+    replacement = tmp_path / "other"
+    train_small(replacement, "x", seed=3)
+    CheckpointRegistry(ck).register("swapped", CheckpointRegistry(replacement).get("x").path, "v5", overwrite=True)
+    assert _refused(promote_checkpoint, "swapped", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["weights_hash"]
+
+    # the stored model file changed on disk after registration
+    train_small(ck, "tampered", seed=4)
+    _pass_vs_random(ck, "tampered")
+    path = CheckpointRegistry(ck).get("tampered").path
+    original = path.read_bytes()
+    path.write_bytes(original + b"\0")
+    assert _refused(promote_checkpoint, "tampered", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["file_intact"]
+    path.write_bytes(original)
+
+    # a damaged report file of the candidate might be its latest: refused, never guessed around
+    damaged = ck / "benchmarks" / "tampered-vs-baseline_random-99.json"
+    damaged.write_text("{not json")
+    assert _refused(promote_checkpoint, "tampered", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["benchmark_reports_readable"]
+    damaged.unlink()
+
+    # nothing was promoted by any refusal
+    assert read_promoted(ck) is None and promotion_history(ck) == []
+    result = promote_checkpoint("good", checkpoints_dir=ck, require_current_incumbent=False)
+    assert result["promoted"]["name"] == "good" and result["previous"] is None
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["not_already_promoted"]
+    # "tampered" was benchmarked against random, not against the promoted "good"
+    assert _refused(promote_checkpoint, "tampered", checkpoints_dir=ck) == ["current_incumbent"]
+
+
+def test_pointer_history_and_rollback(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    for name, seed in (("first", 0), ("second", 1)):
+        train_small(ck, name, seed=seed)
+        _pass_vs_random(ck, name)
+    assert _refused(rollback_promotion, checkpoints_dir=ck) == ["promoted"]
+    a = promote_checkpoint("first", checkpoints_dir=ck, require_current_incumbent=False)["promoted"]
+    assert _refused(rollback_promotion, checkpoints_dir=ck) == ["previous_promotion"]
+    b = promote_checkpoint("second", checkpoints_dir=ck, require_current_incumbent=False)
+    assert b["previous"]["name"] == "first" and b["promoted"]["previous"] == {"name": "first",
+                                                                              "weights_hash": a["weights_hash"]}
+    pointer = json.loads((ck / "promoted.json").read_text())
+    registered = CheckpointRegistry(ck).get("second")
+    assert pointer["name"] == "second" and pointer["weights_hash"] == registered.weights_hash
+    assert pointer["sha256"] == registered.sha256 and pointer["benchmark"]["decision"] == "H1"
+    assert pointer["benchmark"]["report"].endswith("second-vs-baseline_random-1.json")
+    assert current_incumbent(ck) == "second"
+    assert not [p for p in ck.iterdir() if p.name.endswith(".tmp")]
+
+    rolled = rollback_promotion(checkpoints_dir=ck)
+    assert rolled["promoted"]["name"] == "first" and rolled["rolled_back"]["name"] == "second"
+    assert read_promoted(ck)["name"] == "first" and current_incumbent(ck) == "first"
+    assert [(e["event"], e["name"]) for e in promotion_history(ck)] == [
+        ("promote", "first"), ("promote", "second"), ("rollback", "first")]
+    lines = (ck / "promoted_history.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["pointer"]["name"] for line in lines)
+    status = promotion_status(ck)
+    assert status["history_consistent"] and status["promoted_intact"] and status["can_roll_back_to"] is None
+    assert _refused(rollback_promotion, checkpoints_dir=ck) == ["previous_promotion"]
+
+    # promote "second" again, then make "first" unusable: the rollback is refused with why
+    promote_checkpoint("second", checkpoints_dir=ck, require_current_incumbent=False)
+    assert promotion_status(ck)["can_roll_back_to"] == "first"
+    replacement = tmp_path / "repl"
+    train_small(replacement, "x", seed=7)
+    CheckpointRegistry(ck).register("first", CheckpointRegistry(replacement).get("x").path, "v5", overwrite=True)
+    assert _refused(rollback_promotion, checkpoints_dir=ck) == ["previous_usable"]
+    assert read_promoted(ck)["name"] == "second"
+
+    # the promoted checkpoint is never overwritten by training
+    with pytest.raises(RLHFError) as info:
+        train_small(ck, "second", seed=9, overwrite=True)
+    assert info.value.code == "invalid_argument" and "promoted" in str(info.value)
+
+
+def test_pipeline_end_to_end_on_a_tiny_campaign(tmp_path: Path) -> None:
+    dirs = {"sessions_dir": tmp_path / "sessions", "datasets_dir": tmp_path / "datasets",
+            "checkpoints_dir": tmp_path / "ck"}
+    small = {"min_v5_battles": 10, "min_v5_decisions": 300}
+    seen: list[str] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        assert 0 <= done and (total == 0 or done <= total)
+        if not seen or seen[-1] != stage:
+            seen.append(stage)
+
+    # not enough data for the default thresholds: stops at readiness, nothing trained
+    stopped = run_pipeline("tiny", "tiny-bc", n_battles=6, seed=1, readiness_policy=None, **dirs)
+    assert stopped["stopped_at"] == "readiness" and not stopped["completed"] and not stopped["promoted"]
+    assert "need 20" in stopped["reason"] and "train" not in stopped["stages"]
+    assert CheckpointRegistry(dirs["checkpoints_dir"]).specs() == []
+
+    result = run_pipeline("tiny", "tiny-bc", n_battles=30, seed=1, epochs=3, incumbent="baseline:random",
+                          require_current_incumbent=False, n_pairs=150, baseline_pairs=2, readiness_policy=small,
+                          train_options={"lr": 3e-3}, progress=progress, **dirs)
+    assert seen == list(STAGES)
+    stages = result["stages"]
+    assert result["completed"] and result["promoted"] and result["stopped_at"] is None
+    assert stages["collect"]["ran"] == 24 and stages["collect"]["skipped"] == 6  # the group resumed
+    assert stages["materialize"]["dataset_id"] == "tiny/v2" and stages["materialize"]["row_counts"]["battles"] == 30
+    assert stages["readiness"]["v5_policy_training_ready"]
+    assert stages["train"]["dataset_id"] == "tiny/v2"
+    assert stages["benchmark"]["passed"] and stages["benchmark"]["incumbent"] == "baseline:random"
+    assert stages["promote"]["promoted"] and read_promoted(dirs["checkpoints_dir"])["name"] == "tiny-bc"
+    json.dumps(result)
+
+    # a taken checkpoint name is refused before anything is collected
+    with pytest.raises(RLHFError) as info:
+        run_pipeline("other-group", "tiny-bc", n_battles=5, **dirs)
+    assert info.value.code == "already_exists" and not (dirs["sessions_dir"] / "other-group").exists()
+
+    # next round: the promoted checkpoint is the incumbent; a short undecided match is not promoted
+    again = run_pipeline("tiny", "tiny-bc2", n_battles=30, seed=1, epochs=2, n_pairs=3, baseline_pairs=0,
+                         readiness_policy=small, **dirs)
+    assert again["completed"] and not again["promoted"]
+    assert again["stages"]["benchmark"]["incumbent"] == "tiny-bc"
+    assert again["stages"]["collect"]["ran"] == 0  # the group already holds 30 battles
+    assert [r["check"] for r in again["stages"]["promote"]["reasons"]] == ["benchmark_passed"]
+    assert read_promoted(dirs["checkpoints_dir"])["name"] == "tiny-bc"
