@@ -41,7 +41,8 @@ def traced_rate(n: int, workers: int, root: Path) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--battles", type=int, default=300)
+    parser.add_argument("--battles", type=int, default=1000,
+                        help="battles per figure (enough to amortize the worker start-up)")
     args = parser.parse_args()
     n = args.battles
     with tempfile.TemporaryDirectory(prefix="extrarlhf-bench-") as tmp:
