@@ -15,7 +15,8 @@ from ..errors import InvalidArgument
 from ..progress import ProgressLine
 
 
-def _policy(values: list[str] | None) -> dict[str, int] | None:
+def parse_policy_overrides(values: list[str] | None) -> dict[str, int] | None:
+    """``--policy KEY=N`` options (readiness thresholds) as a dict, or None when absent."""
     if not values:
         return None
     out = {}
@@ -142,7 +143,7 @@ def _cmd_materialize(args: argparse.Namespace) -> int:
 
     result = materialize_v5_dataset(args.group, args.name, sessions_dir=args.sessions_dir,
                                     datasets_dir=args.datasets_dir, version=args.version, overwrite=args.overwrite,
-                                    promote=args.promote, policy=_policy(args.policy),
+                                    promote=args.promote, policy=parse_policy_overrides(args.policy),
                                     exclude_corrupt=args.exclude_corrupt, workers=args.workers,
                                     progress=ProgressLine(f"materialize {args.name}"))
     if args.json:
@@ -169,7 +170,7 @@ def _cmd_readiness(args: argparse.Namespace) -> int:
     from .contours import dataset_readiness
 
     result = dataset_readiness(group=args.group, dataset=args.dataset, sessions_dir=args.sessions_dir,
-                               datasets_dir=args.datasets_dir, policy=_policy(args.policy),
+                               datasets_dir=args.datasets_dir, policy=parse_policy_overrides(args.policy),
                                verify=not args.no_verify)
     if args.json:
         _dump(result)
@@ -210,7 +211,7 @@ def _split_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {"name": args.name, "fractions": _fractions(args.fractions),
             "split_key": args.split_key or DEFAULT_SPLIT_KEY, "datasets_dir": args.datasets_dir,
             "version": args.version, "overwrite": args.overwrite, "promote": args.promote,
-            "policy": _policy(args.policy)}
+            "policy": parse_policy_overrides(args.policy)}
 
 
 def _cmd_split_v5(args: argparse.Namespace) -> int:

@@ -13,19 +13,8 @@ import json
 from typing import Any
 
 from ..errors import InvalidArgument
+from ..datasets.commands import parse_policy_overrides
 from ..progress import ProgressLine
-
-
-def _policy(values: list[str] | None) -> dict[str, int] | None:
-    if not values:
-        return None
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not value.strip().lstrip("-").isdigit():
-            raise InvalidArgument(f"--policy takes KEY=INTEGER (e.g. min_v5_battles=5), got {item!r}")
-        out[key.strip()] = int(value)
-    return out
 
 
 def _dump(result: Any) -> None:
@@ -43,7 +32,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                           hidden=args.hidden, hidden2=args.hidden2, value_hidden=args.value_hidden, lr=args.lr,
                           lr_decay=args.lr_decay, batch_size=args.batch_size, weight_decay=args.weight_decay,
                           datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
-                          policy=_policy(args.policy), overwrite=args.overwrite,
+                          policy=parse_policy_overrides(args.policy), overwrite=args.overwrite,
                           progress=ProgressLine(f"train {args.name}", unit="epochs"))
     if args.json:
         _dump(result)
@@ -139,7 +128,7 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
                           epochs=args.epochs, incumbent=args.incumbent, n_pairs=args.pairs,
                           baseline_pairs=args.baseline_pairs, promote=not args.no_promote,
                           require_current_incumbent=not args.any_incumbent, max_workers=args.workers,
-                          readiness_policy=_policy(args.policy), sessions_dir=args.sessions_dir,
+                          readiness_policy=parse_policy_overrides(args.policy), sessions_dir=args.sessions_dir,
                           datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir, progress=progress)
     if args.json:
         _dump(result)
