@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
 
-.PHONY: run test bench setup clean golden mcp tools
+.PHONY: run test bench setup clean golden mcp tools ui chromium
 
 setup: $(STAMP)
 
@@ -20,8 +20,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[rl,test]'
 	@touch $(STAMP)
 
+# The main job end to end through Dagster on a persistent local home (.dagster_home, SQLite).
 run: $(STAMP)
-	$(PY) -m extrarlhf demo
+	$(PY) -m extrarlhf_assets.run_main
+
+# The Dagster UI on the same home.
+ui: $(STAMP)
+	@mkdir -p .dagster_home
+	@test -f .dagster_home/dagster.yaml || printf 'telemetry:\n  enabled: false\nnux:\n  enabled: false\n' > .dagster_home/dagster.yaml
+	DAGSTER_HOME=$(CURDIR)/.dagster_home $(VENV)/bin/dagster dev -w workspace.yaml
+
+# Headless Chromium for the UI screenshot test, from the system packages when missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-headless-shell >/dev/null 2>&1 || \
+	  (command -v apt-get >/dev/null 2>&1 && \
+	   (apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	    (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1))) || \
+	  echo "warning: could not install chromium; the UI screenshot test will be skipped"
 
 # Third-party test clients (the MCP Inspector CLI), installed into an ignored local folder.
 tools: $(INSPECTOR)
@@ -32,7 +47,7 @@ $(INSPECTOR):
 		|| echo "warning: could not install the MCP Inspector; its test will be skipped"; \
 	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
 
-test: $(STAMP) tools
+test: $(STAMP) tools chromium
 	$(PY) -m pytest -q
 
 mcp: $(STAMP)

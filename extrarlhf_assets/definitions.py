@@ -1,0 +1,22 @@
+"""The code location: every domain's definitions and the resources that wrap the core."""
+
+import dagster as dg
+
+from .defs.collection import assets as collection_assets
+from .defs.collection import checks as collection_checks
+from .defs.collection.schedules import nightly_campaign
+from .defs.collection.sensors import session_groups_sensor
+from .defs.datasets import assets as dataset_assets
+from .defs.datasets import checks as dataset_checks
+from .defs.training import assets as training_assets
+from .defs.training.jobs import campaign_loop
+from .resources import default_resources
+
+defs = dg.Definitions(
+    assets=dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets]),
+    asset_checks=dg.load_asset_checks_from_modules([collection_checks, dataset_checks]),
+    jobs=[campaign_loop],
+    sensors=[session_groups_sensor],
+    schedules=[nightly_campaign],
+    resources=default_resources(),
+)

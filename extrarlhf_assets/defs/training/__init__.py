@@ -1,0 +1,1 @@
+"""Training: behaviour cloning -> benchmark against the incumbent -> promotion (DESIGN section 11)."""

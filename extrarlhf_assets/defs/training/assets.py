@@ -1,0 +1,160 @@
+"""``v5_policy_checkpoint`` -> ``policy_benchmark`` -> ``promoted_policy``. Training waits for
+the blocking ``v5_policy_training_ready`` check; promotion waits for the blocking
+``benchmark_passed`` check. Not automated: training and promotion are decisions, run by
+``make run`` (job ``campaign_loop``) or from the UI."""
+
+
+import dagster as dg
+
+from extrarlhf.benchmarking import benchmark_models
+from extrarlhf.promotion import PromotionRefused, current_incumbent, promote_checkpoint
+from extrarlhf.training import train_policy
+
+from ...metadata import line_chart_md, upstream_metadata
+from ...partitions import session_groups
+from ...resources import CheckpointsResource, DatasetsResource
+
+
+class TrainConfig(dg.Config):
+    seed: int = 0
+    epochs: int = 5
+    imitate: str = "all"
+    hidden: int = 256
+    hidden2: int = 128
+    lr: float = 1e-3
+    batch_size: int = 128
+
+
+class BenchmarkConfig(dg.Config):
+    """``incumbent`` empty: the promoted checkpoint, else ``baseline:greedy``."""
+
+    incumbent: str = ""
+    n_pairs: int = 200
+    baseline_pairs: int = 20
+    seed: int = 0
+    elo0: float = 0.0
+    elo1: float = 10.0
+    alpha: float = 0.05
+    beta: float = 0.05
+    max_workers: int = 1
+
+
+class PromoteConfig(dg.Config):
+    require_current_incumbent: bool = True
+
+
+def checkpoint_name(group: str, run_id: str) -> str:
+    return f"{group[:48]}-bc-{run_id[:8]}"
+
+
+@dg.asset(
+    partitions_def=session_groups,
+    deps=["v5_dataset"],
+    group_name="training",
+    kinds={"onnx", "numpy"},
+    description="A v5 behaviour-cloning checkpoint trained on the group's latest V5 dataset, registered "
+                "with its model card.",
+)
+def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, datasets: DatasetsResource,
+                         checkpoints: CheckpointsResource) -> dg.MaterializeResult:
+    dataset_id = upstream_metadata(context, "v5_dataset", context.partition_key)["dataset_id"]
+    name = checkpoint_name(context.partition_key, context.run.run_id)
+    result = train_policy(dataset_id, name, config.seed, imitate=config.imitate, epochs=config.epochs,
+                          hidden=config.hidden, hidden2=config.hidden2, lr=config.lr, batch_size=config.batch_size,
+                          datasets_dir=datasets.path, checkpoints_dir=checkpoints.path,
+                          policy=datasets.readiness_policy(),
+                          progress=lambda done, total: context.log.debug(f"training {done}/{total}"))
+    history = result["history"]
+    final = result["final"]
+    curves = {"train_loss": [h.get("train_loss") for h in history], "val_loss": [h.get("val_loss") for h in history],
+              "train_top1": [h.get("train_top1") for h in history], "val_top1": [h.get("val_top1") for h in history]}
+    context.log.info(f"trained {name} on {dataset_id}: {final}")
+    return dg.MaterializeResult(metadata={
+        "checkpoint": name,
+        "dataset_id": dataset_id,
+        "weights_hash": result["weights_hash"],
+        "path": dg.MetadataValue.path(result["checkpoint"]["path"]),
+        "card_path": dg.MetadataValue.path(result["card_path"]),
+        "dagster/row_count": result["data"]["train"]["decisions"],
+        "train_decisions": result["data"]["train"]["decisions"],
+        "val_decisions": result["data"]["val"]["decisions"],
+        "final": dg.MetadataValue.json(final),
+        "hyperparameters": dg.MetadataValue.json(result["hyperparameters"]),
+        "train_loss": float(final["train_loss"]),
+        "train_top1": float(final["train_top1"]),
+        "training_curves": dg.MetadataValue.md(line_chart_md("Loss per epoch", {k: curves[k] for k in
+                                                                                ("train_loss", "val_loss")})
+                                               + "\n" + line_chart_md("Top-1 per epoch", {k: curves[k] for k in
+                                                                                          ("train_top1", "val_top1")})),
+    })
+
+
+@dg.asset(
+    partitions_def=session_groups,
+    deps=[v5_policy_checkpoint],
+    group_name="training",
+    kinds={"python"},
+    check_specs=[dg.AssetCheckSpec("benchmark_passed", asset="policy_benchmark", blocking=True,
+                                   description="The candidate passed its SPRT against the incumbent with no "
+                                               "degraded battle. Blocks promotion.")],
+    description="Candidate vs incumbent on paired seeds (sides swapped): W/D/L, Elo with 95% CI, SPRT, baselines.",
+)
+def policy_benchmark(context: dg.AssetExecutionContext, config: BenchmarkConfig,
+                     checkpoints: CheckpointsResource) -> dg.MaterializeResult:
+    candidate = upstream_metadata(context, "v5_policy_checkpoint", context.partition_key)["checkpoint"]
+    incumbent = config.incumbent or current_incumbent(checkpoints.path)
+    report = benchmark_models(candidate, incumbent, n_pairs=config.n_pairs, seed=config.seed, elo0=config.elo0,
+                              elo1=config.elo1, alpha=config.alpha, beta=config.beta,
+                              baseline_pairs=config.baseline_pairs, max_workers=config.max_workers,
+                              checkpoints_dir=checkpoints.path,
+                              progress=lambda done, total: context.log.debug(f"benchmark {done}/{total}"))
+    m = report["match"]
+    table = open(report["markdown_path"], encoding="utf-8").read()
+    passed = bool(report["passed"])
+    context.log.info(f"{candidate} vs {incumbent}: {report['verdict']}")
+    return dg.MaterializeResult(
+        metadata={
+            "candidate": candidate, "incumbent": incumbent,
+            "passed": passed, "valid": bool(report["valid"]), "verdict": report["verdict"],
+            "wins": m["wins"], "draws": m["draws"], "losses": m["losses"], "pairs": m["pairs"],
+            "score": float(m["score"]), "elo": float(m["elo"]) if m["elo"] is not None else 0.0,
+            "elo_ci95": dg.MetadataValue.json(m["elo_ci95"]),
+            "sprt": dg.MetadataValue.json(m["sprt"]),
+            "dagster/row_count": report["battles_played"],
+            "report_path": dg.MetadataValue.path(report["report_path"]),
+            "benchmark_table": dg.MetadataValue.md(table),
+        },
+        check_results=[dg.AssetCheckResult(
+            check_name="benchmark_passed", passed=passed, severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"verdict": report["verdict"],
+                      "invalid_reasons": dg.MetadataValue.json(report["invalid_reasons"])})],
+    )
+
+
+@dg.asset(
+    partitions_def=session_groups,
+    deps=[policy_benchmark],
+    group_name="training",
+    kinds={"json"},
+    description="The promoted-checkpoint pointer (checkpoints/promoted.json), moved to the candidate once it passed.",
+)
+def promoted_policy(context: dg.AssetExecutionContext, config: PromoteConfig,
+                    checkpoints: CheckpointsResource) -> dg.MaterializeResult:
+    bench = upstream_metadata(context, "policy_benchmark", context.partition_key)
+    candidate = bench["candidate"]
+    try:
+        promoted = promote_checkpoint(candidate, checkpoints_dir=checkpoints.path,
+                                      require_current_incumbent=config.require_current_incumbent)
+    except PromotionRefused as refusal:
+        raise dg.Failure(f"promotion of {candidate} refused: {refusal}",
+                         metadata={"reasons": dg.MetadataValue.json(refusal.reasons)}) from None
+    pointer = promoted["promoted"]
+    previous = promoted.get("previous") or {}
+    context.log.info(f"promoted {candidate} (previous: {previous.get('name')})")
+    return dg.MaterializeResult(metadata={
+        "promoted": candidate, "previous": previous.get("name") or "none",
+        "weights_hash": pointer.get("weights_hash", ""),
+        "incumbent_beaten": bench["incumbent"], "verdict": bench["verdict"],
+        "pointer": dg.MetadataValue.json(pointer),
+        "path": dg.MetadataValue.path(str(checkpoints.path / "promoted.json")),
+    })
