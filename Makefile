@@ -34,8 +34,8 @@ ui: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-headless-shell >/dev/null 2>&1 || \
 	  (command -v apt-get >/dev/null 2>&1 && \
-	   (apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
-	    (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1))) || \
+	   (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	    (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1))) || \
 	  echo "warning: could not install chromium; the UI screenshot test will be skipped"
 
 # Third-party test clients (the MCP Inspector CLI), installed into an ignored local folder.
