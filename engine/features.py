@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .actions import ATTACK_BASE, ATTACK_TARGETS, BOARD_SLOTS, HAND_LIMIT, PLAY_BASE, PLAY_TARGETS, \
-    TARGET_ENEMY_HERO, TARGET_ENEMY_SLOT, TARGET_NONE, TARGET_OWN_HERO
+    TARGET_ENEMY_HERO, TARGET_ENEMY_SLOT, TARGET_NONE, TARGET_OWN_HERO, TARGET_OWN_SLOT
 from .cards import AREA_SCOPES, CARDS, CHARGE, EFFECTS, KEYWORD_BIT, KEYWORDS, LETHAL, TARGET_RULES, WARD, BREAKTHROUGH
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,71 +161,79 @@ def _would_kill(c: "Creature", amount: int, lethal: bool) -> bool:
     return amount > 0 and not c.keywords & WARD and (lethal or amount >= c.health)
 
 
-def _one_action(state: "State", a: int) -> list[float]:
-    me_index = state.active
-    me = state.players[me_index]
-    opp = state.players[1 - me_index]
-    vec = [0.0] * ACTION_FEATURE_DIM
-    card_at = 3
-    attacker_at = card_at + _CARD_N
-    kind_at = attacker_at + _CREATURE_N
-    target_at = kind_at + len(TARGET_KINDS)
-    derived_at = target_at + _CREATURE_N  # target_hero_health, mana_after, kills, dies, hero damage
-    mana_after = me.mana
-    if a == 0:
-        vec[0] = 1.0
-        vec[kind_at] = 1.0
-    elif a < ATTACK_BASE:
-        vec[1] = 1.0
-        h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
-        if h < len(me.hand):
-            card = CARDS[me.hand[h]]
-            mana_after = me.mana - card.cost
-            vec[card_at:card_at + _CARD_N] = (1.0, 1.0, *_CARD_STATIC[card.id])
-            if t == TARGET_NONE:
-                vec[kind_at] = 1.0
-                if card.effect == "area_damage" and card.scope == "all_characters":
-                    vec[derived_at + 4] = _clip(card.amount / 30.0)
-            elif t in (TARGET_OWN_HERO, TARGET_ENEMY_HERO):
-                vec[kind_at + t] = 1.0
-                hero = me if t == TARGET_OWN_HERO else opp
-                vec[derived_at] = _clip(hero.hp / 30.0)
-                if card.effect == "damage" and t == TARGET_ENEMY_HERO:
-                    vec[derived_at + 2] = 1.0 if card.amount >= opp.hp else 0.0
-                    vec[derived_at + 4] = _clip(card.amount / 30.0)
-            else:
-                own = t < TARGET_ENEMY_SLOT
-                vec[kind_at + (3 if own else 4)] = 1.0
-                c = (me if own else opp).board[(t - 3) if own else (t - TARGET_ENEMY_SLOT)]
-                vec[target_at:target_at + _CREATURE_N] = creature_features(c)
-                if c is not None and card.effect == "damage":
-                    vec[derived_at + 2] = 1.0 if _would_kill(c, card.amount, False) else 0.0
-    else:
-        vec[2] = 1.0
-        slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
-        attacker = me.board[slot]
-        vec[attacker_at:attacker_at + _CREATURE_N] = creature_features(attacker)
-        if t == 0:
-            vec[kind_at + 2] = 1.0
-            vec[derived_at] = _clip(opp.hp / 30.0)
-            if attacker is not None:
-                vec[derived_at + 2] = 1.0 if attacker.attack >= opp.hp else 0.0
-                vec[derived_at + 4] = _clip(attacker.attack / 30.0)
-        else:
-            vec[kind_at + 4] = 1.0
-            defender = opp.board[t - 1]
-            vec[target_at:target_at + _CREATURE_N] = creature_features(defender)
-            if attacker is not None and defender is not None:
-                vec[derived_at + 2] = float(_would_kill(defender, attacker.attack, bool(attacker.keywords & LETHAL)))
-                vec[derived_at + 3] = float(_would_kill(attacker, defender.attack, bool(defender.keywords & LETHAL)))
-                if attacker.keywords & BREAKTHROUGH and not defender.keywords & WARD:
-                    vec[derived_at + 4] = _clip(max(0, attacker.attack - defender.health) / 30.0)
-    vec[derived_at + 1] = _clip(mana_after / 10.0)
-    return vec
+_CARD_AT = 3
+_ATTACKER_AT = _CARD_AT + _CARD_N
+_KIND_AT = _ATTACKER_AT + _CREATURE_N
+_TARGET_AT = _KIND_AT + len(TARGET_KINDS)
+_DERIVED_AT = _TARGET_AT + _CREATURE_N  # target_hero_health, mana_after, kills_target, attacker_dies, hero damage
+_HERO_HP, _MANA_AFTER, _KILLS, _DIES, _HERO_DAMAGE = range(_DERIVED_AT, _DERIVED_AT + 5)
+
+
+def _piece(c: "Creature") -> np.ndarray:
+    piece = _CREATURE_PIECES.get(c[2:])
+    return piece if piece is not None else _creature_piece(c)
 
 
 def action_features(state: "State", action_ids: list[int]) -> np.ndarray:
-    """Features of candidate actions for the player to move: float32 [len(ids), ACTION_FEATURE_DIM]."""
-    if not action_ids:
-        return np.zeros((0, ACTION_FEATURE_DIM), dtype=np.float32)
-    return np.asarray([_one_action(state, int(a)) for a in action_ids], dtype=np.float32)
+    """Features of candidate actions for the player to move: float32 [len(ids), ACTION_FEATURE_DIM].
+
+    Rows are filled in place from cached per-card and per-creature pieces (no per-value lists).
+    """
+    out = np.zeros((len(action_ids), ACTION_FEATURE_DIM), dtype=np.float32)
+    me = state.players[state.active]
+    opp = state.players[1 - state.active]
+    for row, a in zip(out, action_ids):
+        a = int(a)
+        mana_after = me.mana
+        if a == 0:
+            row[0] = 1.0
+            row[_KIND_AT] = 1.0
+        elif a < ATTACK_BASE:
+            row[1] = 1.0
+            h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
+            if h < len(me.hand):
+                card = CARDS[me.hand[h]]
+                mana_after = me.mana - card.cost
+                row[_CARD_AT:_ATTACKER_AT] = _HAND_PIECES[card.id, True]
+                if t == TARGET_NONE:
+                    row[_KIND_AT] = 1.0
+                    if card.effect == "area_damage" and card.scope == "all_characters":
+                        row[_HERO_DAMAGE] = _clip(card.amount / 30.0)
+                elif t == TARGET_OWN_HERO or t == TARGET_ENEMY_HERO:
+                    row[_KIND_AT + t] = 1.0
+                    row[_HERO_HP] = _clip((me if t == TARGET_OWN_HERO else opp).hp / 30.0)
+                    if card.effect == "damage" and t == TARGET_ENEMY_HERO:
+                        row[_KILLS] = 1.0 if card.amount >= opp.hp else 0.0
+                        row[_HERO_DAMAGE] = _clip(card.amount / 30.0)
+                else:
+                    own = t < TARGET_ENEMY_SLOT
+                    row[_KIND_AT + (3 if own else 4)] = 1.0
+                    c = (me if own else opp).board[(t - TARGET_OWN_SLOT) if own else (t - TARGET_ENEMY_SLOT)]
+                    if c is not None:
+                        row[_TARGET_AT:_DERIVED_AT] = _piece(c)
+                        if card.effect == "damage" and _would_kill(c, card.amount, False):
+                            row[_KILLS] = 1.0
+        else:
+            row[2] = 1.0
+            slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
+            attacker = me.board[slot]
+            if attacker is not None:
+                row[_ATTACKER_AT:_KIND_AT] = _piece(attacker)
+            if t == 0:
+                row[_KIND_AT + 2] = 1.0
+                row[_HERO_HP] = _clip(opp.hp / 30.0)
+                if attacker is not None:
+                    row[_KILLS] = 1.0 if attacker.attack >= opp.hp else 0.0
+                    row[_HERO_DAMAGE] = _clip(attacker.attack / 30.0)
+            else:
+                row[_KIND_AT + 4] = 1.0
+                defender = opp.board[t - 1]
+                if defender is not None:
+                    row[_TARGET_AT:_DERIVED_AT] = _piece(defender)
+                if attacker is not None and defender is not None:
+                    row[_KILLS] = float(_would_kill(defender, attacker.attack, bool(attacker.keywords & LETHAL)))
+                    row[_DIES] = float(_would_kill(attacker, defender.attack, bool(defender.keywords & LETHAL)))
+                    if attacker.keywords & BREAKTHROUGH and not defender.keywords & WARD:
+                        row[_HERO_DAMAGE] = _clip(max(0, attacker.attack - defender.health) / 30.0)
+        row[_MANA_AFTER] = _clip(mana_after / 10.0)
+    return out
