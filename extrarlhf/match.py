@@ -110,7 +110,8 @@ class Match:
         return self.status == "active" and not self.done and self.state.to_move == 1 and 1 not in self.policies
 
     def legal_actions(self) -> list[dict[str, Any]]:
-        return [{"action_id": a, "description": self.state.describe_action(a)} for a in self.state.legal_actions()]
+        legal = self.state.legal_actions()
+        return [{"action_id": a, "description": d} for a, d in zip(legal, self.state.describe_actions(legal))]
 
     def _require_active(self) -> None:
         if self.status != "active":
