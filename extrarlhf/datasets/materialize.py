@@ -6,8 +6,10 @@ appended to column buffers, and the buffers become one Parquet row group per tab
 ``row_group_rows`` decisions have accumulated (always at a battle boundary). Memory holds
 one row group and a bounded window of battles being read, plus a few hundred bytes per
 battle of folded catalog. Reading and feature computation (battles.py) run on ``workers``
-processes (default: up to 4, for 64 battles or more); the rows are written in catalog order
-whatever the number of workers, so the Parquet files are byte-identical.
+processes, this one included (default: one per core up to 4, for 64 battles or more); the
+rows are written in catalog order whatever the number of workers, so the Parquet files are
+byte-identical. The decisions checks of validation run on the batches as they are written,
+so publishing does not read the table back (its bytes are still hashed against the manifest).
 
 Only finished, non-degraded battles enter the training tables; every other battle of the
 source groups gets a row in ``excluded`` with its reason. Integrity is checked on the way:
@@ -46,6 +48,7 @@ from .paths import DatasetsDir, check_dataset_name, check_pointer_name
 from .pointers import manifest_sha256, write_pointer
 from .publish import publish_version
 from .tables import Columns, StreamingTable, read_chunk
+from .validate import DecisionChecks, validate_dir
 from .worker import WorkerPool
 
 __all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot"]
@@ -107,8 +110,9 @@ class _Builder:
     """Buffers record batches of the four tables and writes a row group per table each time
     ``row_group_rows`` decisions have accumulated (at a chunk boundary)."""
 
-    def __init__(self, folder: Path, row_group_rows: int) -> None:
+    def __init__(self, folder: Path, row_group_rows: int, checks: DecisionChecks) -> None:
         self.row_group_rows = row_group_rows
+        self.checks = checks
         self.writers = {t: StreamingTable(folder / f"{t}.parquet", t, row_group_rows)
                         for t in ("decisions", "turns", "battles", "excluded")}
         self.pending: dict[str, list[pa.RecordBatch]] = {"decisions": [], "turns": [], "battles": []}
@@ -124,6 +128,7 @@ class _Builder:
     def add(self, batches: dict[str, pa.RecordBatch]) -> None:
         for table, batch in batches.items():
             self.pending[table].append(batch)
+        self.checks.feed(batches["decisions"])
         battles = batches["battles"]
         if battles.num_rows:
             cols = battles.select(["p1_deck_id", "p2_deck_id", "battle_tag", "replay_verified", "p1_type",
@@ -197,8 +202,8 @@ def _chunks(tasks: Iterator[tuple], workers: int) -> Iterator[tuple[list[tuple],
         for chunk in chunks:
             yield chunk, read_chunk(chunk)
         return
-    with WorkerPool(workers) as pool:
-        yield from pool.map(chunks)
+    with WorkerPool(workers - 1) as pool:  # this process is the last worker
+        yield from pool.map(chunks, local=read_chunk)
 
 
 def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_dir: str | Path = "sessions",
@@ -209,7 +214,6 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Materialize session groups into a new dataset version ``<name>/v<N>``; returns a summary
     (dataset_id, path, row counts, exclusions, readiness, pointer). See the module docstring."""
-    from .validate import validate_dir  # validate imports tables/manifest only; no cycle at call time
 
     groups = _check_groups(list(groups) if not isinstance(groups, str) else groups)
     if workers is not None:
@@ -230,8 +234,10 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                                     f"{engine.OBS_VERSION}, and one dataset holds one layout")
     total = sum(len(s.battles) for s in snapshots)
 
+    checks = DecisionChecks(engine.OBS_VERSION)  # run on the batches as written: no read-back before publishing
+
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        builder = _Builder(folder, row_group_rows)
+        builder = _Builder(folder, row_group_rows, checks)
         done = 0
         for snap in snapshots:
             for battle_id, index, status, decisions, degraded, _files, _decks, peeks in snap.battles:
@@ -281,7 +287,8 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
         return {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
                 "readiness": _short_readiness(readiness)}
 
-    result = publish_version(dirs, name, build, version=version, overwrite=overwrite, validate=validate_dir)
+    result = publish_version(dirs, name, build, version=version, overwrite=overwrite,
+                             validate=lambda folder: validate_dir(folder, decisions=checks))
     result["pointer"] = None
     if promote:
         path = Path(result["path"])

@@ -47,7 +47,7 @@ from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, schema_type
 
 MAX_PER_CODE = 20
 
-__all__ = ["validate_dataset", "validate_dir", "MAX_PER_CODE"]
+__all__ = ["validate_dataset", "validate_dir", "DecisionChecks", "MAX_PER_CODE"]
 
 
 class _Report:
@@ -68,8 +68,92 @@ class _Report:
         return self.failures
 
 
-def validate_dir(folder: Path, *, expected_id: str | None = None) -> list[dict[str, Any]]:
-    """Every failed check of the dataset in ``folder`` (empty: valid)."""
+class DecisionChecks:
+    """The row checks of a ``decisions`` table, fed one record batch at a time: from the file
+    (``validate_dir``), or from the very batches a materialization writes, so publication
+    need not read the table back (its bytes are still checked against the manifest's sha256)."""
+
+    COLUMNS = ["battle_id", "decision_index", "legal_action_ids", "legal_action_features", "action_id",
+               "action_index", "obs_version"]
+
+    def __init__(self, obs_version: Any) -> None:
+        self.obs_version = obs_version
+        self.report = _Report()
+        self.rows_per_battle: dict[str, int] = {}
+        self._current: str | None = None
+        self._next_index = 0
+        self._finished: set[str] = set()
+
+    def report_into(self, report: _Report) -> None:
+        for failure in self.report.failures:
+            report.add(**failure)
+        for code, n in self.report.counts.items():
+            report.counts[code] += max(0, n - MAX_PER_CODE)  # the ones not listed still count
+
+    def feed(self, batch: Any) -> None:
+        report = self.report
+        legal = batch.column("legal_action_ids")
+        offsets = legal.offsets.to_numpy()
+        offsets = offsets - offsets[0]
+        lengths = np.diff(offsets)
+        values = legal.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
+        n = batch.num_rows
+        action = batch.column("action_id").to_numpy(zero_copy_only=False).astype(np.int64)
+        index = batch.column("action_index").to_numpy(zero_copy_only=False).astype(np.int64)
+        segment = np.repeat(np.arange(n), lengths)
+        member = np.bincount(segment, weights=(values == np.repeat(action, lengths)), minlength=n) > 0
+        in_range = (index >= 0) & (index < lengths)
+        if len(values):
+            at = np.minimum(offsets[:-1] + np.clip(index, 0, None), len(values) - 1)
+            index_ok = in_range & (values[at] == action)
+        else:
+            index_ok = np.zeros(n, dtype=bool)
+        feature_lengths = np.diff(batch.column("legal_action_features").offsets.to_numpy())
+        obs_ok = batch.column("obs_version").to_numpy(zero_copy_only=False) == self.obs_version
+        ids = batch.column("battle_id").to_pylist()
+        dec_index = batch.column("decision_index").to_pylist()
+        bad_rows = np.flatnonzero(~member | ~index_ok | (feature_lengths != lengths) | ~obs_ok | (lengths == 0))
+        for row in bad_rows.tolist():
+            where = {"battle_id": ids[row], "decision_index": dec_index[row], "table": "decisions"}
+            if lengths[row] == 0:
+                report.add("chosen_action_not_legal", f"battle {ids[row]} decision {dec_index[row]}: no legal "
+                                                      f"actions recorded", **where)
+            elif not member[row]:
+                report.add("chosen_action_not_legal", f"battle {ids[row]} decision {dec_index[row]}: chosen action "
+                                                      f"{int(action[row])} is not among the legal actions "
+                                                      f"{values[offsets[row]:offsets[row + 1]].tolist()}", **where)
+            elif not index_ok[row]:
+                report.add("action_index_mismatch", f"battle {ids[row]} decision {dec_index[row]}: action_index "
+                                                    f"{int(index[row])} does not point at action {int(action[row])}",
+                           **where)
+            if feature_lengths[row] != lengths[row]:
+                report.add("legal_features_mismatch", f"battle {ids[row]} decision {dec_index[row]}: "
+                                                      f"{int(feature_lengths[row])} feature rows for "
+                                                      f"{int(lengths[row])} legal actions", **where)
+            if not obs_ok[row]:
+                report.add("obs_version_mismatch", f"battle {ids[row]} decision {dec_index[row]}: obs_version "
+                                                   f"differs from the manifest's {self.obs_version}", **where)
+        rows = self.rows_per_battle
+        for bid, di in zip(ids, dec_index):
+            if bid != self._current:
+                if self._current is not None:
+                    self._finished.add(self._current)
+                if bid in self._finished:
+                    report.add("decision_index_not_contiguous", f"battle {bid}: its decisions are not in one run "
+                                                                f"(the battle reappears after others)", battle_id=bid)
+                self._current, self._next_index = bid, 0
+            if di != self._next_index:
+                report.add("decision_index_not_contiguous", f"battle {bid}: decision_index {di} where "
+                                                            f"{self._next_index} was expected (0..n-1 in order)",
+                           battle_id=bid, decision_index=di)
+            self._next_index = di + 1
+            rows[bid] = rows.get(bid, 0) + 1
+
+
+def validate_dir(folder: Path, *, expected_id: str | None = None,
+                 decisions: DecisionChecks | None = None) -> list[dict[str, Any]]:
+    """Every failed check of the dataset in ``folder`` (empty: valid). ``decisions``: the row
+    checks of the decisions table already run on the batches written (else read from the file)."""
     report = _Report()
     try:
         manifest = read_manifest(folder)
@@ -86,7 +170,7 @@ def validate_dir(folder: Path, *, expected_id: str | None = None) -> list[dict[s
     tables = {logical: info for logical, info in manifest.get("tables", {}).items() if logical in healthy}
     if manifest["kind"] == "v5_decisions":
         if {"decisions", "battles", "turns", "excluded"} <= set(tables):
-            _check_v5(folder, manifest, report)
+            _check_v5(folder, manifest, report, decisions)
     else:
         if {"train", "val", "test", "assignments"} <= set(tables):
             _check_split(folder, manifest, report)
@@ -153,7 +237,7 @@ def _diff(actual: list[dict], expected: list[dict]) -> str:
     return ", ".join(parts) or "(none)"
 
 
-def _check_v5(folder: Path, manifest: dict[str, Any], report: _Report) -> None:
+def _check_v5(folder: Path, manifest: dict[str, Any], report: _Report, scan: DecisionChecks | None) -> None:
     battles = pq.read_table(folder / "battles.parquet", columns=["battle_id", "status", "degraded", "omniscient_peeks",
                                                                  "decisions", "turns"]).to_pydict()
     expected: dict[str, list[int]] = {}
@@ -183,71 +267,18 @@ def _check_v5(folder: Path, manifest: dict[str, Any], report: _Report) -> None:
         report.add("exclusions_mismatch", f"excluded.parquet counts {by_reason} but the manifest records {recorded}")
     del excluded
 
-    obs_version = manifest.get("obs_version")
-    current, next_index, finished = None, 0, set()
+    if scan is None:
+        scan = DecisionChecks(manifest.get("obs_version"))
+        for batch in iter_batches(folder / "decisions.parquet", DecisionChecks.COLUMNS):
+            scan.feed(batch)
+    scan.report_into(report)
     orphans = 0
-    columns = ["battle_id", "decision_index", "legal_action_ids", "legal_action_features", "action_id",
-               "action_index", "obs_version"]
-    for batch in iter_batches(folder / "decisions.parquet", columns):
-        legal = batch.column("legal_action_ids")
-        offsets = legal.offsets.to_numpy()
-        offsets = offsets - offsets[0]
-        lengths = np.diff(offsets)
-        values = legal.flatten().to_numpy(zero_copy_only=False).astype(np.int64)
-        n = batch.num_rows
-        action = batch.column("action_id").to_numpy(zero_copy_only=False).astype(np.int64)
-        index = batch.column("action_index").to_numpy(zero_copy_only=False).astype(np.int64)
-        segment = np.repeat(np.arange(n), lengths)
-        member = np.bincount(segment, weights=(values == np.repeat(action, lengths)), minlength=n) > 0
-        in_range = (index >= 0) & (index < lengths)
-        if len(values):
-            at = np.minimum(offsets[:-1] + np.clip(index, 0, None), len(values) - 1)
-            index_ok = in_range & (values[at] == action)
+    for bid, rows in scan.rows_per_battle.items():
+        slot = expected.get(bid)
+        if slot is None:
+            orphans += rows
         else:
-            index_ok = np.zeros(n, dtype=bool)
-        feature_lengths = np.diff(batch.column("legal_action_features").offsets.to_numpy())
-        obs_ok = batch.column("obs_version").to_numpy(zero_copy_only=False) == obs_version
-        ids = batch.column("battle_id").to_pylist()
-        dec_index = batch.column("decision_index").to_pylist()
-        bad_rows = np.flatnonzero(~member | ~index_ok | (feature_lengths != lengths) | ~obs_ok | (lengths == 0))
-        for row in bad_rows.tolist():
-            where = {"battle_id": ids[row], "decision_index": dec_index[row], "table": "decisions"}
-            if lengths[row] == 0:
-                report.add("chosen_action_not_legal", f"battle {ids[row]} decision {dec_index[row]}: no legal "
-                                                      f"actions recorded", **where)
-            elif not member[row]:
-                report.add("chosen_action_not_legal", f"battle {ids[row]} decision {dec_index[row]}: chosen action "
-                                                      f"{int(action[row])} is not among the legal actions "
-                                                      f"{values[offsets[row]:offsets[row + 1]].tolist()}", **where)
-            elif not index_ok[row]:
-                report.add("action_index_mismatch", f"battle {ids[row]} decision {dec_index[row]}: action_index "
-                                                    f"{int(index[row])} does not point at action {int(action[row])}",
-                           **where)
-            if feature_lengths[row] != lengths[row]:
-                report.add("legal_features_mismatch", f"battle {ids[row]} decision {dec_index[row]}: "
-                                                      f"{int(feature_lengths[row])} feature rows for "
-                                                      f"{int(lengths[row])} legal actions", **where)
-            if not obs_ok[row]:
-                report.add("obs_version_mismatch", f"battle {ids[row]} decision {dec_index[row]}: obs_version "
-                                                   f"differs from the manifest's {obs_version}", **where)
-        for bid, di in zip(ids, dec_index):
-            if bid != current:
-                if current is not None:
-                    finished.add(current)
-                if bid in finished:
-                    report.add("decision_index_not_contiguous", f"battle {bid}: its decisions are not in one run "
-                                                                f"(the battle reappears after others)", battle_id=bid)
-                current, next_index = bid, 0
-            if di != next_index:
-                report.add("decision_index_not_contiguous", f"battle {bid}: decision_index {di} where {next_index} "
-                                                            f"was expected (0..n-1 in order)", battle_id=bid,
-                           decision_index=di)
-            next_index = di + 1
-            slot = expected.get(bid)
-            if slot is None:
-                orphans += 1
-            else:
-                slot[2] += 1
+            slot[2] += rows
     if orphans:
         report.add("orphan_rows", f"{orphans} decision rows belong to battles missing from battles", table="decisions")
 
