@@ -7,6 +7,7 @@ opponent's hand or any deck order. Bump OBS_VERSION whenever a layout changes.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -166,7 +167,6 @@ _ATTACKER_AT = _CARD_AT + _CARD_N
 _KIND_AT = _ATTACKER_AT + _CREATURE_N
 _TARGET_AT = _KIND_AT + len(TARGET_KINDS)
 _DERIVED_AT = _TARGET_AT + _CREATURE_N  # target_hero_health, mana_after, kills_target, attacker_dies, hero damage
-_HERO_HP, _MANA_AFTER, _KILLS, _DIES, _HERO_DAMAGE = range(_DERIVED_AT, _DERIVED_AT + 5)
 
 
 def _piece(c: "Creature") -> np.ndarray:
@@ -174,66 +174,97 @@ def _piece(c: "Creature") -> np.ndarray:
     return piece if piece is not None else _creature_piece(c)
 
 
-def action_features(state: "State", action_ids: list[int]) -> np.ndarray:
-    """Features of candidate actions for the player to move: float32 [len(ids), ACTION_FEATURE_DIM].
+# An action's feature row is the concatenation of fixed pieces (kind flags, card, attacker,
+# target kind, target) and five derived values, so rows are assembled as bytes from cached
+# float32 pieces: no per-value array writes, one buffer per call (or per battle, see
+# action_feature_parts).
+_KIND_FLAGS = [np.eye(3, dtype=np.float32)[k].tobytes() for k in range(3)]
+_TARGET_FLAGS = [np.eye(len(TARGET_KINDS), dtype=np.float32)[k].tobytes() for k in range(len(TARGET_KINDS))]
+_NO_TARGET_FLAG = bytes(4 * len(TARGET_KINDS))
+_NO_CARD = bytes(4 * _CARD_N)
+_NO_CREATURE = bytes(4 * _CREATURE_N)
+_PLAYED_CARD = {card_id: _HAND_PIECES[card_id, True].tobytes() for card_id in _CARD_STATIC}
+_CREATURE_BYTES: dict[tuple, bytes] = {}
+_derived = struct.Struct("=5f").pack  # target hero health, mana after, kills target, attacker dies, hero damage
 
-    Rows are filled in place from cached per-card and per-creature pieces (no per-value lists).
-    """
-    out = np.zeros((len(action_ids), ACTION_FEATURE_DIM), dtype=np.float32)
+
+def _creature_bytes(c: "Creature | None") -> bytes:
+    if c is None:
+        return _NO_CREATURE
+    key = c[2:]
+    cached = _CREATURE_BYTES.get(key)
+    if cached is None:
+        cached = _piece(c).tobytes()
+        if len(_CREATURE_BYTES) < 100_000:
+            _CREATURE_BYTES[key] = cached
+    return cached
+
+
+def action_feature_parts(state: "State", action_ids: list[int], parts: list[bytes]) -> None:
+    """Append to ``parts`` the pieces of each action's feature row: joined, they are the rows
+    as native float32, ACTION_FEATURE_DIM values each (see :func:`action_features`)."""
     me = state.players[state.active]
     opp = state.players[1 - state.active]
-    for row, a in zip(out, action_ids):
+    mana, hand, add = me.mana, me.hand, parts.extend
+    mana_now = _clip(mana / 10.0)
+    for a in action_ids:
         a = int(a)
-        mana_after = me.mana
         if a == 0:
-            row[0] = 1.0
-            row[_KIND_AT] = 1.0
+            add((_KIND_FLAGS[0], _NO_CARD, _NO_CREATURE, _TARGET_FLAGS[0], _NO_CREATURE,
+                 _derived(0.0, mana_now, 0.0, 0.0, 0.0)))
         elif a < ATTACK_BASE:
-            row[1] = 1.0
             h, t = divmod(a - PLAY_BASE, PLAY_TARGETS)
-            if h < len(me.hand):
-                card = CARDS[me.hand[h]]
-                mana_after = me.mana - card.cost
-                row[_CARD_AT:_ATTACKER_AT] = _HAND_PIECES[card.id, True]
-                if t == TARGET_NONE:
-                    row[_KIND_AT] = 1.0
-                    if card.effect == "area_damage" and card.scope == "all_characters":
-                        row[_HERO_DAMAGE] = _clip(card.amount / 30.0)
-                elif t == TARGET_OWN_HERO or t == TARGET_ENEMY_HERO:
-                    row[_KIND_AT + t] = 1.0
-                    row[_HERO_HP] = _clip((me if t == TARGET_OWN_HERO else opp).hp / 30.0)
-                    if card.effect == "damage" and t == TARGET_ENEMY_HERO:
-                        row[_KILLS] = 1.0 if card.amount >= opp.hp else 0.0
-                        row[_HERO_DAMAGE] = _clip(card.amount / 30.0)
-                else:
-                    own = t < TARGET_ENEMY_SLOT
-                    row[_KIND_AT + (3 if own else 4)] = 1.0
-                    c = (me if own else opp).board[(t - TARGET_OWN_SLOT) if own else (t - TARGET_ENEMY_SLOT)]
-                    if c is not None:
-                        row[_TARGET_AT:_DERIVED_AT] = _piece(c)
-                        if card.effect == "damage" and _would_kill(c, card.amount, False):
-                            row[_KILLS] = 1.0
+            if h >= len(hand):
+                add((_KIND_FLAGS[1], _NO_CARD, _NO_CREATURE, _NO_TARGET_FLAG, _NO_CREATURE,
+                     _derived(0.0, mana_now, 0.0, 0.0, 0.0)))
+                continue
+            card = CARDS[hand[h]]
+            hero_hp = kills = hero_damage = 0.0
+            target = _NO_CREATURE
+            if t == TARGET_NONE:
+                kind = 0
+                if card.effect == "area_damage" and card.scope == "all_characters":
+                    hero_damage = _clip(card.amount / 30.0)
+            elif t == TARGET_OWN_HERO or t == TARGET_ENEMY_HERO:
+                kind = t
+                hero_hp = _clip((me if t == TARGET_OWN_HERO else opp).hp / 30.0)
+                if card.effect == "damage" and t == TARGET_ENEMY_HERO:
+                    kills = 1.0 if card.amount >= opp.hp else 0.0
+                    hero_damage = _clip(card.amount / 30.0)
+            else:
+                own = t < TARGET_ENEMY_SLOT
+                kind = 3 if own else 4
+                c = me.board[t - TARGET_OWN_SLOT] if own else opp.board[t - TARGET_ENEMY_SLOT]
+                if c is not None:
+                    target = _creature_bytes(c)
+                    if card.effect == "damage" and _would_kill(c, card.amount, False):
+                        kills = 1.0
+            add((_KIND_FLAGS[1], _PLAYED_CARD[card.id], _NO_CREATURE, _TARGET_FLAGS[kind], target,
+                 _derived(hero_hp, _clip((mana - card.cost) / 10.0), kills, 0.0, hero_damage)))
         else:
-            row[2] = 1.0
             slot, t = divmod(a - ATTACK_BASE, ATTACK_TARGETS)
             attacker = me.board[slot]
-            if attacker is not None:
-                row[_ATTACKER_AT:_KIND_AT] = _piece(attacker)
+            hero_hp = kills = dies = hero_damage = 0.0
             if t == 0:
-                row[_KIND_AT + 2] = 1.0
-                row[_HERO_HP] = _clip(opp.hp / 30.0)
+                kind, target = 2, _NO_CREATURE
+                hero_hp = _clip(opp.hp / 30.0)
                 if attacker is not None:
-                    row[_KILLS] = 1.0 if attacker.attack >= opp.hp else 0.0
-                    row[_HERO_DAMAGE] = _clip(attacker.attack / 30.0)
+                    kills = 1.0 if attacker.attack >= opp.hp else 0.0
+                    hero_damage = _clip(attacker.attack / 30.0)
             else:
-                row[_KIND_AT + 4] = 1.0
                 defender = opp.board[t - 1]
-                if defender is not None:
-                    row[_TARGET_AT:_DERIVED_AT] = _piece(defender)
+                kind, target = 4, _creature_bytes(defender)
                 if attacker is not None and defender is not None:
-                    row[_KILLS] = float(_would_kill(defender, attacker.attack, bool(attacker.keywords & LETHAL)))
-                    row[_DIES] = float(_would_kill(attacker, defender.attack, bool(defender.keywords & LETHAL)))
+                    kills = float(_would_kill(defender, attacker.attack, bool(attacker.keywords & LETHAL)))
+                    dies = float(_would_kill(attacker, defender.attack, bool(defender.keywords & LETHAL)))
                     if attacker.keywords & BREAKTHROUGH and not defender.keywords & WARD:
-                        row[_HERO_DAMAGE] = _clip(max(0, attacker.attack - defender.health) / 30.0)
-        row[_MANA_AFTER] = _clip(mana_after / 10.0)
-    return out
+                        hero_damage = _clip(max(0, attacker.attack - defender.health) / 30.0)
+            add((_KIND_FLAGS[2], _NO_CARD, _creature_bytes(attacker), _TARGET_FLAGS[kind], target,
+                 _derived(hero_hp, mana_now, kills, dies, hero_damage)))
+
+
+def action_features(state: "State", action_ids: list[int]) -> np.ndarray:
+    """Features of candidate actions for the player to move: float32 [len(ids), ACTION_FEATURE_DIM]."""
+    parts: list[bytes] = []
+    action_feature_parts(state, action_ids, parts)
+    return np.frombuffer(bytearray().join(parts), dtype=np.float32).reshape(len(action_ids), ACTION_FEATURE_DIM)

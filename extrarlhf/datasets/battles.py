@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import msgspec
-import numpy as np
 import orjson
 import pybase64
 
 import engine
+from engine.features import action_feature_parts
 
 from ..trace import V5_SCHEMA_VERSION
 
@@ -150,26 +150,29 @@ def _state(state_json: bytes) -> engine.State:
 
 
 def _features(first_state: bytes, records: list[_Decision], legal: list[list[int]], final_hash: str,
-              where: str) -> tuple[np.ndarray, bool]:
-    """Features of every legal set, stacked: by replay from the first recorded state (checked
-    against every recorded legal set and the final state hash), else from each recorded state."""
+              where: str) -> tuple[bytes, bool]:
+    """Features of every legal set as one float32 buffer (rows in order): by replay from the
+    first recorded state (checked against every recorded legal set and the final state hash),
+    else from each recorded state."""
     state = _state(first_state)
-    out = []
+    parts: list[bytes] = []
     try:
         for record, ids in zip(records, legal):
             if state.legal_actions() != ids:
                 break
-            out.append(state.action_features(ids))
+            action_feature_parts(state, ids, parts)
             state.apply(record.action_id)
         else:
             if state.state_hash() == final_hash:
-                return np.concatenate(out), True
+                return b"".join(parts), True
     except engine.EngineError:
         pass
-    out = [_state(_check_state(r.state_before, r.state_hash_before, f"{where} decision {r.decision_index}",
-                               "state_before", "state_hash_before")).action_features(ids)
-           for r, ids in zip(records, legal)]
-    return np.concatenate(out), False
+    parts.clear()
+    for r, ids in zip(records, legal):
+        action_feature_parts(_state(_check_state(r.state_before, r.state_hash_before,
+                                                 f"{where} decision {r.decision_index}", "state_before",
+                                                 "state_hash_before")), ids, parts)
+    return b"".join(parts), False
 
 
 def _number(x: Any) -> bool:

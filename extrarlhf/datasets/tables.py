@@ -220,7 +220,9 @@ class StreamingTable:
 
     def write_table(self, table: pa.Table) -> None:
         if table.num_rows:
-            self.writer.write_table(table.cast(self.schema), row_group_size=table.num_rows)
+            if not table.schema.equals(self.schema):  # a cast copies nested columns: only when needed
+                table = table.cast(self.schema)
+            self.writer.write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
             self.row_groups += 1
 
@@ -271,8 +273,7 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
         elif f.name == "legal_action_ids":
             arrays.append(pa.ListArray.from_arrays(offsets_array, pa.array(legal_ids, pa.int16()), type=f.type))
         elif f.name == "legal_action_features":
-            parts = [b["features"].reshape(-1) for b in battles]
-            flat = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+            flat = np.frombuffer(b"".join(b["features"] for b in battles), dtype=np.float32)
             inner = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
         elif f.name == "policy_probabilities":
