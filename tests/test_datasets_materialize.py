@@ -253,3 +253,78 @@ def test_the_document_names_every_column_manifest_field_and_failure_code(built) 
     import extrarlhf.datasets.validate as v
     for code in set(re.findall(r'report\.add\("([a-z_]+)"', Path(v.__file__).read_text())):
         assert f"`{code}`" in section, code
+
+
+def _rewrite(store: SessionStore, victim, name: str, edit) -> Path:
+    """Rewrite one trace file of ``victim`` with ``edit(lines) -> lines`` and re-record its
+    digest in the catalog, as a buggy writer would have: the bytes match, the content is wrong."""
+    path = victim.path / "v5" / name
+    old = sha256(path)
+    path.write_bytes(b"".join(edit(path.read_bytes().splitlines(keepends=True))))
+    catalog = store.group_dir(GREEDY) / "catalog.jsonl"
+    catalog.write_text(catalog.read_text().replace(old, sha256(path)))
+    return path
+
+
+def _second_line(change):
+    return lambda lines: [lines[0], change(lines[1]), *lines[2:]]
+
+
+WRITER_BUGS = {
+    "not_json": ("actions.jsonl", _second_line(lambda line: line[:40] + b"\n"), "line 2 is not valid JSON (Input data was truncated)"),
+    "wrong_type": ("actions.jsonl", _second_line(lambda line: line.replace(b'"turn":', b'"turn":"x",' b'"_":', 1)),
+                   "line 2: Expected `int`, got `str` - at `$.turn`"),
+    "missing_field": ("actions.jsonl", _second_line(lambda line: line.replace(b'"player":', b'"_player":', 1)),
+                      "line 2: Object missing required field `player`"),
+    "state_not_its_hash": ("actions.jsonl", _second_line(lambda line: line.replace(b'"next_uid":', b'"next_uid":9', 1)),
+                           "decision 1: state_before does not match its recorded state_hash_before"),
+    "bad_observation": ("actions.jsonl", _second_line(lambda line: line.replace(b'"data":"', b'"data":"!', 1)),
+                        "decision 1: observation data is not the base64 of 476 float32 values"),
+    "turn_state_not_its_hash": ("turns.jsonl", _second_line(lambda line: line.replace(b'"next_uid":', b'"next_uid":9', 1)),
+                                "turns.jsonl line 2: state_start does not match its recorded state_start_hash"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRITER_BUGS))
+def test_a_trace_whose_content_is_wrong_is_an_integrity_error(tmp_path: Path, case: str) -> None:
+    """Bytes that match the catalog but records that do not hold up: each named precisely, nothing
+    published; with exclude_corrupt the battle is excluded with that message."""
+    name, edit, message = WRITER_BUGS[case]
+    sessions = copy_sessions(tmp_path / "sessions")
+    store = SessionStore(sessions)
+    victim = list(store.battles(GREEDY))[2]
+    path = _rewrite(store, victim, name, edit)
+    datasets = tmp_path / "datasets"
+    err = expect_error("integrity_error", materialize_v5_dataset, [GREEDY], "t", sessions_dir=sessions,
+                       datasets_dir=datasets)
+    assert str(path) in str(err) and message in str(err), str(err)
+    assert list_datasets(datasets_dir=datasets)["datasets"] == []
+    result = materialize_v5_dataset([GREEDY], "t", sessions_dir=sessions, datasets_dir=datasets,
+                                    exclude_corrupt=True, workers=2)
+    excluded = pq.read_table(Path(result["path"]) / "excluded.parquet").to_pylist()
+    assert [(r["battle_id"], r["reason"]) for r in excluded] == [(victim.battle_id, "integrity")]
+    assert message in excluded[0]["detail"]
+
+
+def test_a_reformatted_trace_gives_the_same_rows(tmp_path: Path) -> None:
+    """Embedded states need not be byte-canonical: a trace re-serialized with other key order and
+    spacing (same values) materializes to exactly the same tables."""
+    sessions = copy_sessions(tmp_path / "sessions")
+    store = SessionStore(sessions)
+    victim = list(store.battles(GREEDY))[1]
+
+    def reformat(lines: list[bytes]) -> list[bytes]:
+        out = []
+        for line in lines:
+            record = json.loads(line)
+            out.append(json.dumps(dict(reversed(list(record.items()))), indent=None, separators=(", ", ": "))
+                       .encode() + b"\n")
+        return out
+
+    before = materialize_v5_dataset([GREEDY], "a", sessions_dir=sessions, datasets_dir=tmp_path / "a", workers=1)
+    for name in ("actions.jsonl", "turns.jsonl"):
+        _rewrite(store, victim, name, reformat)
+    after = materialize_v5_dataset([GREEDY], "a", sessions_dir=sessions, datasets_dir=tmp_path / "b", workers=1)
+    for table in ("decisions", "turns"):
+        assert (pq.read_table(Path(before["path"]) / f"{table}.parquet")
+                .equals(pq.read_table(Path(after["path"]) / f"{table}.parquet"))), table

@@ -49,11 +49,12 @@ class Corrupt(Exception):
     """A trace that cannot be trusted; the message says which file and record, and why."""
 
 
-class _Legal(msgspec.Struct):
+# gc=False: these records hold no reference cycles, so the cyclic collector need not track them
+class _Legal(msgspec.Struct, gc=False):
     action_id: int
 
 
-class _Actor(msgspec.Struct):
+class _Actor(msgspec.Struct, gc=False):
     type: str
     kind: str
     spec: Optional[str] = None
@@ -61,14 +62,14 @@ class _Actor(msgspec.Struct):
     codename: Optional[str] = None
 
 
-class _Observation(msgspec.Struct):
+class _Observation(msgspec.Struct, gc=False):
     obs_version: int
     dtype: str
     encoding: str
     data: str
 
 
-class _Decision(msgspec.Struct):
+class _Decision(msgspec.Struct, gc=False):
     schema_version: int
     battle_id: str
     decision_index: int
@@ -84,7 +85,7 @@ class _Decision(msgspec.Struct):
     policy: Any = None
 
 
-class _Turn(msgspec.Struct):
+class _Turn(msgspec.Struct, gc=False):
     schema_version: int
     turn: int
     active_player: int
@@ -95,8 +96,8 @@ class _Turn(msgspec.Struct):
     state_end: msgspec.Raw
 
 
-_DECODE_DECISION = msgspec.json.Decoder(_Decision).decode
-_DECODE_TURN = msgspec.json.Decoder(_Turn).decode
+_DECISIONS = msgspec.json.Decoder(_Decision)
+_TURNS = msgspec.json.Decoder(_Turn)
 
 
 def _read_trace(battle_dir: Path, files: dict[str, str] | None) -> dict[str, bytes]:
@@ -116,30 +117,34 @@ def _read_trace(battle_dir: Path, files: dict[str, str] | None) -> dict[str, byt
     return out
 
 
-def _lines(data: bytes, path: str, decode) -> list:
-    """Each non-blank line decoded; a bad line is :class:`Corrupt` naming its number and field."""
-    out = []
-    for number, line in enumerate(data.splitlines(), 1):
-        try:
-            out.append(decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            if not line.strip():
-                continue
-            raise Corrupt(f"{path} line {number}: {exc}") from None
-    return out
+def _lines(data: bytes, path: str, decoder: msgspec.json.Decoder) -> list:
+    """The records of a JSON-lines file (blank lines skipped); a bad line is :class:`Corrupt`
+    naming its number and the field at fault."""
+    try:
+        return decoder.decode_lines(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    for number, line in enumerate(data.splitlines(), 1):  # find the line, for the message
+        if line.strip():
+            try:
+                decoder.decode(line)
+            except msgspec.ValidationError as exc:
+                raise Corrupt(f"{path} line {number}: {exc}") from None
+            except msgspec.DecodeError as exc:
+                raise Corrupt(f"{path} line {number} is not valid JSON ({exc})") from None
+    raise Corrupt(f"{path} is not JSON lines")
 
 
 def _check_state(raw: msgspec.Raw, recorded: str, where: str, key: str, hash_field: str) -> bytes:
     """The embedded state as canonical JSON bytes, proven by its sha256 equalling the recorded
     hash. The writer embeds canonical JSON, so the raw bytes usually hash right away; other
     layouts (re-indented, keys reordered) are re-serialized canonically first."""
-    data = bytes(raw)
-    if hashlib.sha256(data).hexdigest() == recorded:
-        return data
+    if hashlib.sha256(raw).hexdigest() == recorded:
+        return bytes(raw)
     try:
-        data = orjson.dumps(orjson.loads(data), option=orjson.OPT_SORT_KEYS)
+        data = orjson.dumps(orjson.loads(bytes(raw)), option=orjson.OPT_SORT_KEYS)
     except orjson.JSONDecodeError:
-        pass
+        data = b""
     if hashlib.sha256(data).hexdigest() != recorded:
         raise Corrupt(f"{where}: {key} does not match its recorded {hash_field}")
     return data
@@ -197,8 +202,8 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
     where = str(battle_dir / "v5")
     meta = _meta(raw["meta.jsonl"], where, battle_id)
     result = meta["result"]
-    records = _lines(raw["actions.jsonl"], f"{where}/actions.jsonl", _DECODE_DECISION)
-    turns = _lines(raw["turns.jsonl"], f"{where}/turns.jsonl", _DECODE_TURN)
+    records = _lines(raw["actions.jsonl"], f"{where}/actions.jsonl", _DECISIONS)
+    turns = _lines(raw["turns.jsonl"], f"{where}/turns.jsonl", _TURNS)
     n = len(records)
     if n != result["decisions"] or not records:
         raise Corrupt(f"{where}/actions.jsonl holds {n} decisions; meta records {result['decisions']}")
@@ -214,8 +219,7 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
     probabilities: list[Any] = []
     values: list[Any] = []
     policies: list[Any] = []
-    states: list[bytes] = []
-    decode = pybase64.b64decode
+    decode, sha256 = pybase64.b64decode, hashlib.sha256
     for i, (r, ids) in enumerate(zip(records, legal)):
         if r.decision_index != i or r.battle_id != battle_id or r.schema_version != V5_SCHEMA_VERSION:
             raise Corrupt(f"{where_actions} record {i + 1}: decision_index {r.decision_index!r} (expected {i}, "
@@ -238,8 +242,9 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
             raise Corrupt(f"{where_actions} decision {i}: observation data is not the base64 of {engine.OBS_DIM} "
                           f"float32 values")
         obs.append(vector)
-        states.append(_check_state(r.state_before, r.state_hash_before, f"{where_actions} decision {i}",
-                                   "state_before", "state_hash_before"))
+        if sha256(r.state_before).hexdigest() != r.state_hash_before:  # else the slow path, or the error
+            _check_state(r.state_before, r.state_hash_before, f"{where_actions} decision {i}", "state_before",
+                         "state_hash_before")
         if r.policy is None:
             probabilities.append(None)
             values.append(None)
@@ -250,7 +255,9 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
             values.append(v)
             policies.append(j)
     try:
-        features, verified = _features(states[0], records, legal, result["final_state_hash"], where_actions)
+        first = _check_state(records[0].state_before, records[0].state_hash_before, f"{where_actions} decision 0",
+                             "state_before", "state_hash_before")
+        features, verified = _features(first, records, legal, result["final_state_hash"], where_actions)
     except engine.EngineError as exc:
         raise Corrupt(f"{where_actions}: a recorded state cannot be rebuilt ({exc})") from None
 
@@ -303,17 +310,29 @@ def _meta(data: bytes, where: str, battle_id: str) -> dict[str, Any]:
     return meta
 
 
+def _compact(data: bytes) -> bytes:
+    """JSON as the writer writes it (compact, keys in their order, UTF-8): bytes without
+    whitespace or escapes already are; others (a re-formatted trace) are re-serialized."""
+    if b" " in data or b"\t" in data or b"\\u" in data:
+        return orjson.dumps(orjson.loads(data))
+    return data
+
+
 def _turn_columns(turns: list[_Turn], decision_turns: list[int], group: str, battle_id: str,
                   where: str) -> dict[str, list]:
     path = f"{where}/turns.jsonl"
-    starts, ends = [], []
+    starts: list[str] = []
+    ends: list[str] = []
+    sha256 = hashlib.sha256
     for number, t in enumerate(turns, 1):
         if t.schema_version != V5_SCHEMA_VERSION:
             raise Corrupt(f"{path} line {number}: trace schema_version is not {V5_SCHEMA_VERSION}")
-        starts.append(_check_state(t.state_start, t.state_start_hash, f"{path} line {number}", "state_start",
-                                   "state_start_hash").decode())
-        ends.append(_check_state(t.state_end, t.state_end_hash, f"{path} line {number}", "state_end",
-                                 "state_end_hash").decode())
+        for raw, recorded, key, out in ((t.state_start, t.state_start_hash, "state_start", starts),
+                                        (t.state_end, t.state_end_hash, "state_end", ends)):
+            if sha256(raw).hexdigest() == recorded:
+                out.append(str(raw, "utf-8"))
+            else:
+                out.append(_check_state(raw, recorded, f"{path} line {number}", key, f"{key}_hash").decode())
     per_turn = Counter(decision_turns)
     m = len(turns)
     return {
@@ -322,7 +341,7 @@ def _turn_columns(turns: list[_Turn], decision_turns: list[int], group: str, bat
         "decisions": [per_turn.get(t.turn, 0) for t in turns], "events": [len(t.events) for t in turns],
         "state_start_hash": [t.state_start_hash for t in turns],
         "state_end_hash": [t.state_end_hash for t in turns],
-        "events_json": [b"[" + b",".join(bytes(e) for e in t.events) + b"]" for t in turns],
+        "events_json": [_compact(b"[" + b",".join(t.events) + b"]") for t in turns],
         "state_start_json": starts, "state_end_json": ends,
     }
 
