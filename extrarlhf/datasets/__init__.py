@@ -9,7 +9,7 @@ confined to the datasets dir (paths.py). Modules:
 - publish.py      temp dir -> fsync -> validate -> rename; overwrite with rollback; recovery
 - pointers.py     promoted pointers (atomic replace) and reference resolution
 - tables.py       column layouts of every table, streaming Parquet writer
-- battles.py      one battle's trace -> rows (checked), run in worker processes (worker.py)
+- battles.py      one battle's trace -> rows (checked), run in worker processes (worker.py, pool.py)
 - materialize.py  ``materialize_v5_dataset``
 - validate.py     ``validate_dataset``
 - contours.py     ``dataset_readiness`` (judged by extrarlhf/readiness.py)

@@ -49,7 +49,7 @@ from .pointers import manifest_sha256, write_pointer
 from .publish import publish_version
 from .tables import Columns, StreamingTable, read_chunk
 from .validate import DecisionChecks, validate_dir
-from .worker import WorkerPool
+from .pool import WorkerPool
 
 __all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot"]
 

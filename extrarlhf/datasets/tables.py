@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import engine
 
@@ -204,6 +203,8 @@ class StreamingTable:
         # (and min/max statistics, for the flat columns only)
         strings = [f.name for f in self.schema if pa.types.is_string(f.type)]
         flat = [f.name for f in self.schema if not pa.types.is_nested(f.type)]
+        import pyarrow.parquet as pq  # here, not at the top: worker processes never write Parquet
+
         self.writer = pq.ParquetWriter(str(path), self.schema, compression=COMPRESSION,
                                        compression_level=COMPRESSION_LEVEL, use_dictionary=strings,
                                        write_statistics=flat)
@@ -303,6 +304,8 @@ def iter_batches(path: Path, columns: list[str] | None = None, batch_size: int =
     memory stays at about one batch whatever the file's size (``ParquetFile.iter_batches``
     over the whole file pre-buffers every row group's column chunks, so its memory grows
     with the file)."""
+    import pyarrow.parquet as pq
+
     reader = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     for i in range(reader.metadata.num_row_groups):
         yield from reader.iter_batches(batch_size=batch_size, row_groups=[i], columns=columns, use_threads=False)
