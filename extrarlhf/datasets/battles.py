@@ -155,8 +155,8 @@ def _state(state_json: bytes) -> engine.State:
 
 
 def _features(first_state: bytes, records: list[_Decision], legal: list[list[int]], final_hash: str,
-              where: str) -> tuple[bytes, bool]:
-    """Features of every legal set as one float32 buffer (rows in order): by replay from the
+              where: str) -> tuple[list[bytes], bool]:
+    """Features of every legal set as float32 pieces (joined: the rows in order): by replay from the
     first recorded state (checked against every recorded legal set and the final state hash),
     else from each recorded state."""
     state = _state(first_state)
@@ -169,7 +169,7 @@ def _features(first_state: bytes, records: list[_Decision], legal: list[list[int
             state.apply(record.action_id)
         else:
             if state.state_hash() == final_hash:
-                return b"".join(parts), True
+                return parts, True
     except engine.EngineError:
         pass
     parts.clear()
@@ -177,7 +177,7 @@ def _features(first_state: bytes, records: list[_Decision], legal: list[list[int
         action_feature_parts(_state(_check_state(r.state_before, r.state_hash_before,
                                                  f"{where} decision {r.decision_index}", "state_before",
                                                  "state_hash_before")), ids, parts)
-    return b"".join(parts), False
+    return parts, False
 
 
 def _number(x: Any) -> bool:
@@ -283,7 +283,7 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
         "policy_value": values, "policy_json": policies, "winner": [winner] * n,
         "outcome": [0 if winner == 0 else (1 if winner == p else -1) for p in players],
     }
-    return {"dec": dec, "obs": b"".join(obs), "legal": legal, "features": features,
+    return {"dec": dec, "obs": obs, "legal": legal, "features": features,
             "probabilities": probabilities, "turns": _turn_columns(turns, dec["turn"], group, battle_id, where),
             "battle": _battle_row(meta, group, battle_id, index, verified, files)}
 

@@ -8,6 +8,7 @@ from here. Bump DATASET_SCHEMA_VERSION when a table changes shape or meaning.
 from __future__ import annotations
 
 import hashlib
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -269,12 +270,12 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     arrays = []
     for f in SCHEMAS["decisions"]:
         if f.name == "observation":
-            flat = np.frombuffer(b"".join(b["obs"] for b in battles), dtype="<f4")
+            flat = np.frombuffer(b"".join(chain.from_iterable(b["obs"] for b in battles)), dtype="<f4")
             arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=OBS))
         elif f.name == "legal_action_ids":
             arrays.append(pa.ListArray.from_arrays(offsets_array, pa.array(legal_ids, pa.int16()), type=f.type))
         elif f.name == "legal_action_features":
-            flat = np.frombuffer(b"".join(b["features"] for b in battles), dtype=np.float32)
+            flat = np.frombuffer(b"".join(chain.from_iterable(b["features"] for b in battles)), dtype=np.float32)
             inner = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
         elif f.name == "policy_probabilities":
