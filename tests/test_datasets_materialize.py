@@ -169,10 +169,31 @@ def test_row_groups_are_written_incrementally(built) -> None:
 def test_same_bytes_whatever_the_workers(tmp_path: Path) -> None:
     one = materialize_v5_dataset([GREEDY], "d", sessions_dir=shared_sessions(), datasets_dir=tmp_path / "a",
                                  workers=1)
-    two = materialize_v5_dataset([GREEDY], "d", sessions_dir=shared_sessions(), datasets_dir=tmp_path / "b",
-                                 workers=2)
-    for name in ("decisions.parquet", "turns.parquet", "battles.parquet", "excluded.parquet"):
-        assert sha256(Path(one["path"]) / name) == sha256(Path(two["path"]) / name), name
+    for workers in (2, 3):
+        other = materialize_v5_dataset([GREEDY], "d", sessions_dir=shared_sessions(),
+                                       datasets_dir=tmp_path / str(workers), workers=workers)
+        for name in ("decisions.parquet", "turns.parquet", "battles.parquet", "excluded.parquet"):
+            assert sha256(Path(one["path"]) / name) == sha256(Path(other["path"]) / name), (workers, name)
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_the_worker_pool_yields_in_order_and_reports_a_dead_worker(local: bool) -> None:
+    """Chunks come back in order whoever ran them; a worker process that dies (here: a task it
+    cannot even unpack) fails the map with a clear error instead of hanging."""
+    from extrarlhf.datasets.pool import WorkerPool
+    from extrarlhf.datasets.tables import read_chunk
+
+    store = SessionStore(shared_sessions())
+    tasks = [(GREEDY, b.battle_id, b.entry["index"], str(b.path), b.entry["files"]) for b in store.battles(GREEDY)]
+    chunks = [tasks[i:i + 2] for i in range(0, len(tasks), 2)]
+    with WorkerPool(2) as pool:
+        got = list(pool.map(iter(chunks), local=read_chunk if local else None))
+    assert [chunk for chunk, _ in got] == chunks
+    assert all(outcomes == [("ok", None)] * len(chunk) for chunk, (outcomes, _) in got)
+    assert [b["battles"].column("battle_id").to_pylist() for _, (_, b) in got] == [[t[1] for t in c] for c in chunks]
+    with pytest.raises(RuntimeError, match=r"dataset worker process \d+ died \(exit code"):
+        with WorkerPool(1) as pool:
+            list(pool.map(iter([chunks[0], [("not a task",)], *chunks[1:]]), local=read_chunk if local else None))
 
 
 def test_a_tampered_trace_stops_the_materialization(tmp_path: Path) -> None:

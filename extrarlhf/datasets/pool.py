@@ -20,88 +20,111 @@ __all__ = ["WorkerPool"]
 
 
 class WorkerPool:
-    """``n`` worker processes; :meth:`map` yields results in task order with a bounded number
-    of tasks in flight (``window`` per worker).
+    """``n`` worker processes; :meth:`map` yields one result per chunk, in chunk order.
 
-    One reader thread per worker drains its results as soon as they are written (pipe reads
-    release the GIL), so a worker never waits on the caller. With ``local``, the calling
-    process works too: whenever the oldest result is not back yet, it processes the next
-    chunk itself instead of waiting (on two cores, one worker plus the caller use both
-    without a third process competing for them)."""
+    Each worker has a reader thread that takes its result as soon as it is written (pipe reads
+    release the GIL) and hands it the next chunk at once, so a worker neither waits on the
+    caller nor starves while the caller is busy; ``depth`` chunks per worker are queued at
+    most, which bounds what is left for a worker to finish once the chunks run out. With
+    ``local``, the calling process works too: whenever the next result in order is not back
+    yet, it processes the next chunk itself instead of waiting (on two cores, one worker plus
+    the caller use both without a third process competing for them). Results wait in memory
+    for at most ``ahead`` chunks past the one the caller is to yield next.
+    """
 
-    def __init__(self, n: int, window: int = 3) -> None:
-        self.window = window
+    def __init__(self, n: int, depth: int = 2, ahead: int = 8) -> None:
+        self.depth, self.ahead = depth, max(ahead, n * depth + 1)
         self.procs: list[subprocess.Popen] = []
-        self.waiting: list[deque[Future]] = []
         self.readers: list[threading.Thread] = []
         # one process per core already: BLAS thread pools would only cost start-up time
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         try:
             for _ in range(n):
-                proc = subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-                self.procs.append(proc)
-                self.waiting.append(deque())
-                reader = threading.Thread(target=self._read, args=(proc, self.waiting[-1]), daemon=True,
-                                          name=f"dataset-worker-{proc.pid}")
-                reader.start()
-                self.readers.append(reader)
+                self.procs.append(subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker"],
+                                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
         except BaseException:
             self.close(kill=True)
             raise
 
-    @staticmethod
-    def _read(proc: subprocess.Popen, waiting: deque) -> None:
-        while True:
-            try:
-                result = receive(proc.stdout)
-            except (EOFError, OSError, ValueError):
-                error = RuntimeError(f"dataset worker process {proc.pid} died (exit code {proc.poll()})")
-                while waiting:
-                    waiting.popleft().set_exception(error)
-                return
-            waiting.popleft().set_result(result)
-
     def map(self, chunks: Iterator[list], local: Callable[[list], Any] | None = None) -> Iterator[tuple[list, Any]]:
-        n = len(self.procs)
-        pending: deque[tuple[list, Future, int | None]] = deque()  # (chunk, its result, worker or None)
-        in_flight = [0] * n
-        exhausted = False
+        lock = threading.Lock()
+        taken: dict[int, tuple[list, Future]] = {}  # handed out, not yet yielded, by sequence number
+        sent: list[deque[Future]] = [deque() for _ in self.procs]  # per worker, its results to come
+        alive = [True] * len(self.procs)
+        state = {"next": 0, "count": 0, "exhausted": False}
 
-        def take() -> list | None:
-            nonlocal exhausted
-            chunk = None if exhausted else next(chunks, None)
-            exhausted = chunk is None
-            return chunk
+        def take() -> tuple[list, Future] | None:
+            """Under ``lock``: the next chunk and its future, or None when there are no more
+            chunks or the caller is ``ahead`` chunks behind."""
+            if state["exhausted"] or state["count"] - state["next"] >= self.ahead:
+                return None
+            chunk = next(chunks, None)
+            if chunk is None:
+                state["exhausted"] = True
+                return None
+            entry = taken[state["count"]] = (chunk, Future())
+            state["count"] += 1
+            return entry
 
-        def submit() -> None:
-            while sum(in_flight) < n * self.window:
-                chunk = take()
-                if chunk is None:
+        def died(worker: int) -> None:
+            """Under ``lock``: fail what the worker still owed."""
+            alive[worker] = False
+            error = RuntimeError(f"dataset worker process {self.procs[worker].pid} died "
+                                 f"(exit code {self.procs[worker].poll()})")
+            while sent[worker]:
+                sent[worker].popleft().set_exception(error)
+
+        def feed() -> None:
+            """Under ``lock``: top every live worker's queue up to ``depth`` chunks."""
+            for worker, queue in enumerate(sent):
+                while alive[worker] and len(queue) < self.depth:
+                    entry = take()
+                    if entry is None:
+                        return
+                    queue.append(entry[1])
+                    try:
+                        send(self.procs[worker].stdin, entry[0])
+                    except (OSError, ValueError):
+                        died(worker)
+
+        def read(worker: int) -> None:
+            proc = self.procs[worker]
+            while True:
+                try:
+                    result = receive(proc.stdout)
+                except (EOFError, OSError, ValueError):
+                    with lock:
+                        died(worker)
                     return
-                worker = in_flight.index(min(in_flight))
-                future: Future = Future()
-                self.waiting[worker].append(future)  # before sending: the reader may answer at once
-                send(self.procs[worker].stdin, chunk)
-                in_flight[worker] += 1
-                pending.append((chunk, future, worker))
+                with lock:
+                    future = sent[worker].popleft()
+                    feed()
+                future.set_result(result)
 
-        submit()
-        while pending:
-            chunk, future, worker = pending[0]
-            if local is not None and not future.done() and len(pending) <= (n + 2) * self.window:
-                mine = take()
-                if mine is not None:
-                    done: Future = Future()
-                    done.set_result(local(mine))
-                    pending.append((mine, done, None))
-                    continue
-            pending.popleft()
-            result = future.result()
-            if worker is not None:
-                in_flight[worker] -= 1
-                submit()
-            yield chunk, result
+        with lock:
+            feed()
+        for worker, proc in enumerate(self.procs):
+            reader = threading.Thread(target=read, args=(worker,), daemon=True, name=f"dataset-worker-{proc.pid}")
+            reader.start()
+            self.readers.append(reader)
+        while True:
+            with lock:
+                index = state["next"]
+                head = taken.get(index)
+                mine = take() if local is not None and (head is None or not head[1].done()) else None
+                if head is None and mine is None:
+                    if state["exhausted"]:
+                        return
+                    raise RuntimeError("every dataset worker process died")  # nothing left to hand chunks to
+            if mine is not None:
+                mine[1].set_result(local(mine[0]))
+                continue
+            result = head[1].result()
+            with lock:
+                del taken[index]
+                state["next"] = index + 1
+                feed()  # the caller caught up: queues held back by ``ahead`` refill
+            yield head[0], result
 
     def close(self, kill: bool = False) -> None:
         for proc in self.procs:
