@@ -273,7 +273,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--promote", default=None, metavar="POINTER", help="promote this pointer to the new version")
     p.add_argument("--exclude-corrupt", action="store_true",
                    help="leave out battles whose traces fail their checks instead of stopping")
-    p.add_argument("--workers", type=int, default=None, help="reader processes (default: automatic)")
+    p.add_argument("--workers", type=int, default=None, help="processes reading traces, this one included (default: one per core up to 4, for 64 battles or more)")
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
     p.set_defaults(func=_cmd_materialize)
 
