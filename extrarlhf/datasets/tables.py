@@ -12,7 +12,6 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 import engine
@@ -254,6 +253,11 @@ class Columns:
         return out
 
 
+def _floats(data: bytes) -> pa.Array:
+    """Native float32 values as an Arrow array over the same memory (no numpy round trip)."""
+    return pa.Array.from_buffers(pa.float32(), len(data) // 4, [None, pa.py_buffer(data)])
+
+
 def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     """The ``decisions``, ``turns`` and ``battles`` record batches of some battles' rows
     (as built by battles.battle_rows), in order."""
@@ -270,13 +274,13 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     arrays = []
     for f in SCHEMAS["decisions"]:
         if f.name == "observation":
-            flat = np.frombuffer(b"".join(chain.from_iterable(b["obs"] for b in battles)), dtype="<f4")
-            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=OBS))
+            flat = _floats(b"".join(chain.from_iterable(b["obs"] for b in battles)))
+            arrays.append(pa.FixedSizeListArray.from_arrays(flat, type=OBS))
         elif f.name == "legal_action_ids":
             arrays.append(pa.ListArray.from_arrays(offsets_array, pa.array(legal_ids, pa.int16()), type=f.type))
         elif f.name == "legal_action_features":
-            flat = np.frombuffer(b"".join(chain.from_iterable(b["features"] for b in battles)), dtype=np.float32)
-            inner = pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), type=ACTION_FEATURES)
+            flat = _floats(b"".join(chain.from_iterable(b["features"] for b in battles)))
+            inner = pa.FixedSizeListArray.from_arrays(flat, type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
         elif f.name == "policy_probabilities":
             arrays.append(pa.array([p for b in battles for p in b["probabilities"]], f.type))
