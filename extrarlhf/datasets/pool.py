@@ -19,6 +19,20 @@ from .worker import receive, send
 __all__ = ["WorkerPool"]
 
 
+_F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's buffer
+
+
+def _widen(pipe: Any) -> None:
+    """Give a result pipe a 1 MiB buffer where Linux allows it (a chunk's result is a few MB:
+    16 times fewer wake-ups than with the default 64 kiB); elsewhere, keep the default."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, OSError):
+        pass
+
+
 class WorkerPool:
     """``n`` worker processes; :meth:`map` yields one result per chunk, in chunk order.
 
@@ -40,8 +54,10 @@ class WorkerPool:
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         try:
             for _ in range(n):
-                self.procs.append(subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker"],
-                                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
+                proc = subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                self.procs.append(proc)
+                _widen(proc.stdout)
         except BaseException:
             self.close(kill=True)
             raise
