@@ -34,15 +34,7 @@ from ..trace import V5_SCHEMA_VERSION
 OBS_BYTES = 4 * engine.OBS_DIM
 TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
 
-__all__ = ["Corrupt", "battle_rows", "read_battles", "DECISION_SCALARS"]
-
-# decisions columns built here as Python lists (the others are assembled by the writer)
-DECISION_SCALARS = (
-    "battle_id", "group", "battle_index", "decision_index", "turn", "player", "actor_type", "actor_spec",
-    "actor_kind", "actor_weights_hash", "actor_codename", "opponent_type", "opponent_spec", "opponent_kind",
-    "opponent_weights_hash", "battle_tag", "own_deck_id", "opponent_deck_id", "state_hash_before", "obs_version",
-    "action_id", "action_index", "rationale", "policy_value", "policy_json", "winner", "outcome",
-)
+__all__ = ["Corrupt", "battle_rows", "read_battles"]
 
 
 class Corrupt(Exception):
