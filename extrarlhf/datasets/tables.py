@@ -8,7 +8,7 @@ from here. Bump DATASET_SCHEMA_VERSION when a table changes shape or meaning.
 from __future__ import annotations
 
 import hashlib
-from itertools import chain
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
 
@@ -262,14 +262,9 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     """The ``decisions``, ``turns`` and ``battles`` record batches of some battles' rows
     (as built by battles.battle_rows), in order."""
     out: dict[str, pa.RecordBatch] = {}
-    offsets = [0]
-    legal_ids: list[int] = []
-    for b in battles:
-        base = offsets[-1]
-        for ids in b["legal"]:
-            legal_ids.extend(ids)
-            base += len(ids)
-            offsets.append(base)
+    legal = list(chain.from_iterable(b["legal"] for b in battles))
+    offsets = [0, *accumulate(map(len, legal))]
+    legal_ids = list(chain.from_iterable(legal))
     offsets_array = pa.array(offsets, pa.int32())
     arrays = []
     for f in SCHEMAS["decisions"]:
@@ -283,12 +278,12 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
             inner = pa.FixedSizeListArray.from_arrays(flat, type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
         elif f.name == "policy_probabilities":
-            arrays.append(pa.array([p for b in battles for p in b["probabilities"]], f.type))
+            arrays.append(pa.array(list(chain.from_iterable(b["probabilities"] for b in battles)), f.type))
         else:
-            arrays.append(pa.array([v for b in battles for v in b["dec"][f.name]], f.type))
+            arrays.append(pa.array(list(chain.from_iterable(b["dec"][f.name] for b in battles)), f.type))
     out["decisions"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["decisions"])
     out["turns"] = pa.RecordBatch.from_arrays(
-        [pa.array([v for b in battles for v in b["turns"][f.name]], f.type) for f in SCHEMAS["turns"]],
+        [pa.array(list(chain.from_iterable(b["turns"][f.name] for b in battles)), f.type) for f in SCHEMAS["turns"]],
         schema=SCHEMAS["turns"])
     out["battles"] = pa.RecordBatch.from_arrays(
         [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
