@@ -127,27 +127,26 @@ def _lines(data: bytes, path: str, decoder: msgspec.json.Decoder) -> list:
     raise Corrupt(f"{path} is not JSON lines")
 
 
-def _check_state(raw: msgspec.Raw, recorded: str, where: str, key: str, hash_field: str) -> bytes:
+def _verified_state(raw: msgspec.Raw, recorded: str) -> bytes | None:
     """The embedded state as canonical JSON bytes, proven by its sha256 equalling the recorded
-    hash. The writer embeds canonical JSON, so the raw bytes usually hash right away; other
-    layouts (re-indented, keys reordered) are re-serialized canonically first."""
-    if hashlib.sha256(raw).hexdigest() == recorded:
-        return bytes(raw)
+    hash; None when it does not. The writer embeds canonical JSON, so the raw bytes usually hash
+    right away; other layouts (re-indented, keys reordered) are re-serialized canonically first."""
+    data = bytes(raw)
+    if hashlib.sha256(data).hexdigest() == recorded:
+        return data
     try:
-        data = orjson.dumps(orjson.loads(bytes(raw)), option=orjson.OPT_SORT_KEYS)
+        data = orjson.dumps(orjson.loads(data), option=orjson.OPT_SORT_KEYS)
     except orjson.JSONDecodeError:
-        data = b""
-    if hashlib.sha256(data).hexdigest() != recorded:
-        raise Corrupt(f"{where}: {key} does not match its recorded {hash_field}")
-    return data
+        return None
+    return data if hashlib.sha256(data).hexdigest() == recorded else None
 
 
 def _state(state_json: bytes) -> engine.State:
     return engine.State.from_dict(orjson.loads(state_json))
 
 
-def _features(first_state: bytes, records: list[_Decision], legal: list[list[int]], final_hash: str,
-              where: str) -> tuple[list[bytes], bool]:
+def _features(first_state: bytes, records: list[_Decision], legal: list[list[int]],
+              final_hash: str) -> tuple[list[bytes], bool]:
     """Features of every legal set as float32 pieces (joined: the rows in order): by replay from the
     first recorded state (checked against every recorded legal set and the final state hash),
     else from each recorded state."""
@@ -165,10 +164,8 @@ def _features(first_state: bytes, records: list[_Decision], legal: list[list[int
     except engine.EngineError:
         pass
     parts.clear()
-    for r, ids in zip(records, legal):
-        action_feature_parts(_state(_check_state(r.state_before, r.state_hash_before,
-                                                 f"{where} decision {r.decision_index}", "state_before",
-                                                 "state_hash_before")), ids, parts)
+    for r, ids in zip(records, legal):  # every state was verified against its hash by the caller
+        action_feature_parts(_state(_verified_state(r.state_before, r.state_hash_before)), ids, parts)
     return parts, False
 
 
@@ -211,7 +208,8 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
     probabilities: list[Any] = []
     values: list[Any] = []
     policies: list[Any] = []
-    decode, sha256 = pybase64.b64decode, hashlib.sha256
+    first = b""  # the first decision's verified state: the replay starts from it
+    decode = pybase64.b64decode
     for i, (r, ids) in enumerate(zip(records, legal)):
         if r.decision_index != i or r.battle_id != battle_id or r.schema_version != V5_SCHEMA_VERSION:
             raise Corrupt(f"{where_actions} record {i + 1}: decision_index {r.decision_index!r} (expected {i}, "
@@ -234,9 +232,11 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
             raise Corrupt(f"{where_actions} decision {i}: observation data is not the base64 of {engine.OBS_DIM} "
                           f"float32 values")
         obs.append(vector)
-        if sha256(r.state_before).hexdigest() != r.state_hash_before:  # else the slow path, or the error
-            _check_state(r.state_before, r.state_hash_before, f"{where_actions} decision {i}", "state_before",
-                         "state_hash_before")
+        state = _verified_state(r.state_before, r.state_hash_before)
+        if state is None:
+            raise Corrupt(f"{where_actions} decision {i}: state_before does not match its recorded state_hash_before")
+        if i == 0:
+            first = state
         if r.policy is None:
             probabilities.append(None)
             values.append(None)
@@ -247,9 +247,7 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
             values.append(v)
             policies.append(j)
     try:
-        first = _check_state(records[0].state_before, records[0].state_hash_before, f"{where_actions} decision 0",
-                             "state_before", "state_hash_before")
-        features, verified = _features(first, records, legal, result["final_state_hash"], where_actions)
+        features, verified = _features(first, records, legal, result["final_state_hash"])
     except engine.EngineError as exc:
         raise Corrupt(f"{where_actions}: a recorded state cannot be rebuilt ({exc})") from None
 
@@ -315,16 +313,15 @@ def _turn_columns(turns: list[_Turn], decision_turns: list[int], group: str, bat
     path = f"{where}/turns.jsonl"
     starts: list[str] = []
     ends: list[str] = []
-    sha256 = hashlib.sha256
     for number, t in enumerate(turns, 1):
         if t.schema_version != V5_SCHEMA_VERSION:
             raise Corrupt(f"{path} line {number}: trace schema_version is not {V5_SCHEMA_VERSION}")
         for raw, recorded, key, out in ((t.state_start, t.state_start_hash, "state_start", starts),
                                         (t.state_end, t.state_end_hash, "state_end", ends)):
-            if sha256(raw).hexdigest() == recorded:
-                out.append(str(raw, "utf-8"))
-            else:
-                out.append(_check_state(raw, recorded, f"{path} line {number}", key, f"{key}_hash").decode())
+            state = _verified_state(raw, recorded)
+            if state is None:
+                raise Corrupt(f"{path} line {number}: {key} does not match its recorded {key}_hash")
+            out.append(state.decode())
     per_turn = Counter(decision_turns)
     m = len(turns)
     return {

@@ -63,6 +63,9 @@ class WorkerPool:
             raise
 
     def map(self, chunks: Iterator[list], local: Callable[[list], Any] | None = None) -> Iterator[tuple[list, Any]]:
+        """The pool's one map: its reader threads serve this call until the workers exit."""
+        if self.readers:
+            raise RuntimeError("a WorkerPool maps once; start another pool")
         lock = threading.Lock()
         taken: dict[int, tuple[list, Future]] = {}  # handed out, not yet yielded, by sequence number
         sent: list[deque[Future]] = [deque() for _ in self.procs]  # per worker, its results to come
