@@ -8,6 +8,8 @@
   own file description, so two holders in one process exclude each other too).
 * ``append_line_locked``: line-atomic appends (one ``os.write`` on an ``O_APPEND`` fd,
   under the lock, then fsync).
+* ``read_json_document``: a versioned JSON document (manifests, pointers, indexes), with
+  clean errors for a missing file, bad JSON or another ``schema_version``.
 
 POSIX only (``fcntl``).
 """
@@ -23,7 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "locked", "lock_path", "append_line_locked", "fsync_dir"]
+from .errors import NotFound, UnsupportedSchema
+
+__all__ = ["atomic_write_bytes", "atomic_write_json", "locked", "lock_path", "append_line_locked", "fsync_dir",
+           "read_json_document", "check_version"]
 
 StrPath = str | os.PathLike[str]
 
@@ -148,3 +153,28 @@ def append_line_locked(path: StrPath, line: str, *, fsync: bool = True) -> None:
             os.close(fd)
         if created and fsync:
             fsync_dir(target.parent)
+
+
+def read_json_document(path: StrPath, expected: int, *, what: str = "", missing: str | None = None) -> dict:
+    """The JSON object in ``path`` whose ``schema_version`` is ``expected``. A missing file is
+    :class:`NotFound` (``missing``, else "<path> does not exist"); bad JSON, another shape or
+    another version is :class:`UnsupportedSchema` naming the path (``what`` qualifies the
+    version, e.g. "dataset ")."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NotFound(missing or f"{path} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise UnsupportedSchema(f"{path} is not valid JSON ({exc}); inspect or restore it") from None
+    return check_version(doc, path, expected, what=what)
+
+
+def check_version(doc: Any, where: StrPath, expected: int, *, what: str = "") -> dict:
+    """``doc`` when it is a JSON object of ``schema_version`` ``expected``; else
+    :class:`UnsupportedSchema` naming ``where`` (a file, or a file and line)."""
+    if not isinstance(doc, dict):
+        raise UnsupportedSchema(f"{where}: expected a JSON object")
+    if doc.get("schema_version") != expected:
+        raise UnsupportedSchema(f"{where}: {what}schema_version {doc.get('schema_version')!r} is not supported (this "
+                                f"version of ExtraRLHF reads {expected}); upgrade ExtraRLHF to read it")
+    return doc

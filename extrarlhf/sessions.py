@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import engine
 
 from .errors import GroupConflict, InvalidArgument, NotFound, UnsupportedSchema
-from .fileio import append_line_locked, atomic_write_json, fsync_dir, locked
+from .fileio import append_line_locked, atomic_write_json, check_version, fsync_dir, locked, read_json_document
 from .procs import pid_alive
 from .readiness import ReadinessPolicy, session_readiness
 from .trace import V5_SCHEMA_VERSION, utc_now
@@ -54,25 +54,6 @@ def battle_id_for(group: str, index: int, seed: int) -> str:
     """Deterministic, globally distinct battle id: ``b<index>-<10 hex of sha256(group, index, seed)>``."""
     digest = hashlib.sha256(f"{group}:{index}:{seed}".encode()).hexdigest()
     return f"b{index:06d}-{digest[:10]}"
-
-
-def _check_version(doc: Any, path: Path, expected: int) -> dict:
-    if not isinstance(doc, dict):
-        raise UnsupportedSchema(f"{path}: expected a JSON object")
-    if doc.get("schema_version") != expected:
-        raise UnsupportedSchema(f"{path}: schema_version {doc.get('schema_version')!r} is not supported "
-                                f"(this version of ExtraRLHF reads {expected}); upgrade ExtraRLHF to read it")
-    return doc
-
-
-def _read_json(path: Path, expected: int) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotFound(f"{path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise UnsupportedSchema(f"{path} is not valid JSON ({exc}); inspect or restore it") from None
-    return _check_version(doc, path, expected)
 
 
 @dataclass(frozen=True)
@@ -116,7 +97,7 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise UnsupportedSchema(f"{path} line {number} is not valid JSON ({exc}); the trace is corrupt: "
                                         f"restore it or delete the battle folder and re-run the series") from None
-            _check_version(record, path.with_name(f"{path.name}:{number}"), V5_SCHEMA_VERSION)
+            check_version(record, path.with_name(f"{path.name}:{number}"), V5_SCHEMA_VERSION)
             yield record
 
 
@@ -165,7 +146,7 @@ class SessionStore:
         manifest_path = path / "manifest.json"
         with locked(path / "manifest.json"):
             if manifest_path.exists():
-                manifest = _read_json(manifest_path, SESSIONS_SCHEMA_VERSION)
+                manifest = read_json_document(manifest_path, SESSIONS_SCHEMA_VERSION)
                 if manifest["configuration"] != configuration:
                     raise GroupConflict(
                         f"group {group!r} was created for {_describe(manifest['configuration'])}, not "
@@ -266,13 +247,13 @@ class SessionStore:
                       if p.is_dir() and _NAME.fullmatch(p.name) and (p / "manifest.json").is_file())
 
     def read_manifest(self, group: str) -> dict[str, Any]:
-        return _read_json(self._require_group(group) / "manifest.json", SESSIONS_SCHEMA_VERSION)
+        return read_json_document(self._require_group(group) / "manifest.json", SESSIONS_SCHEMA_VERSION)
 
     def read_summary(self, group: str) -> dict[str, Any]:
         path = self._require_group(group) / "summary.json"
         if not path.exists():
             return self.compute_summary(group)
-        return _read_json(path, SESSIONS_SCHEMA_VERSION)
+        return read_json_document(path, SESSIONS_SCHEMA_VERSION)
 
     def read_catalog_raw(self, group: str) -> list[dict[str, Any]]:
         """Every catalog line in order (a torn last line from a killed writer is skipped)."""
@@ -287,7 +268,7 @@ class SessionStore:
                 entry = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line torn by a killed writer; the battle shows as unfinished
-            entries.append(_check_version(entry, path.with_name(f"catalog.jsonl:{number}"),
+            entries.append(check_version(entry, path.with_name(f"catalog.jsonl:{number}"),
                                           SESSIONS_SCHEMA_VERSION))
         return entries
 

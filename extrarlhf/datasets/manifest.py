@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 import engine
 
-from ..errors import NotFound, UnsupportedSchema
+from ..fileio import read_json_document
 from ..trace import utc_now
 from .tables import DATASET_SCHEMA_VERSION, TABLES, describe_columns, sha256_file
 
@@ -92,15 +92,4 @@ def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, ki
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
-    path = folder / MANIFEST
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotFound(f"{path} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise UnsupportedSchema(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema_version") != DATASET_SCHEMA_VERSION:
-        got = doc.get("schema_version") if isinstance(doc, dict) else None
-        raise UnsupportedSchema(f"{path}: dataset schema_version {got!r} is not supported (this version of "
-                                f"ExtraRLHF reads {DATASET_SCHEMA_VERSION})")
-    return doc
+    return read_json_document(folder / MANIFEST, DATASET_SCHEMA_VERSION, what="dataset ")

@@ -10,13 +10,12 @@ new pointer, never a mix.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFound, RLHFError, UnsupportedSchema
-from ..fileio import atomic_write_json, locked
+from ..errors import RLHFError
+from ..fileio import atomic_write_json, locked, read_json_document
 from ..trace import utc_now
 from .paths import DatasetRef, DatasetsDir, parse_ref
 
@@ -32,17 +31,8 @@ def manifest_sha256(version_dir: Path) -> str:
 
 
 def read_pointer(dirs: DatasetsDir, pointer: str) -> dict[str, Any]:
-    path = dirs.pointer_path(pointer)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise NotFound(f"pointer {pointer!r} does not exist (promote a dataset to it first)") from None
-    except json.JSONDecodeError as exc:
-        raise UnsupportedSchema(f"pointer file {path} is not valid JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema_version") != POINTER_SCHEMA_VERSION:
-        raise UnsupportedSchema(f"pointer file {path}: schema_version {doc.get('schema_version')!r} is not "
-                                f"supported (this version reads {POINTER_SCHEMA_VERSION})")
-    return doc
+    return read_json_document(dirs.pointer_path(pointer), POINTER_SCHEMA_VERSION, what="pointer ",
+                              missing=f"pointer {pointer!r} does not exist (promote a dataset to it first)")
 
 
 def list_pointers(dirs: DatasetsDir) -> list[dict[str, Any]]:
