@@ -44,7 +44,7 @@ from ..errors import IntegrityError, InvalidArgument, RLHFError, UnsupportedSche
 from ..readiness import ReadinessPolicy, contour_readiness
 from ..sessions import SessionStore, check_name
 from .manifest import write_manifest
-from .paths import DatasetsDir, check_dataset_name, check_pointer_name
+from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import manifest_sha256, write_pointer
 from .publish import publish_version
 from .tables import Columns, StreamingTable, read_chunk
@@ -221,8 +221,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
     name = check_dataset_name(name)
     if promote is not None:
         check_pointer_name(promote)
-    if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
-        raise InvalidArgument(f"row_group_rows must be a positive integer, got {row_group_rows!r}")
+    check_positive_int(row_group_rows, "row_group_rows")
     policy = ReadinessPolicy.coerce(policy)
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     store = SessionStore(sessions_dir)

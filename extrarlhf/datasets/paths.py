@@ -40,7 +40,7 @@ RESERVED_NAMES = frozenset({POINTERS_DIR})
 VERSION_DIR = re.compile(r"v([1-9][0-9]{0,8})")
 
 __all__ = ["DEFAULT_DATASETS_DIR", "POINTERS_DIR", "DatasetsDir", "DatasetRef", "check_dataset_name",
-           "check_pointer_name", "parse_ref", "within"]
+           "check_pointer_name", "check_positive_int", "parse_ref", "within"]
 
 
 def within(path: str, root: str) -> bool:
@@ -59,6 +59,12 @@ def check_dataset_name(value: Any) -> str:
 
 def check_pointer_name(value: Any) -> str:
     return check_name(value, "pointer")
+
+
+def check_positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{what} must be a positive integer, got {value!r}")
+    return value
 
 
 def _check_relative(value: Any, what: str = "dataset path") -> str:

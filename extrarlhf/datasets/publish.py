@@ -29,7 +29,7 @@ from typing import Any, Callable
 from ..errors import DatasetExists, InvalidArgument, ValidationFailed
 from ..fileio import fsync_dir, locked
 from ..procs import pid_alive
-from .paths import VERSION_DIR, DatasetsDir, check_dataset_name
+from .paths import VERSION_DIR, DatasetsDir, check_dataset_name, check_positive_int
 
 __all__ = ["publish_version", "recover", "fsync_tree", "leftovers"]
 
@@ -108,8 +108,8 @@ def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, in
     publication with ValidationFailed (nothing visible changes).
     """
     name = check_dataset_name(name)
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-        raise InvalidArgument(f"version must be a positive integer, got {version!r}")
+    if version is not None:
+        check_positive_int(version, "version")
     if not isinstance(overwrite, bool):
         raise InvalidArgument(f"overwrite must be true or false, got {overwrite!r}")
     folder = dirs.dataset_dir(name, create_root=True)

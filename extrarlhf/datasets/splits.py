@@ -41,7 +41,7 @@ from ..readiness import ReadinessPolicy, contour_readiness
 from .assign import (DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, bucket, check_fractions, check_split_key,
                      split_of)
 from .manifest import read_manifest, write_manifest
-from .paths import DatasetsDir, check_dataset_name, check_pointer_name
+from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import manifest_sha256, resolve, write_pointer
 from .publish import publish_version
 from .tables import SCHEMAS, StreamingTable, iter_batches
@@ -191,8 +191,7 @@ def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: st
     split_key = check_split_key(split_key)
     if promote is not None:
         check_pointer_name(promote)
-    if isinstance(row_group_rows, bool) or not isinstance(row_group_rows, int) or row_group_rows < 1:
-        raise InvalidArgument(f"row_group_rows must be a positive integer, got {row_group_rows!r}")
+    check_positive_int(row_group_rows, "row_group_rows")
     policy = ReadinessPolicy.coerce(policy)
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     resolved, source_manifest = _source(dirs, dataset)
