@@ -156,8 +156,10 @@ class BattleRecorder:
         close(snaps[-1])
         return actions, turns, snaps[-1]
 
-    def finish(self, state: engine.State, status: str, reason: str | None = None) -> dict[str, bytes]:
-        """Render the trace; returns the file contents keyed by file name."""
+    def finish(self, state: engine.State, status: str, reason: str | None = None,
+               audit: dict[str, Any] | None = None) -> dict[str, bytes]:
+        """Render the trace; returns the file contents keyed by file name. ``audit`` replaces the
+        headless timings (a battle replayed from records has none of its own)."""
         actions, turns, last = self._render(state)
         meta = {
             "schema_version": V5_SCHEMA_VERSION,
@@ -167,10 +169,10 @@ class BattleRecorder:
             "degraded": self.degraded,
             "policy_warnings": self.policy_warnings,
             "omniscient_peeks": self.omniscient_peeks,
-            "audit": {"not_a_label": True, "note": AUDIT_NOTE, "started_at": self.started_at,
-                      "finished_at": utc_now(), "wall_seconds": round(time.perf_counter() - self._t0, 6),
-                      "cpu_seconds": round(time.process_time() - self._cpu0, 6),
-                      "decision_latency_ms": self.latency_ms},
+            "audit": audit if audit is not None else {
+                "not_a_label": True, "note": AUDIT_NOTE, "started_at": self.started_at, "finished_at": utc_now(),
+                "wall_seconds": round(time.perf_counter() - self._t0, 6),
+                "cpu_seconds": round(time.process_time() - self._cpu0, 6), "decision_latency_ms": self.latency_ms},
         }
         return {
             "meta.jsonl": (_dumps(meta) + "\n").encode(),

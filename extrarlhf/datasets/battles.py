@@ -34,7 +34,7 @@ from ..trace import V5_SCHEMA_VERSION
 OBS_BYTES = 4 * engine.OBS_DIM
 TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
 
-__all__ = ["Corrupt", "battle_rows", "read_battles"]
+__all__ = ["Corrupt", "battle_rows", "trace_rows", "read_battles"]
 
 
 class Corrupt(Exception):
@@ -187,8 +187,13 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
                 files: dict[str, str] | None) -> dict[str, Any]:
     """Every row one finished, non-degraded battle contributes (see the module docstring)."""
     battle_dir = Path(battle_dir)
-    raw = _read_trace(battle_dir, files)
-    where = str(battle_dir / "v5")
+    return trace_rows(_read_trace(battle_dir, files), group, battle_id, index, str(battle_dir / "v5"), files)
+
+
+def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, where: str,
+               files: dict[str, str]) -> dict[str, Any]:
+    """The rows of one battle's trace files already read (``raw``: file name -> bytes, whose
+    sha256 digests are ``files``); ``where`` names the trace in messages."""
     meta = _meta(raw["meta.jsonl"], where, battle_id)
     result = meta["result"]
     records = _lines(raw["actions.jsonl"], f"{where}/actions.jsonl", _DECISIONS)

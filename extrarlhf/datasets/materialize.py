@@ -29,12 +29,11 @@ version) falls back to ``State.from_dict(state_before)`` per decision and is mar
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
@@ -47,11 +46,12 @@ from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import manifest_sha256, write_pointer
 from .publish import publish_version
-from .tables import Columns, StreamingTable, read_chunk
+from .tables import Columns, StreamingTable
 from .validate import DecisionChecks, validate_dir
-from .pool import WorkerPool
+from .pool import map_chunks
 
-__all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot"]
+__all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot", "TableBuilder", "auto_workers",
+           "short_readiness"]
 
 DEFAULT_ROW_GROUP_ROWS = 4096
 
@@ -106,18 +106,24 @@ def _check_groups(groups: Any) -> list[str]:
     return out
 
 
-class _Builder:
-    """Buffers record batches of the four tables and writes a row group per table each time
-    ``row_group_rows`` decisions have accumulated (at a chunk boundary)."""
+class TableBuilder:
+    """Buffers record batches of the tables and writes a row group per table each time
+    ``row_group_rows`` decisions have accumulated (at a chunk boundary).
 
-    def __init__(self, folder: Path, row_group_rows: int, checks: DecisionChecks) -> None:
+    ``layouts`` maps each file (``<name>.parquet``) to its column layout in tables.TABLES;
+    ``row_tables`` are filled a row at a time (:meth:`add_row`; ``excluded`` through
+    :meth:`exclude`), the others from the record batches given to :meth:`add`."""
+
+    def __init__(self, folder: Path, row_group_rows: int, checks: DecisionChecks,
+                 layouts: dict[str, str] | None = None, row_tables: tuple[str, ...] = ("excluded",)) -> None:
         self.row_group_rows = row_group_rows
         self.checks = checks
-        self.writers = {t: StreamingTable(folder / f"{t}.parquet", t, row_group_rows)
-                        for t in ("decisions", "turns", "battles", "excluded")}
-        self.pending: dict[str, list[pa.RecordBatch]] = {"decisions": [], "turns": [], "battles": []}
+        self.layouts = layouts or {t: t for t in ("decisions", "turns", "battles", "excluded")}
+        self.writers = {t: StreamingTable(folder / f"{t}.parquet", layout, row_group_rows)
+                        for t, layout in self.layouts.items()}
+        self.pending: dict[str, list[pa.RecordBatch]] = {t: [] for t in self.layouts if t not in row_tables}
+        self.rows = {t: Columns(self.layouts[t]) for t in row_tables}
         self.pending_rows = 0
-        self.excluded = Columns("excluded")
         # evidence for the readiness block
         self.decks: set[str] = set()
         self.hvh_decks: set[str] = set()
@@ -135,7 +141,7 @@ class _Builder:
                                    "p2_type"]).to_pydict()
             self.decks.update(cols["p1_deck_id"], cols["p2_deck_id"])
             for p1, p2, d1, d2 in zip(cols["p1_type"], cols["p2_type"], cols["p1_deck_id"], cols["p2_deck_id"]):
-                if p1 == p2 == "human":  # never from session groups today: player 2 is a bot or a model
+                if p1 == p2 == "human":  # production rows only: in session groups player 2 is a bot or a model
                     self.hvh += 1
                     self.hvh_decks.update((d1, d2))
             self.tags.update(cols["battle_tag"])
@@ -146,8 +152,11 @@ class _Builder:
         if self.pending_rows >= self.row_group_rows:
             self.flush()
 
+    def add_row(self, table: str, row: dict[str, Any]) -> None:
+        self.rows[table].append(row)
+
     def exclude(self, row: dict[str, Any]) -> None:
-        self.excluded.append(row)
+        self.add_row("excluded", row)
         self.excluded_reasons[row["reason"]] += 1
 
     def flush(self) -> None:
@@ -156,12 +165,13 @@ class _Builder:
                 self.writers[table].write_table(pa.Table.from_batches(batches))
                 batches.clear()
         self.pending_rows = 0
-        if len(self.excluded):
-            self.writers["excluded"].write(self.excluded.arrays())
+        for table, columns in self.rows.items():
+            if len(columns):
+                self.writers[table].write(columns.arrays())
 
     def close(self) -> dict[str, dict[str, Any]]:
         self.flush()
-        return {t: {**w.close(), "table": t} for t, w in self.writers.items()}
+        return {t: {**w.close(), "table": self.layouts[t]} for t, w in self.writers.items()}
 
 
 _EXCLUDE_DETAIL = {
@@ -186,24 +196,14 @@ TASK_BATTLES = 8          # battles per worker task
 PARALLEL_MIN_BATTLES = 64  # below this, worker start-up costs more than it saves
 
 
-def _auto_workers(workers: int | None, battles: int) -> int:
+def auto_workers(workers: int | None, battles: int) -> int:
+    """The number of worker processes (this one included) for ``battles`` battles, or the
+    checked number asked for."""
     if workers is None:
         workers = min(4, os.cpu_count() or 1) if battles >= PARALLEL_MIN_BATTLES else 1
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
         raise InvalidArgument(f"workers must be an integer in 1..64, got {workers!r}")
     return workers
-
-
-def _chunks(tasks: Iterator[tuple], workers: int) -> Iterator[tuple[list[tuple], tuple]]:
-    """(chunk of tasks, (outcomes, batches)) in task order. Chunks have TASK_BATTLES battles
-    whatever the number of workers, so row groups (and file bytes) do not depend on it."""
-    chunks = iter(lambda: list(itertools.islice(tasks, TASK_BATTLES)), [])
-    if workers == 1:
-        for chunk in chunks:
-            yield chunk, read_chunk(chunk)
-        return
-    with WorkerPool(workers - 1) as pool:  # this process is the last worker
-        yield from pool.map(chunks, local=read_chunk)
 
 
 def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_dir: str | Path = "sessions",
@@ -217,7 +217,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
 
     groups = _check_groups(list(groups) if not isinstance(groups, str) else groups)
     if workers is not None:
-        _auto_workers(workers, 0)
+        auto_workers(workers, 0)
     name = check_dataset_name(name)
     if promote is not None:
         check_pointer_name(promote)
@@ -236,7 +236,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
     checks = DecisionChecks(engine.OBS_VERSION)  # run on the batches as written: no read-back before publishing
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        builder = _Builder(folder, row_group_rows, checks)
+        builder = TableBuilder(folder, row_group_rows, checks)
         done = 0
         for snap in snapshots:
             for battle_id, index, status, decisions, degraded, _files, _decks, peeks in snap.battles:
@@ -250,7 +250,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
             progress(done, total)
         tasks = ((snap.group, b[0], b[1], str(store.battle_dir(snap.group, b[0])), b[5])
                  for snap in snapshots for b in snap.battles if _exclusion(b[2], b[4], b[7]) is None)
-        for chunk, (outcomes, batches) in _chunks(tasks, _auto_workers(workers, total - done)):
+        for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES):
             for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
                 if state == "ok":
                     continue
@@ -284,7 +284,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                    "replay_unverified_battles": builder.replay_failures,
                    "options": {"row_group_rows": row_group_rows, "exclude_corrupt": exclude_corrupt}})
         return {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
-                "readiness": _short_readiness(readiness)}
+                "readiness": short_readiness(readiness)}
 
     result = publish_version(dirs, name, build, version=version, overwrite=overwrite,
                              validate=lambda folder: validate_dir(folder, decisions=checks))
@@ -295,7 +295,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
     return result
 
 
-def _short_readiness(readiness: dict[str, Any]) -> dict[str, Any]:
+def short_readiness(readiness: dict[str, Any]) -> dict[str, Any]:
     keys = ("v5_policy_training_ready", "v5_policy_blockers", "training_ready", "training_ready_scope",
             "nemesis_lite_ready", "nemesis_lite_blockers", "training_ready_standard", "standard_readiness_blockers",
             "metronome_ready", "metronome_blockers", "timestamp_ready", "timestamp_blockers")

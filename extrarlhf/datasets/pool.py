@@ -6,6 +6,8 @@ futures or subprocess handling.
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import os
 import subprocess
 import sys
@@ -14,9 +16,9 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
-from .worker import receive, send
+from .worker import DEFAULT_TASK, receive, send
 
-__all__ = ["WorkerPool"]
+__all__ = ["WorkerPool", "map_chunks"]
 
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's buffer
@@ -46,7 +48,7 @@ class WorkerPool:
     for at most ``ahead`` chunks past the one the caller is to yield next.
     """
 
-    def __init__(self, n: int, depth: int = 2, ahead: int = 8) -> None:
+    def __init__(self, n: int, depth: int = 2, ahead: int = 8, task: str = DEFAULT_TASK) -> None:
         self.depth, self.ahead = depth, max(ahead, n * depth + 1)
         self.procs: list[subprocess.Popen] = []
         self.readers: list[threading.Thread] = []
@@ -54,7 +56,7 @@ class WorkerPool:
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         try:
             for _ in range(n):
-                proc = subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker"],
+                proc = subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker", task],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 self.procs.append(proc)
                 _widen(proc.stdout)
@@ -174,3 +176,19 @@ class WorkerPool:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(kill=exc_type is not None)
+
+
+def map_chunks(items: Iterator[Any], workers: int, chunk_size: int,
+               task: str = DEFAULT_TASK) -> Iterator[tuple[list, Any]]:
+    """(chunk of items, ``task(chunk)``) in item order, on ``workers`` processes counting this
+    one (``task`` is ``"module:function"``). Chunks have ``chunk_size`` items whatever the
+    number of workers, so what the caller writes does not depend on it."""
+    module, _, name = task.partition(":")
+    local = getattr(importlib.import_module(module), name)
+    chunks = iter(lambda: list(itertools.islice(items, chunk_size)), [])
+    if workers == 1:
+        for chunk in chunks:
+            yield chunk, local(chunk)
+        return
+    with WorkerPool(workers - 1, task=task) as pool:  # this process is the last worker
+        yield from pool.map(chunks, local=local)

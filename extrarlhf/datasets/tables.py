@@ -161,8 +161,85 @@ NEMESIS = [
     ("target_turn", pa.int16(), False, "turn of that action"),
 ]
 
+# ------------------------------------------------------------------ production exports (DESIGN 10.1)
+_UTC = pa.timestamp("us", tz="UTC")
+
+PRODUCTION_EXCLUDED = [
+    ("battle_id", pa.string(), False, "the production battle's keyed id (b-..., never the backend's id)"),
+    ("reason", pa.string(), False, "why it is out of the training tables: unfinished, unknown_ruleset, invalid_record, "
+                                   "missing_actions, illegal_action, winner_mismatch or turns_mismatch"),
+    ("detail", pa.string(), False, "the reason in words (which action, what was recorded, what the replay gave)"),
+    ("p1_kind", pa.string(), False, "player 1's kind in production: human, bot or model"),
+    ("p2_kind", pa.string(), False, "player 2's kind in production: human, bot or model"),
+    ("actions", pa.int32(), False, "action rows read for it"),
+]
+
+PRODUCTION_BATTLES = [
+    ("battle_id", pa.string(), False, "the production battle's keyed id (b-...)"),
+    ("included", pa.bool_(), False, "true when it replayed and sits in battles/decisions/turns; else see excluded"),
+    ("p1_kind", pa.string(), False, "player 1's kind: human, bot or model"),
+    ("p2_kind", pa.string(), False, "player 2's kind: human, bot or model"),
+    ("p1_player", pa.string(), True, "player 1's pseudonym (p-..., keyed HMAC; null for bots and models)"),
+    ("p2_player", pa.string(), True, "player 2's pseudonym (null for bots and models)"),
+    ("p1_deck_id", pa.string(), False, "player 1's deck id as recorded"),
+    ("p2_deck_id", pa.string(), False, "player 2's deck id as recorded"),
+    ("starting_player", pa.int8(), False, "player who took turn 1"),
+    ("started_at", _UTC, False, "audit: when the battle started"),
+    ("finished_at", _UTC, True, "audit: when it finished (null: unfinished)"),
+    ("ingested_at", _UTC, False, "audit: when the battle row reached the database"),
+    ("duration_seconds", pa.float64(), True, "TimeStamp label: observed battle duration (null: unfinished)"),
+    ("recorded_winner", pa.int8(), True, "winner recorded by the backend (0 draw, 1, 2; null: unfinished)"),
+    ("recorded_turns", pa.int16(), True, "turns recorded by the backend (TimeStamp label)"),
+    ("actions", pa.int32(), False, "action rows read for it"),
+]
+
+METRONOME = [
+    ("battle_id", pa.string(), False, "battle of the decision (keyed id)"),
+    ("decision_index", pa.int32(), False, "position of the decision in its battle (joins decisions)"),
+    ("turn", pa.int16(), False, "battle turn of the decision"),
+    ("player", pa.int8(), False, "acting player, 1 or 2 (a human)"),
+    ("player_pseudonym", pa.string(), True, "the acting human's pseudonym (p-...)"),
+    ("opponent_kind", pa.string(), False, "the other seat's kind: human, bot or model"),
+    ("own_deck_id", pa.string(), False, "deck id of the acting player"),
+    ("opponent_deck_id", pa.string(), False, "deck id of the other player"),
+    ("obs_version", pa.int16(), False, "layout version of observation"),
+    ("observation", OBS, False, "the acting player's observation: its public inputs, float32[OBS_DIM]"),
+    ("legal_action_ids", _list(pa.int16()), False, "legal action ids, ascending"),
+    ("action_id", pa.int16(), False, "the chosen action id"),
+    ("action_index", pa.int16(), False, "position of action_id in legal_action_ids"),
+    ("decision_ms", pa.int32(), False, "Metronome label: the observed human think time in milliseconds"),
+]
+
+TIMESTAMP_INPUTS = [
+    ("battle_id", pa.string(), False, "battle key (joins labels and audit)"),
+    ("p1_deck", _list(pa.int16()), False, "player 1's 30 card ids"),
+    ("p2_deck", _list(pa.int16()), False, "player 2's 30 card ids"),
+    ("p1_deck_id", pa.string(), False, "player 1's deck id"),
+    ("p2_deck_id", pa.string(), False, "player 2's deck id"),
+    ("starting_player", pa.int8(), False, "player who takes turn 1"),
+    ("p1_mean_cost", pa.float32(), False, "approved prebattle feature: mean mana cost of player 1's deck"),
+    ("p2_mean_cost", pa.float32(), False, "approved prebattle feature: mean mana cost of player 2's deck"),
+    ("p1_creatures", pa.int8(), False, "approved prebattle feature: creature cards in player 1's deck"),
+    ("p2_creatures", pa.int8(), False, "approved prebattle feature: creature cards in player 2's deck"),
+]
+
+TIMESTAMP_LABELS = [
+    ("battle_id", pa.string(), False, "battle key"),
+    ("duration_seconds", pa.float64(), False, "label: observed battle duration in seconds"),
+    ("turns", pa.int16(), False, "label: turns the battle lasted"),
+]
+
+TIMESTAMP_AUDIT = [
+    ("battle_id", pa.string(), False, "battle key"),
+    ("started_at", _UTC, False, "when the battle started"),
+    ("finished_at", _UTC, False, "when it finished"),
+    ("ingested_at", _UTC, False, "when its row reached the database"),
+]
+
 TABLES = {"decisions": DECISIONS, "turns": TURNS, "battles": BATTLES, "excluded": EXCLUDED,
-          "assignments": ASSIGNMENTS, "nemesis": NEMESIS}
+          "assignments": ASSIGNMENTS, "nemesis": NEMESIS, "production_excluded": PRODUCTION_EXCLUDED,
+          "production_battles": PRODUCTION_BATTLES, "metronome": METRONOME, "timestamp_inputs": TIMESTAMP_INPUTS,
+          "timestamp_labels": TIMESTAMP_LABELS, "timestamp_audit": TIMESTAMP_AUDIT}
 
 
 def schema_of(columns: list[tuple]) -> pa.Schema:
@@ -253,7 +330,7 @@ class Columns:
         return out
 
 
-def _floats(data: bytes) -> pa.Array:
+def float32_array(data: bytes) -> pa.Array:
     """Native float32 values as an Arrow array over the same memory (no numpy round trip)."""
     return pa.Array.from_buffers(pa.float32(), len(data) // 4, [None, pa.py_buffer(data)])
 
@@ -269,12 +346,12 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     arrays = []
     for f in SCHEMAS["decisions"]:
         if f.name == "observation":
-            flat = _floats(b"".join(chain.from_iterable(b["obs"] for b in battles)))
+            flat = float32_array(b"".join(chain.from_iterable(b["obs"] for b in battles)))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, type=OBS))
         elif f.name == "legal_action_ids":
             arrays.append(pa.ListArray.from_arrays(offsets_array, pa.array(legal_ids, pa.int16()), type=f.type))
         elif f.name == "legal_action_features":
-            flat = _floats(b"".join(chain.from_iterable(b["features"] for b in battles)))
+            flat = float32_array(b"".join(chain.from_iterable(b["features"] for b in battles)))
             inner = pa.FixedSizeListArray.from_arrays(flat, type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
         elif f.name == "policy_probabilities":

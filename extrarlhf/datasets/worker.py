@@ -1,7 +1,8 @@
 """A materialization worker process: ``python -m extrarlhf.datasets.worker``.
 
 Reads length-prefixed pickled task lists on stdin and answers each with the pickled result of
-:func:`extrarlhf.datasets.tables.read_chunk` (outcomes and Arrow record batches) on stdout, in
+its task function (``module:function``, the first argument; by default
+:func:`extrarlhf.datasets.tables.read_chunk`: outcomes and Arrow record batches) on stdout, in
 order, until stdin closes (which also happens when the parent dies). Started by
 :class:`extrarlhf.datasets.pool.WorkerPool`; a plain subprocess rather
 than multiprocessing, so no ``__main__`` guard is needed in the caller's script and the
@@ -16,6 +17,7 @@ import sys
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("<Q")
+DEFAULT_TASK = "extrarlhf.datasets.tables:read_chunk"  # the task a worker runs unless told ("module:function")
 
 
 def send(stream: BinaryIO, obj: Any) -> None:
@@ -38,8 +40,10 @@ def receive(stream: BinaryIO) -> Any:
 
 def main() -> int:
     import gc
+    import importlib
 
-    from .tables import read_chunk
+    module, _, name = (sys.argv[1] if len(sys.argv) > 1 else DEFAULT_TASK).partition(":")
+    task = getattr(importlib.import_module(module), name)
 
     # This process only parses traces into short-lived, acyclic records: the cyclic collector
     # would only rescan them (about a fifth of the parsing time). Refcounting frees everything.
@@ -50,7 +54,7 @@ def main() -> int:
             tasks = receive(stdin)
         except EOFError:
             return 0
-        send(stdout, read_chunk(tasks))
+        send(stdout, task(tasks))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,185 @@
+"""Production battles -> full V5 rows, by replaying their records with the engine.
+
+A production battle is ``seed + decks + starting player + action ids``. :func:`replay_record`
+plays the recorded actions on the engine, renders the battle's V5 trace in memory with the
+same recorder as headless battles (trace.py), and reads it back into table rows with the same
+code as local datasets (``datasets.battles.trace_rows``), so a production export has exactly
+the layout, checks and features of a local one. A battle that does not replay to its record
+is excluded with its reason, checked in this order:
+
+- ``unfinished``       finished_at is NULL;
+- ``unknown_ruleset``  a ruleset this engine does not play;
+- ``invalid_record``   decks or starting player the engine refuses;
+- ``missing_actions``  no action rows, a gap in ``seq``, or actions that stop before the end;
+- ``illegal_action``   an action illegal in its state, by the wrong player, or after the end;
+- ``winner_mismatch`` / ``turns_mismatch``  the replay ends otherwise than recorded.
+
+:func:`replay_chunk` is the worker task (``extrarlhf.production.replay:replay_chunk``): a
+list of records in, outcomes and Arrow record batches out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, NamedTuple
+
+import engine
+
+from ..datasets.battles import trace_rows
+from ..trace import BattleRecorder
+
+__all__ = ["BattleRecord", "replay_record", "replay_chunk", "PRODUCTION_GROUP", "ACTOR_TYPES", "EXCLUSION_REASONS"]
+
+PRODUCTION_GROUP = "production"
+# production seat kinds -> the actor types of V5 rows (a model plays as "rl", as in headless data)
+ACTOR_TYPES = {"human": "human", "bot": "bot", "model": "rl"}
+EXCLUSION_REASONS = ("unfinished", "unknown_ruleset", "invalid_record", "missing_actions", "illegal_action",
+                     "winner_mismatch", "turns_mismatch")
+AUDIT = {"not_a_label": True, "note": "replayed from production records: the observed timings are in the "
+                                      "production_battles and metronome tables, not here"}
+
+
+class BattleRecord(NamedTuple):
+    """One production battle as read inside the snapshot (ids already keyed)."""
+
+    index: int
+    key: str
+    ruleset: str
+    seed: int
+    decks: tuple[list[int], list[int]]
+    deck_ids: tuple[str, str]
+    starting_player: int
+    kinds: tuple[str, str]
+    players: tuple[str | None, str | None]  # pseudonyms
+    finished: bool
+    winner: int | None
+    turns: int | None
+    actions: list[tuple[int, int, int, int, int | None]]  # (seq, turn, player, action_id, decision_ms)
+    audit: tuple = ()  # (started_at, finished_at, ingested_at, duration_seconds): never sent to the replay's output
+
+
+class Excluded(Exception):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _actor(kind: str) -> dict[str, Any]:
+    return {"type": ACTOR_TYPES.get(kind, kind), "kind": kind, "spec": None, "weights_hash": None, "codename": None}
+
+
+def _new_state(record: BattleRecord) -> engine.State:
+    if record.ruleset != engine.RULESET:
+        raise Excluded("unknown_ruleset", f"ruleset {record.ruleset!r}; this engine plays {engine.RULESET}")
+    if any(kind not in ACTOR_TYPES for kind in record.kinds):
+        raise Excluded("invalid_record", f"seat kinds {list(record.kinds)}; expected human, bot or model")
+    try:
+        return engine.new_battle(record.seed, list(record.decks[0]), list(record.decks[1]), record.starting_player)
+    except (engine.EngineError, TypeError, ValueError) as exc:
+        raise Excluded("invalid_record", f"the engine refuses its setup: {exc}") from None
+
+
+def _play(record: BattleRecord) -> tuple[engine.State, dict[str, bytes]]:
+    if not record.finished:
+        raise Excluded("unfinished", "finished_at is NULL: still running or never closed by the backend")
+    state = _new_state(record)
+    actions = record.actions
+    if not actions:
+        raise Excluded("missing_actions", "no action rows (none recorded, or none ingested before the cut-off)")
+    for expected, action in enumerate(actions):
+        if action[0] != expected:
+            raise Excluded("missing_actions", f"action seq {expected} is missing (next recorded seq is {action[0]})")
+    actors = {1: _actor(record.kinds[0]), 2: _actor(record.kinds[1])}
+    types = [actors[1]["type"], actors[2]["type"]]
+    header = {
+        "battle_id": record.key, "group": PRODUCTION_GROUP, "index": record.index, "seed": record.seed,
+        "ruleset": engine.RULESET, "engine_version": engine.ENGINE_VERSION, "obs_version": engine.OBS_VERSION,
+        "state_schema_version": engine.STATE_SCHEMA_VERSION,
+        "decks": {"p1": list(state.decks[0]), "p2": list(state.decks[1])},
+        "deck_ids": {"p1": engine.deck_id(state.decks[0]), "p2": engine.deck_id(state.decks[1])},
+        "starting_player": state.starting_player, "p1_actor_type": types[0],
+        "battle_tag": f"{types[0]}-vs-{types[1]}", "codename": None, "actors": {"p1": actors[1], "p2": actors[2]},
+    }
+    recorder = BattleRecorder(header, state)
+    for seq, _turn, player, action_id, _ms in actions:
+        if state.is_terminal:
+            raise Excluded("illegal_action", f"action seq {seq} comes after the battle ended (turn {state.turn})")
+        if player != state.to_move:
+            raise Excluded("illegal_action", f"action seq {seq} is recorded for player {player} but it was player "
+                                             f"{state.to_move}'s move")
+        before = state.clone()
+        try:
+            events = state.apply(action_id)
+        except engine.IllegalActionError as exc:
+            raise Excluded("illegal_action", f"action seq {seq} (id {action_id}) is illegal: {exc}") from None
+        recorder.record(before, action_id, events, actors[player], latency_s=0.0)
+    if not state.is_terminal:
+        raise Excluded("missing_actions", f"the {len(actions)} recorded actions stop at turn {state.turn} before the "
+                                          f"battle is over")
+    if state.winner != record.winner:
+        raise Excluded("winner_mismatch", f"recorded winner {record.winner}; the replay gives {state.winner}")
+    if state.turn != record.turns:
+        raise Excluded("turns_mismatch", f"recorded {record.turns} turns; the replay gives {state.turn}")
+    return state, recorder.finish(state, "finished", audit=AUDIT)
+
+
+def replay_record(record: BattleRecord) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """(rows as ``trace_rows`` gives them, None) for a battle that replays to its record, else
+    (None, (reason, detail))."""
+    try:
+        _state, files = _play(record)
+    except Excluded as exc:
+        return None, (exc.reason, exc.detail)
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    rows = trace_rows(files, PRODUCTION_GROUP, record.key, record.index, f"production battle {record.key}", digests)
+    return rows, None
+
+
+def _metronome(record: BattleRecord, rows: dict[str, Any], out: dict[str, list]) -> None:
+    """One Metronome row per human decision with an observed think time."""
+    dec = rows["dec"]
+    for i, (seq, _turn, player, _action, ms) in enumerate(record.actions):
+        if ms is None or record.kinds[player - 1] != "human":
+            continue
+        out["battle_id"].append(record.key)
+        out["decision_index"].append(i)
+        out["turn"].append(dec["turn"][i])
+        out["player"].append(player)
+        out["player_pseudonym"].append(record.players[player - 1])
+        out["opponent_kind"].append(record.kinds[2 - player])
+        out["own_deck_id"].append(dec["own_deck_id"][i])
+        out["opponent_deck_id"].append(dec["opponent_deck_id"][i])
+        out["obs_version"].append(engine.OBS_VERSION)
+        out["observation"].append(rows["obs"][i])
+        out["legal_action_ids"].append(rows["legal"][i])
+        out["action_id"].append(dec["action_id"][i])
+        out["action_index"].append(dec["action_index"][i])
+        out["decision_ms"].append(ms)
+
+
+def replay_chunk(records: list[BattleRecord]) -> tuple[list[tuple[str, str] | None], dict[str, Any]]:
+    """The worker task: per record its exclusion (or None when included), and the record
+    batches ``decisions``, ``turns``, ``battles`` and ``metronome`` of the included ones."""
+    import pyarrow as pa
+
+    from ..datasets.tables import OBS, SCHEMAS, battle_batches, float32_array
+
+    outcomes: list[tuple[str, str] | None] = []
+    included: list[dict[str, Any]] = []
+    metronome: dict[str, list] = {name: [] for name in SCHEMAS["metronome"].names}
+    for record in records:
+        rows, excluded = replay_record(record)
+        outcomes.append(excluded)
+        if rows is not None:
+            included.append(rows)
+            _metronome(record, rows, metronome)
+    batches = battle_batches(included)
+    arrays = []
+    for f in SCHEMAS["metronome"]:
+        if f.name == "observation":
+            flat = float32_array(b"".join(metronome["observation"]))
+            arrays.append(pa.FixedSizeListArray.from_arrays(flat, type=OBS))
+        else:
+            arrays.append(pa.array(metronome[f.name], f.type))
+    batches["metronome"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["metronome"])
+    return outcomes, batches
