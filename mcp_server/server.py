@@ -43,7 +43,7 @@ from extrarlhf.match import Match
 from extrarlhf.replay import replay_battle as core_replay
 from extrarlhf.sessions import SessionStore
 
-from . import guards, tools_datasets, tools_training
+from . import guards, tools_datasets, tools_production, tools_training
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .progress import progress_bridge
 from .transport import pipe_stdio
@@ -558,4 +558,5 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     tools_datasets.register(server)
     tools_training.register(server)
+    tools_production.register(server)
     return server

@@ -172,10 +172,27 @@ def validate_dir(folder: Path, *, expected_id: str | None = None,
     if manifest["kind"] == "v5_decisions":
         if {"decisions", "battles", "turns", "excluded"} <= set(tables):
             _check_v5(folder, manifest, report, decisions)
+    elif manifest["kind"] == "timestamp":
+        if {"inputs", "labels", "audit"} <= set(tables):
+            _check_timestamp(folder, report)
     else:
         if {"train", "val", "test", "assignments"} <= set(tables):
             _check_split(folder, manifest, report)
     return report.finish()
+
+
+def _check_timestamp(folder: Path, report: _Report) -> None:
+    """inputs, labels and audit hold the same battles in the same order; durations are > 0."""
+    keys = {t: _read(folder / f"{t}.parquet", ["battle_id"]).column("battle_id").to_pylist()
+            for t in ("inputs", "labels", "audit")}
+    for table in ("labels", "audit"):
+        if keys[table] != keys["inputs"]:
+            report.add("timestamp_rows_mismatch", f"{table}.parquet does not hold the battles of inputs.parquet in "
+                                                  f"the same order", table=table)
+    durations = _read(folder / "labels.parquet", ["duration_seconds"]).column("duration_seconds").to_pylist()
+    bad = sum(1 for d in durations if d is None or d <= 0)
+    if bad:
+        report.add("timestamp_label_invalid", f"{bad} labels have a duration_seconds that is not > 0", table="labels")
 
 
 def _check_files(folder: Path, manifest: dict[str, Any], report: _Report) -> set[str]:

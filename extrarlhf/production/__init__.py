@@ -1,0 +1,40 @@
+"""The production plane (DESIGN section 10): opt-in, read-only, pseudonymized exports from the
+game backend's PostgreSQL.
+
+Every entry point checks the gate first (gate.py): off by default, it refuses with
+``production_disabled`` naming each missing or invalid variable and opens no connection.
+Modules:
+
+- gate.py        the four environment variables, ``open_gate``, ``gate_status`` (names only)
+- pseudonyms.py  keyed HMAC pseudonyms of player and battle ids
+- schema.py      the production schema the exports read (DDL, columns)
+- reader.py      one snapshot on two connections, keyset-paged streams, the row ceiling
+- replay.py      production battles -> V5 rows through the engine (worker task)
+- export.py      ``export_production_v5_dataset``
+- timestamp.py   ``export_timestamp_dataset`` and ``load_inputs`` (the only TimeStamp loader)
+- commands.py    ``python -m extrarlhf production ...``
+- fixture.py     ``python -m extrarlhf.production.fixture``: a realistic backend database for tests
+
+The names below are imported lazily (asyncpg and pyarrow load only when used).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "export_production_v5_dataset": "export", "export_timestamp_dataset": "timestamp", "load_inputs": "timestamp",
+    "gate_status": "gate", "open_gate": "gate", "ProductionDisabled": "gate", "production_status": "status",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'extrarlhf.production' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,89 @@
+"""MCP tools of the production plane (DESIGN sections 8, 10): thin wrappers over extrarlhf.production.
+
+The gate is the server process's environment: a closed gate makes every export refuse with
+``production_disabled`` (naming the variables, never their values) before any connection.
+The DSN, the salt and raw player ids are never arguments (the guards refuse them).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Annotated, Any
+
+import anyio.to_thread
+from annotated_types import Ge, Le
+from mcp.server.mcpserver import Context
+from pydantic import Field, Strict
+
+from extrarlhf import production
+
+from .progress import progress_bridge
+from .tools_datasets import DatasetRef, NewName, Overwrite, Policy, Promote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .server import ExtraRLHFServer
+
+Instant = Annotated[str, Strict(), Field(description="An ISO 8601 instant with a timezone, e.g. "
+                                                     "2026-11-01T00:00:00Z (naive times are refused).")]
+
+
+def register(server: "ExtraRLHFServer") -> None:
+    tool = server.envelope_tool
+    where = {"datasets_dir": server.config.datasets_dir}
+
+    async def in_thread(fn, /, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    @tool(title="Production plane status", read_only=True, idempotent=True)
+    def production_status() -> dict[str, Any]:
+        """Whether production exports are enabled in this server's environment: each of the four
+        variables (RLHF_ENABLE_PRODUCTION_DATASETS, RLHF_PRODUCTION_DSN, RETURNCLOCK_DATASET_SALT,
+        RETURNCLOCK_DATASET_SALT_KEY_ID) by name, set or not, valid or not - never a value. Opens no
+        connection."""
+        return production.production_status()
+
+    @tool(title="Export production battles as a V5 dataset")
+    async def export_production_v5_dataset(
+        end_at: Instant,
+        name: NewName,
+        ctx: Context,
+        start_at: Annotated[Instant | None, Field(description="Start of the window (inclusive); default: the "
+                                                              "beginning.")] = None,
+        ingested_before: Annotated[Instant | None, Field(description="Only rows ingested before this instant "
+                                                                     "(not before end_at); default: the snapshot "
+                                                                     "time.")] = None,
+        max_rows: Annotated[int | None, Strict(), Ge(1), Le(1_000_000),
+                            Field(description="Row ceiling per raw stream (default and most 1,000,000).")] = None,
+        publish_incomplete: Annotated[bool, Strict(), Field(description="Publish an export stopped by the row "
+                                                                        "ceiling, for inspection (never ready). "
+                                                                        "Default false.")] = False,
+        overwrite: Overwrite = False,
+        promote: Promote = None,
+        policy: Policy = None,
+    ) -> dict[str, Any]:
+        """Opt-in, read-only export of the production battles that finished in [start_at, end_at):
+        one database snapshot, keyset paging, replayed by the engine into the local V5 layout
+        (decisions, turns, battles) plus excluded (reason per battle), metronome (human decision
+        times) and production_battles (kinds, pseudonyms, TimeStamp labels). Player and battle ids
+        are keyed pseudonyms (pseudonymized, not anonymous). A window above the row ceiling stops
+        with complete=false, stop_reason=row_ceiling. Sends progress notifications."""
+        return await in_thread(production.export_production_v5_dataset, end_at, name=name, start_at=start_at,
+                               ingested_before=ingested_before, max_rows=max_rows,
+                               publish_incomplete=publish_incomplete, overwrite=overwrite, promote=promote,
+                               policy=policy, progress=progress_bridge(ctx, "export_production_v5_dataset",
+                                                                       "battles"), **where)
+
+    @tool(title="Export a TimeStamp dataset")
+    async def export_timestamp_dataset(
+        source: DatasetRef,
+        name: NewName,
+        overwrite: Overwrite = False,
+        promote: Promote = None,
+        policy: Policy = None,
+    ) -> dict[str, Any]:
+        """From a production V5 export, write three separate files: inputs.parquet (decks, starting
+        player, approved prebattle features), labels.parquet (duration_seconds, turns) and
+        audit.parquet (timestamps). Trainers read inputs only, through load_inputs, which refuses
+        any column not on the approved list."""
+        return await in_thread(production.export_timestamp_dataset, source, name, overwrite=overwrite,
+                               promote=promote, policy=policy, **where)
