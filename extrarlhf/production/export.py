@@ -158,10 +158,10 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     checks = DecisionChecks(engine.OBS_VERSION)
     facts: dict[str, Any] = {}
 
+    reader = SnapshotReader(access, window, max_rows=ceiling, **pages)
+
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        with SnapshotReader(access, window, max_rows=ceiling, **pages) as reader:
-            snapshot = reader.start()
-            facts["snapshot_at"] = _iso(snapshot["snapshot_at"])
+        with reader:
             builder = TableBuilder(folder, row_group_rows, checks,
                                    layouts={"decisions": "decisions", "turns": "turns", "battles": "battles",
                                             "metronome": "metronome", "excluded": "production_excluded",
@@ -233,7 +233,9 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                 "window": production["window"], "snapshot_at": facts["snapshot_at"],
                 "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
 
-    try:
+    try:  # connect, check the schema and take the snapshot before anything is written
+        snapshot = reader.start()
+        facts["snapshot_at"] = _iso(snapshot["snapshot_at"])
         result = publish_version(dirs, name, build, overwrite=overwrite,
                                  validate=lambda folder: validate_dir(folder, decisions=checks))
     except _Stopped:
@@ -245,6 +247,8 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                 "message": f"stopped: stream {stream} has more than {ceiling:,} rows in this window (the row "
                            f"ceiling); nothing was published. Export a shorter window, or pass "
                            f"publish_incomplete=true to keep an incomplete, never-ready export for inspection"}
+    finally:
+        reader.close()
     result["published"] = True
     result["pointer"] = None
     if promote and result["complete"]:
