@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
 
-.PHONY: run test bench setup clean golden mcp tools ui chromium
+.PHONY: run test bench setup clean golden mcp tools ui chromium postgres
 
 setup: $(STAMP)
 
@@ -38,6 +38,15 @@ chromium:
 	    (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1))) || \
 	  echo "warning: could not install chromium; the UI screenshot test will be skipped"
 
+# PostgreSQL server binaries for the production-plane tests (throwaway clusters), from the
+# system packages when neither PATH nor /usr/lib/postgresql/*/bin has initdb.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  (command -v apt-get >/dev/null 2>&1 && \
+	   (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 || \
+	    (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1))) || \
+	  echo "warning: could not install postgresql; the production-plane tests will be skipped"
+
 # Third-party test clients (the MCP Inspector CLI), installed into an ignored local folder.
 tools: $(INSPECTOR)
 
@@ -47,7 +56,7 @@ $(INSPECTOR):
 		|| echo "warning: could not install the MCP Inspector; its test will be skipped"; \
 	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
 
-test: $(STAMP) tools chromium
+test: $(STAMP) tools chromium postgres
 	$(PY) -m pytest -q
 
 mcp: $(STAMP)
