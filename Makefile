@@ -57,7 +57,7 @@ $(INSPECTOR):
 	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
 
 test: $(STAMP) tools chromium postgres
-	$(PY) -m pytest -q
+	RLHF_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
 
 mcp: $(STAMP)
 	$(PY) -m mcp_server

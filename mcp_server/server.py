@@ -63,6 +63,9 @@ L1 (campaigns): run_series(group, n_battles, p1_model, opponent) auto-plays mode
 battles with progress notifications; series_status, claim/release/list_codenames.
 Sessions and models: list_sessions, inspect_session, replay_battle, list_models,
 register_checkpoint, register_custom_model, inspect_model.
+Production plane (opt-in, set in this server's environment only): production_status,
+export_production_v5_dataset, export_timestamp_dataset; production_disabled names what is
+missing.
 Every result is {"ok", "result", "error"}; on failure error.code is stable (e.g.
 illegal_action, not_your_turn, match_finished, unknown_match, foreign_match,
 invalid_argument, forbidden_argument, not_found). `winner` is null while a battle runs, then

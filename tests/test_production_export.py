@@ -256,3 +256,13 @@ def test_a_connection_dropped_mid_export_publishes_nothing(production_db, tmp_pa
     assert production_db.dsn not in str(info.value)
     folder = tmp_path / "dropped"
     assert not folder.exists() or not [p for p in folder.iterdir() if not p.name.startswith(".publish")]
+
+
+def test_the_local_trainer_reads_a_production_export(exported, tmp_path):
+    from extrarlhf.training.train import train_policy
+
+    root, result = exported
+    trained = train_policy("prod", "bc-prod", epochs=1, hidden=16, hidden2=8, value_hidden=8, datasets_dir=root,
+                           checkpoints_dir=tmp_path / "checkpoints")
+    assert trained["kind"] == "v5" and len(trained["weights_hash"]) == 64
+    assert trained["dataset_id"] == result["dataset_id"]
