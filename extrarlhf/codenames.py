@@ -173,6 +173,8 @@ def _load(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return {"schema_version": SCHEMA_VERSION, "leases": {}}
+    except IsADirectoryError:
+        raise _corrupt(path, "is a directory, not the codename index (its name is reserved); move it aside") from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -233,6 +235,10 @@ def _index(sessions_dir: str | os.PathLike[str], *, create: bool) -> Iterator[tu
             yield path, None
             return
         directory.mkdir(parents=True, exist_ok=True)
+    for reserved in (path, Path(fileio.lock_path(path))):
+        if reserved.is_dir():
+            raise _corrupt(path, f"{reserved.name} is a directory; the name is reserved for the codename index "
+                                 f"and its lock: move it aside")
     with fileio.locked(path):
         data = _load(path)
         data["_reaped"] = _reap_in(data)

@@ -38,3 +38,49 @@ def pid_alive(pid: int) -> bool:
     if stat is not None and stat[0] in ("Z", "X"):
         return False  # exited, only waiting for its parent to collect the status
     return True
+
+
+def machine_workers() -> int:
+    """Cores this process may run on: the most worker processes worth starting."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cap_workers(asked: int) -> int:
+    """``asked`` worker processes, capped to the machine's cores (more would only compete for
+    them and multiply memory: each worker holds its own engine, models and buffers)."""
+    return max(1, min(asked, machine_workers()))
+
+
+def die_with(pid: int, interval_s: float = 0.2) -> None:
+    """In a worker process: exit as soon as process ``pid`` (the parent that started the work)
+    is gone, checked every ``interval_s`` by a daemon thread. Works whatever sits between the
+    two (a forkserver), unlike a parent-death signal, which follows the direct parent thread."""
+    import threading
+
+    started = process_start_time(pid)
+
+    def watch() -> None:
+        import time
+
+        while True:
+            time.sleep(interval_s)
+            if not pid_alive(pid) or process_start_time(pid) != started:  # gone, or the pid was reused
+                os._exit(70)
+
+    threading.Thread(target=watch, name=f"die-with-{pid}", daemon=True).start()
+
+
+def process_pool(max_workers: int, preload: str):
+    """A ``ProcessPoolExecutor`` of ``max_workers`` processes forked from a forkserver that has
+    imported ``preload`` (never from this possibly threaded process), whose workers exit within
+    a fraction of a second when this process dies, however it dies (SIGKILL included)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([preload])
+    return ProcessPoolExecutor(max_workers=max_workers, mp_context=context, initializer=die_with,
+                               initargs=(os.getpid(),))

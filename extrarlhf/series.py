@@ -8,10 +8,10 @@ a killed process show as ``unfinished`` in the catalog until then.
 
 from __future__ import annotations
 
-import multiprocessing
+import itertools
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any, Callable
 
 from engine import derive_seed
@@ -22,14 +22,17 @@ from . import codenames
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
 from .errors import InvalidArgument
 from .match import Match, check_seed, configuration, resolve_players
+from .procs import cap_workers, process_pool
 from .readiness import ReadinessPolicy
 from .sessions import FINAL_STATUSES, SessionStore, check_name
 
 MAX_BATTLES = 1_000_000
 MAX_WORKERS = 64
 SUMMARY_EVERY_S = 5.0
+CANCEL_POLL_S = 0.25
 
 Progress = Callable[[int, int], None]
+Cancel = Callable[[], bool]
 
 
 def series_seed(base_seed: int, index: int) -> int:
@@ -91,11 +94,15 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
                p1_model: str = "baseline:greedy", opponent: str = "baseline:greedy", seed: int = 0,
                max_workers: int = 1, codename: str | None = None, progress: Progress | None = None,
                readiness: ReadinessPolicy | None = None,
-               checkpoints_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Run (or resume) a series; returns ``{"ran", "skipped", "summary", ...}``.
+               checkpoints_dir: str | os.PathLike[str] | None = None,
+               cancel: Cancel | None = None) -> dict[str, Any]:
+    """Run (or resume) a series; returns ``{"ran", "skipped", "summary", "cancelled", ...}``.
 
-    ``max_workers`` 1 plays in this process; more uses that many worker processes.
-    The codename, if given, is claimed for the whole series and released at the end.
+    ``max_workers`` 1 plays in this process; more uses that many worker processes, capped to
+    the machine's cores (``workers`` in the result says how many ran); they exit when this
+    process dies. The codename, if given, is claimed for the whole series and released at the
+    end. ``cancel()`` true stops the series at the next chunk boundary: the lease is released,
+    the summary written, and a later call resumes with what is missing.
     """
     check_name(group, "group")
     n_battles = _check_int(n_battles, "n_battles", 1, MAX_BATTLES)
@@ -117,19 +124,25 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
                 "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
         battles = [(i, series_seed(seed, i)) for i in todo]
         chunks = [battles[k:k + CHUNK] for k in range(0, len(battles), CHUNK)]
-        _execute(plan, chunks, max_workers, store, lease, progress)
+        workers = cap_workers(max_workers)
+        ran = _execute(plan, chunks, workers, store, lease, progress, cancel)
         summary = store.write_summary(group, readiness)
         elapsed = time.perf_counter() - started
     finally:
         if lease:
             codenames.release(store.root, codename)
-    return {"group": group, "ran": len(todo), "skipped": n_battles - len(todo), "n_battles": n_battles,
-            "seconds": round(elapsed, 3), "battles_per_s": round(len(todo) / elapsed, 2) if elapsed and todo else None,
+    return {"group": group, "ran": ran, "skipped": n_battles - len(todo), "n_battles": n_battles,
+            "cancelled": ran < len(todo), "remaining": len(todo) - ran,
+            "workers": workers if len(chunks) > 1 else 1, "max_workers": max_workers,
+            "seconds": round(elapsed, 3), "battles_per_s": round(ran / elapsed, 2) if elapsed and ran else None,
             "codename": codename, "summary": summary}
 
 
 def _execute(plan: dict[str, Any], chunks: list[list[tuple[int, int]]], max_workers: int, store: SessionStore,
-             lease: dict | None, progress: Progress | None) -> None:
+             lease: dict | None, progress: Progress | None, cancel: Cancel | None) -> int:
+    """Play the chunks; returns the battles played. ``cancel()`` is checked at every chunk
+    boundary: once it is true no chunk starts, queued chunks are dropped, and the running
+    ones finish (the battles they hold are published)."""
     total = sum(len(c) for c in chunks)
     finished = 0
     last_summary = time.monotonic()
@@ -145,18 +158,29 @@ def _execute(plan: dict[str, Any], chunks: list[list[tuple[int, int]]], max_work
             store.write_summary(plan["group"])
             last_summary = time.monotonic()
 
+    cancelled = cancel or (lambda: False)
     if max_workers == 1 or len(chunks) <= 1:
         for chunk in chunks:
+            if cancelled():
+                break
             play_series_chunk(plan, chunk, on_finish=tick)
-        return
-    # forkserver: workers fork from a clean server process, never from this (maybe threaded) one.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["extrarlhf.series"])
-    with ProcessPoolExecutor(max_workers=min(max_workers, len(chunks)), mp_context=context) as pool:
-        pending = {pool.submit(play_series_chunk, plan, chunk) for chunk in chunks}
+        return finished
+    queue = iter(chunks)
+    with process_pool(min(max_workers, len(chunks)), "extrarlhf.series") as pool:
+        # two chunks per worker in flight: enough to keep them busy, few to drop on cancel
+        pending = {pool.submit(play_series_chunk, plan, chunk)
+                   for chunk in itertools.islice(queue, 2 * max_workers)}
         while pending:
-            ready, pending = wait(pending, timeout=SUMMARY_EVERY_S, return_when=FIRST_COMPLETED)
+            ready, pending = wait(pending, timeout=min(SUMMARY_EVERY_S, CANCEL_POLL_S), return_when=FIRST_COMPLETED)
             for future in ready:
                 tick(len(future.result()))
+            if cancelled():
+                for future in pending:
+                    future.cancel()
+                pending = {f for f in pending if not f.cancelled()}
+                continue
+            for chunk in itertools.islice(queue, len(ready)):
+                pending.add(pool.submit(play_series_chunk, plan, chunk))
             if not ready:
                 tick(0)
+    return finished
