@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
 
-.PHONY: run test bench setup clean golden mcp tools ui chromium postgres
+.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo
 
 setup: $(STAMP)
 
@@ -58,6 +58,10 @@ $(INSPECTOR):
 
 test: $(STAMP) tools chromium postgres
 	RLHF_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
+
+# The production plane on a throwaway local PostgreSQL: fixture, export with the gate open, where it went.
+prod-demo: $(STAMP) postgres
+	$(PY) -m extrarlhf.production.demo
 
 mcp: $(STAMP)
 	$(PY) -m mcp_server

@@ -13,7 +13,7 @@ import pytest
 
 from extrarlhf.production.fixture import build_fixture
 
-from tests.pg_helpers import PostgresUnavailable, ThrowawayPostgres
+from extrarlhf.production.localdb import PostgresUnavailable, ThrowawayPostgres
 
 # 400 battles, not 300: at about 60% human-vs-human, 300 battles leave fewer than the 200
 # finished human-vs-human battles that training_ready_standard needs.

@@ -24,7 +24,7 @@ import engine
 from extrarlhf.procs import pid_alive
 from extrarlhf.production.fixture import DEFECTS, FixtureRefused, build_fixture
 from extrarlhf.production.schema import TABLE_COLUMNS
-from tests.pg_helpers import ThrowawayPostgres
+from extrarlhf.production.localdb import ThrowawayPostgres
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAYER_ID = re.compile(r"player-[0-9a-f]{12}")
@@ -327,7 +327,7 @@ def test_throwaway_server_stops_on_exit() -> None:
 def test_throwaway_server_stops_at_interpreter_exit() -> None:
     script = textwrap.dedent("""
         import json
-        from tests.pg_helpers import ThrowawayPostgres
+        from extrarlhf.production.localdb import ThrowawayPostgres
         pg = ThrowawayPostgres()
         pg.start()  # never stopped by the script: atexit must do it
         print(json.dumps({"pid": pg.pid, "root": str(pg.root)}))

@@ -1,4 +1,4 @@
-"""A throwaway real PostgreSQL server for tests and benchmarks (DESIGN 10.1, STACK.md).
+"""A throwaway local PostgreSQL server for tests, benchmarks and `make prod-demo` (DESIGN 10.1, STACK.md).
 
 :class:`ThrowawayPostgres` runs ``initdb`` into a fresh temp dir and starts a server that
 listens on a unix socket in that dir only (no TCP), with durability off (fsync,
