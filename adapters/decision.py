@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine import State
 
 WARNING_KINDS = ("missing_file", "hash_mismatch", "kind_mismatch", "runtime_error", "bad_output_shape",
-                 "non_finite_output", "illegal_choice")
+                 "non_finite_output", "illegal_choice", "timeout")
 
 
 class Policy(Protocol):

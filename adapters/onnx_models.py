@@ -16,17 +16,37 @@ adapter ignores padded positions whatever the model puts there).
 Loaded models (weights hash, signature, onnxruntime session) are cached per process by
 path and file content (sha256), so the many per-battle policies of a series share one
 session and :func:`decide_many` can batch across them.
+
+Inference time limit. Every ``session.run`` (one decision, or one batch of decisions
+evaluated together) gets a time limit: ``ModelPolicy(..., timeout_s=...)`` (also a
+keyword of the registry factories), else the environment variable
+``RLHF_INFERENCE_TIMEOUT_S``, else :data:`DEFAULT_TIMEOUT_S` (2 s); ``0`` means no limit.
+One watchdog thread per process (started on first use, a daemon) sets
+``RunOptions.terminate`` on a run past its deadline; onnxruntime then stops at the next
+graph node boundary (nodes inside Loop/Scan/If bodies included; a single kernel already
+running is not interrupted) and raises ``Fail`` ("Exiting due to terminate flag being set
+to true"). That decision is a fallback like any other model failure, with a warning of
+kind ``timeout``. After ``max_timeouts`` timed-out runs in a row of one model file
+(constructor keyword, else ``RLHF_INFERENCE_MAX_TIMEOUTS``, else
+:data:`DEFAULT_MAX_TIMEOUTS` = 3; ``0`` never disables) the model is disabled: the
+policies that were playing it fall back without running it for the rest of their battle,
+and every policy playing that file in this process does so for ``RLHF_INFERENCE_DISABLE_S``
+seconds (default :data:`DEFAULT_DISABLE_S` = 600, which covers the rest of a series), so a
+model that spins costs ``max_timeouts`` x the limit, not one limit per decision. A changed
+file (another sha256) is a new model and starts afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,8 +74,16 @@ CONTRACTS: dict[str, dict[str, dict[str, tuple[tuple[str, ...], tuple[str | int,
 }
 OUTPUT_NAMES = {kind: tuple(c["outputs"]) for kind, c in CONTRACTS.items()}
 _MAX_MESSAGE = 400
-_RUN_OPTIONS = ort.RunOptions()
+_RUN_OPTIONS = ort.RunOptions()  # runs without a time limit
 _RUN_OPTIONS.log_severity_level = 4
+
+TIMEOUT_ENV = "RLHF_INFERENCE_TIMEOUT_S"
+MAX_TIMEOUTS_ENV = "RLHF_INFERENCE_MAX_TIMEOUTS"
+DISABLE_ENV = "RLHF_INFERENCE_DISABLE_S"
+DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_MAX_TIMEOUTS = 3
+DEFAULT_DISABLE_S = 600.0
+_MAX_SETTING = 86_400.0  # a day: anything longer is a typo
 
 
 def canonical_kind(kind: str) -> str:
@@ -65,6 +93,145 @@ def canonical_kind(kind: str) -> str:
         raise AdapterError(f"unknown model kind {kind!r}; ONNX kinds: {', '.join(MODEL_KINDS)} "
                            f"(alias {', '.join(f'{a}={k}' for a, k in KIND_ALIASES.items())})")
     return kind
+
+
+# ---------------------------------------------------------------------------- time limits
+def _setting(value: object, env: str, default: float, what: str, integer: bool = False) -> float:
+    """A limit from the constructor, else from the environment, else the default; refused
+    (AdapterError naming where it came from) unless a finite number in 0..a day."""
+    source = "argument"
+    if value is None:
+        raw = os.environ.get(env, "").strip()
+        if not raw:
+            return default
+        source = f"environment variable {env}"
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            raise AdapterError(f"{what} from {source} must be {'an integer' if integer else 'a number of seconds'}"
+                               f", got {raw[:40]!r}") from None
+    ok = (isinstance(value, int) if integer else isinstance(value, (int, float))) and not isinstance(value, bool)
+    if not ok or not 0 <= value <= _MAX_SETTING:  # NaN fails the comparison too
+        raise AdapterError(f"{what} from {source} must be {'an integer' if integer else 'a number of seconds'} "
+                           f"in 0..{_MAX_SETTING:g} (0: {'never' if integer else 'no limit'}), got {value!r}")
+    return value
+
+
+def inference_timeout(timeout_s: float | None = None) -> float | None:
+    """The time limit per ``session.run`` in seconds (None: no limit); see the module docstring."""
+    limit = float(_setting(timeout_s, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, "inference timeout_s"))
+    return limit if limit > 0 else None
+
+
+def max_timeouts_in_row(max_timeouts: int | None = None) -> int:
+    """Timed-out runs in a row after which a model is disabled (0: never)."""
+    return int(_setting(max_timeouts, MAX_TIMEOUTS_ENV, DEFAULT_MAX_TIMEOUTS, "max_timeouts", integer=True))
+
+
+def disable_seconds(strict: bool = False) -> float:
+    """How long a model disabled for timeouts stays disabled in this process (env
+    ``RLHF_INFERENCE_DISABLE_S``). Policies check it strictly when they are built; read again
+    mid-battle, when a model gets disabled, a value broken since falls back to the default."""
+    try:
+        return float(_setting(None, DISABLE_ENV, DEFAULT_DISABLE_S, "disable time"))
+    except AdapterError:
+        if strict:
+            raise
+        return DEFAULT_DISABLE_S
+
+
+class _Run:
+    """One armed ``session.run``: its own RunOptions, deadline, and whether the watchdog fired."""
+
+    __slots__ = ("deadline", "fired", "options")
+
+    def __init__(self, deadline: float) -> None:
+        self.options = ort.RunOptions()
+        self.options.log_severity_level = 4
+        self.deadline = deadline
+        self.fired = False
+
+
+class _Watchdog:
+    """One daemon thread per process that sets ``RunOptions.terminate`` on runs past their
+    deadline. Arming a run costs a lock and a dict insert: the thread is woken only when a
+    run's deadline is earlier than the one it sleeps until (in practice, the first run after
+    an idle spell), so a busy series wakes it about twice per time limit, an idle process never.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):  # a forked worker has no thread: start its own
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._runs: dict[int, _Run] = {}
+        self._next_wake = math.inf
+        self._thread: threading.Thread | None = None
+        self.fired = 0  # runs terminated by this process's watchdog (for tests and diagnostics)
+
+    def arm(self, limit_s: float) -> _Run:
+        run = _Run(time.monotonic() + limit_s)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="onnx-inference-watchdog", daemon=True)
+                self._thread.start()
+            self._runs[id(run)] = run
+            if run.deadline < self._next_wake:
+                self._next_wake = run.deadline
+                self._wake.set()
+        return run
+
+    def disarm(self, run: _Run) -> bool:
+        """Forget ``run`` (the watchdog no longer touches it); True if it was terminated."""
+        with self._lock:
+            self._runs.pop(id(run), None)
+        return run.fired
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def _loop(self) -> None:
+        lock, wake = self._lock, self._wake
+        while True:
+            with lock:
+                delay = self._next_wake - time.monotonic()
+            if delay > 0:
+                wake.wait(None if delay == math.inf else delay)
+            with lock:
+                wake.clear()
+                now = time.monotonic()
+                upcoming = math.inf
+                for run in self._runs.values():
+                    if run.fired:
+                        continue
+                    if run.deadline <= now:
+                        run.options.terminate = True
+                        run.fired = True
+                        self.fired += 1
+                    elif run.deadline < upcoming:
+                        upcoming = run.deadline
+                self._next_wake = upcoming
+
+
+WATCHDOG = _Watchdog()
+
+
+class ModelHealth:
+    """Per loaded model file and process: timed-out runs in a row and, once disabled, until when."""
+
+    __slots__ = ("disabled_reason", "disabled_until", "timeouts_in_row")
+
+    def __init__(self) -> None:
+        self.timeouts_in_row = 0
+        self.disabled_until: float | None = None  # time.monotonic()
+        self.disabled_reason = ""
+
+    def disabled(self) -> bool:
+        return self.disabled_until is not None and time.monotonic() < self.disabled_until
 
 
 # ---------------------------------------------------------------------------------- loading
@@ -256,6 +423,7 @@ class LoadedModel:
     signature: dict[str, list[dict[str, Any]]]
     session: ort.InferenceSession
     mask_dtype: type
+    health: ModelHealth = field(default_factory=ModelHealth, compare=False, repr=False)
 
 
 class LoadFailure(Exception):
@@ -367,11 +535,22 @@ class ModelPolicy:
     battle (a caller bug). Load-time problems (missing file, weights hash different from
     ``expected_weights_hash``, signature not fitting ``kind``, onnxruntime refusing the
     file) make every decision a fallback.
+
+    ``timeout_s`` limits each ``session.run`` (default: env ``RLHF_INFERENCE_TIMEOUT_S``,
+    else 2 s; 0: no limit); a run past it is stopped and the decision falls back with a
+    ``timeout`` warning. After ``max_timeouts`` timed-out runs in a row (default: env
+    ``RLHF_INFERENCE_MAX_TIMEOUTS``, else 3; 0: never) the model is disabled for the rest
+    of the battle (see the module docstring). Bad values raise :class:`AdapterError`.
     """
 
     def __init__(self, path: str | os.PathLike[str], kind: str, expected_weights_hash: str | None = None,
-                 seed: int = 0, fallback: str = "greedy", sample: bool = False, spec: str | None = None) -> None:
+                 seed: int = 0, fallback: str = "greedy", sample: bool = False, spec: str | None = None,
+                 timeout_s: float | None = None, max_timeouts: int | None = None) -> None:
         self.kind = canonical_kind(kind)
+        self.timeout_s = inference_timeout(timeout_s)
+        self.max_timeouts = max_timeouts_in_row(max_timeouts)
+        disable_seconds(strict=True)
+        self.disabled_warning: dict[str, str] | None = None  # set once the model is disabled for timeouts
         if fallback not in FALLBACKS:
             raise AdapterError(f"unknown fallback baseline {fallback!r}; available: {', '.join(FALLBACKS)}")
         if not isinstance(sample, bool):
@@ -410,6 +589,19 @@ class ModelPolicy:
         """True when the model could not be loaded: every decision is a fallback."""
         return self.model is None
 
+    def blocked(self) -> dict[str, str] | None:
+        """The ``timeout`` warning when this policy may not run its model now (it, or the model
+        file in this process, was disabled for timing out), else None. Sticky for the policy:
+        once disabled it stays so for the rest of its battle."""
+        if self.disabled_warning is None:
+            health = self.model.health if self.model is not None else None
+            if health is not None and health.disabled():
+                left = max(0.0, health.disabled_until - time.monotonic())  # type: ignore[operator]
+                self.disabled_warning = self._warning(
+                    "timeout", f"{self.spec} is disabled for the rest of this battle: {health.disabled_reason}; "
+                               f"the model file stays disabled in this process for another {left:.0f} s")
+        return self.disabled_warning
+
     def _warning(self, kind: str, message: str) -> dict[str, str]:
         return {"kind": kind, "message": message, "fallback": self.fallback_spec}
 
@@ -427,7 +619,7 @@ class ModelPolicy:
         """Decisions for several states with one ``session.run``."""
         if not states:
             return []
-        if self.model is None:
+        if self.model is None or self.blocked() is not None:
             return decide_many([(self, s) for s in states])
         return _run_group([(self, s) for s in states])
 
@@ -445,18 +637,22 @@ def decide(policy: Any, state: State) -> Decision:
 
 def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
     """Decisions for (policy, state) pairs, in order. Model policies that share a loaded model
-    (same file) are evaluated together with one ``session.run``; each still samples with its
-    own generator, so a battle's choices do not depend on what else was in the batch."""
+    (same file), kind and time limits are evaluated together with one ``session.run``; each
+    still samples with its own generator, so a battle's choices do not depend on what else
+    was in the batch (unless the batch's run times out: then all of it falls back)."""
     results: list[Decision | None] = [None] * len(items)
-    groups: dict[tuple[int, str], list[int]] = {}
+    groups: dict[tuple[int, str, float | None, int], list[int]] = {}
     for i, (policy, state) in enumerate(items):
         if state.is_terminal:
             raise ValueError(f"cannot decide in a finished battle ({state!r})")
         if isinstance(policy, ModelPolicy):
             if policy.model is None:
                 results[i] = policy.fallback(state, policy.load_warning or policy._warning("runtime_error", "no model"))
+            elif (blocked := policy.blocked()) is not None:
+                results[i] = policy.fallback(state, blocked)
             else:
-                groups.setdefault((id(policy.model), policy.kind), []).append(i)
+                groups.setdefault((id(policy.model), policy.kind, policy.timeout_s, policy.max_timeouts),
+                                  []).append(i)
         else:
             results[i] = decide(policy, state)
     for indexes in groups.values():
@@ -467,17 +663,63 @@ def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
 
 
 def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
-    """One session.run for policies sharing one model and kind, then per-row checks and choices."""
+    """One session.run for policies sharing one model, kind and limits (under the watchdog
+    when there is a time limit), then per-row checks and choices."""
     first = items[0][0]
-    model, kind = first.model, first.kind
+    model, kind, limit = first.model, first.kind, first.timeout_s
     assert model is not None
     feeds, legal = build_inputs(kind, [s for _, s in items], model.mask_dtype)
+    run = None
+    started = time.perf_counter()
     try:
-        outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _RUN_OPTIONS)
+        if limit is None:
+            outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _RUN_OPTIONS)
+        else:
+            run = WATCHDOG.arm(limit)
+            try:
+                outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, run.options)
+            finally:
+                WATCHDOG.disarm(run)
     except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
+        if run is not None and run.fired:
+            return _timed_out(items, limit, time.perf_counter() - started)  # type: ignore[arg-type]
         return [p.fallback(s, p._warning("runtime_error", f"onnxruntime failed on {first.spec}: {_short(exc)}"))
                 for p, s in items]
+    if model.health.timeouts_in_row:
+        model.health.timeouts_in_row = 0  # a run that finished (even just past its deadline) breaks the row
     return decisions_from_outputs(items, kind, legal, outputs)
+
+
+def _timed_out(items: list[tuple[ModelPolicy, State]], limit: float, elapsed: float) -> list[Decision]:
+    """Fallbacks with a ``timeout`` warning for a run the watchdog stopped; disables the model
+    after ``max_timeouts`` in a row (the policies of this run for their battle, the model file
+    in this process for ``RLHF_INFERENCE_DISABLE_S``)."""
+    first = items[0][0]
+    health = first.model.health  # type: ignore[union-attr]
+    health.timeouts_in_row += 1
+    in_row, cap = health.timeouts_in_row, first.max_timeouts
+    window = disable_seconds() if cap else 0.0
+    batch = f" (one run for {len(items)} decisions)" if len(items) > 1 else ""
+    message = (f"inference of {first.spec} exceeded its {limit:g} s time limit{batch} and was stopped after "
+               f"{elapsed:.2f} s; {in_row} timeout(s) in a row")
+    if not cap:
+        message += " (the model is never disabled: max_timeouts is 0)"
+    elif in_row < cap:
+        message += (f"; after {cap} in a row the model is disabled for the rest of the battle"
+                    + (f" and for {window:g} s in this process (e.g. the rest of a series)" if window else ""))
+    else:
+        reason = f"{in_row} inference runs in a row exceeded the {limit:g} s time limit"
+        message += (": the model is now disabled for the rest of the battle"
+                    + (f" and for {window:g} s in this process (e.g. the rest of a series)" if window else ""))
+        health.disabled_until = time.monotonic() + window
+        health.disabled_reason = reason
+    decisions = [p.fallback(s, p._warning("timeout", message)) for p, s in items]
+    if cap and in_row >= cap:
+        for p, _ in items:
+            if p.disabled_warning is None:
+                p.disabled_warning = p._warning("timeout",
+                                                f"{p.spec} is disabled for the rest of this battle: {reason}")
+    return decisions
 
 
 def decisions_from_outputs(items: Sequence[tuple[ModelPolicy, State]], kind: str, legal: list[list[int]],

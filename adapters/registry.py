@@ -3,7 +3,10 @@
 Built-in kinds: ``baseline`` (``create("baseline", name="greedy", seed=0)``), and the ONNX
 kinds ``legacy_onnx``, ``action_onnx`` (alias ``v4``) and ``v5``
 (``create("v5", path=..., seed=0, expected_weights_hash=None, fallback="greedy",
-sample=False, spec=None)`` -> :class:`~adapters.onnx_models.ModelPolicy`). Custom kinds
+sample=False, spec=None, timeout_s=None, max_timeouts=None)`` ->
+:class:`~adapters.onnx_models.ModelPolicy`; ``timeout_s`` limits each inference run, default
+env ``RLHF_INFERENCE_TIMEOUT_S`` else 2 s, and ``max_timeouts`` timed-out runs in a row
+disable the model, default env ``RLHF_INFERENCE_MAX_TIMEOUTS`` else 3). Custom kinds
 register a callable or a ``"package.module:attr"`` path; whatever a factory returns gets
 ``decide``/``decide_batch`` if it only has ``act``.
 """
@@ -83,9 +86,10 @@ def _baseline_factory(name: str = "greedy", seed: int = 0) -> RandomPolicy | Gre
 
 def _model_factory(kind: str) -> Callable[..., ModelPolicy]:
     def factory(path: str, seed: int = 0, expected_weights_hash: str | None = None, fallback: str = "greedy",
-                sample: bool = False, spec: str | None = None) -> ModelPolicy:
+                sample: bool = False, spec: str | None = None, timeout_s: float | None = None,
+                max_timeouts: int | None = None) -> ModelPolicy:
         return ModelPolicy(path, kind, expected_weights_hash=expected_weights_hash, seed=seed, fallback=fallback,
-                           sample=sample, spec=spec)
+                           sample=sample, spec=spec, timeout_s=timeout_s, max_timeouts=max_timeouts)
     factory.__name__ = f"{kind}_factory"
     return factory
 

@@ -6,7 +6,10 @@
   :func:`predict_linear` / :func:`predict_legacy` compute the expected choice;
 * :func:`mlp_v5`: a realistic v5 MLP (two hidden layers of ``width``);
 * broken ones: wrong output shape, NaN / +inf / all -inf outputs, a missing output, an extra
-  input, a graph that fails inside onnxruntime.
+  input, a graph that fails inside onnxruntime;
+* hostile ones: :func:`spinning` (any kind) whose graph runs a ``Loop`` of real work for tens
+  of seconds per decision (:data:`SPIN_TRIPS` iterations) while its outputs are the scripted
+  model's, and :func:`spinning_when` which spins only in states with many legal actions.
 
 Random weights come from a local ``numpy.random.default_rng(seed)``, never global state.
 """
@@ -302,3 +305,70 @@ def end_turn_factory(seed: int = 0) -> EndTurnPolicy:
 
 
 NOT_CALLABLE = 42
+
+
+# ------------------------------------------------------------------------------ hostile models
+SPIN_WIDTH = 64
+# Iterations of x = tanh(x @ W) on a 64 x 64 matrix: about 4 us each on one core, so the
+# default spins for ~40 s per session.run (measured once: see tests/test_model_limits.py).
+SPIN_TRIPS = 10_000_000
+
+
+def _loop_body(width: int) -> onnx.GraphProto:
+    return helper.make_graph(
+        [helper.make_node("MatMul", ["x_in", "spin_w"], ["x_mm"]), helper.make_node("Tanh", ["x_mm"], ["x_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "spin_body",
+        [_vi("iter", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("x_in", [width, width])],
+        [_vi("cond_out", [], TensorProto.BOOL), _vi("x_out", [width, width])])
+
+
+def add_spin(model: onnx.ModelProto, output: str, trips: int = SPIN_TRIPS, width: int = SPIN_WIDTH,
+             min_actions: int | None = None) -> onnx.ModelProto:
+    """``model`` with ``output`` += 0 * sum(Loop(trips){x = tanh(x @ W)}), x starting from a
+    matrix shifted by sum(obs) so nothing can be folded at load time. The outputs are the
+    original model's; only the time changes. ``min_actions``: the loop runs only when the batch
+    has at least that many candidate actions (A of ``action_features``), else 0 times."""
+    rng = np.random.default_rng(7)
+    graph = model.graph
+    for node in graph.node:
+        if list(node.output) == [output]:
+            node.output[0] = f"{output}_unspun"
+    nodes = [helper.make_node("ReduceSum", ["obs"], ["spin_obs_sum"], keepdims=0),
+             helper.make_node("Add", ["spin_x0_base", "spin_obs_sum"], ["spin_x0"])]
+    inits = [_init("spin_w", rng.normal(0.0, 1.0 / np.sqrt(width), (width, width)).astype(np.float32)),
+             _init("spin_x0_base", rng.normal(0.0, 1.0, (width, width)).astype(np.float32)),
+             _init("spin_cond", np.array(True)), _init("spin_zero", np.float32(0.0))]
+    if min_actions is None:
+        inits.append(_init("spin_trips", np.array(trips, np.int64)))
+    else:  # trips * (A >= min_actions)
+        nodes += [helper.make_node("Shape", ["action_features"], ["spin_shape"]),
+                  helper.make_node("Gather", ["spin_shape", "spin_axis1"], ["spin_a"], axis=0),
+                  helper.make_node("GreaterOrEqual", ["spin_a", "spin_min_a"], ["spin_many"]),
+                  helper.make_node("Cast", ["spin_many"], ["spin_on"], to=TensorProto.INT64),
+                  helper.make_node("Mul", ["spin_on", "spin_max_trips"], ["spin_trips"])]
+        inits += [_init("spin_axis1", np.array(1, np.int64)), _init("spin_min_a", np.array(min_actions, np.int64)),
+                  _init("spin_max_trips", np.array(trips, np.int64))]
+    nodes += [helper.make_node("Loop", ["spin_trips", "spin_cond", "spin_x0"], ["spin_xf"], body=_loop_body(width)),
+              helper.make_node("ReduceSum", ["spin_xf"], ["spin_sum"], keepdims=0),
+              helper.make_node("Mul", ["spin_sum", "spin_zero"], ["spin_nothing"]),
+              helper.make_node("Add", [f"{output}_unspun", "spin_nothing"], [output])]
+    graph.node.extend(nodes)
+    graph.initializer.extend(inits)
+    onnx.checker.check_model(model)
+    return model
+
+
+SPIN_OUTPUT = {"legacy_onnx": "logits", "action_onnx": "scores", "v5": "logits"}
+
+
+def spinning(kind: str = "v5", trips: int = SPIN_TRIPS, width: int = SPIN_WIDTH) -> onnx.ModelProto:
+    """The scripted model of ``kind`` (legacy_onnx, action_onnx or v5) with a spinning graph."""
+    base = {"legacy_onnx": legacy_model, "action_onnx": action_model, "v5": v5_model}[kind]()
+    return add_spin(base, SPIN_OUTPUT[kind], trips, width)
+
+
+def spinning_when(min_actions: int, kind: str = "v5", trips: int = SPIN_TRIPS) -> onnx.ModelProto:
+    """Scripted v5/action_onnx that spins only when a batch has ``min_actions`` candidates or more."""
+    base = {"action_onnx": action_model, "v5": v5_model}[kind]()
+    return add_spin(base, SPIN_OUTPUT[kind], trips, min_actions=min_actions)
