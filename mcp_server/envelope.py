@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from typing import Any, Annotated
 
 import orjson
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters import AdapterError
 from engine import EngineError
-from extrarlhf.errors import RLHFError
+from extrarlhf.errors import RLHFError, resource_error
 
 log = logging.getLogger("mcp_server")
 
@@ -37,7 +38,9 @@ ERROR_SCHEMA: dict[str, Any] = {
     "properties": {
         "code": {"type": "string", "description": "Stable error code, e.g. unknown_match, foreign_match, "
                                                   "match_finished, illegal_action, not_your_turn, invalid_argument, "
-                                                  "forbidden_argument, not_found, unknown_spec, codename_taken."},
+                                                  "forbidden_argument, not_found, unknown_spec, codename_taken; "
+                                                  "disk_full, read_only, permission_denied (the filesystem "
+                                                  "refused a write; details.directory names where)."},
         "message": {"type": "string", "description": "A readable explanation and what to do next."},
         "details": {"anyOf": [{"type": "object"}, {"type": "null"}],
                     "description": "Optional structured details (e.g. the accepted argument names)."},
@@ -101,13 +104,23 @@ def failure(code: str, message: str, details: dict[str, Any] | None = None) -> C
 def from_exception(tool: str, exc: BaseException) -> CallToolResult:
     """Map an exception raised by the core into an error result.
 
-    Business errors keep their stable ``code`` and message. Anything else is a bug: the
-    traceback goes to stderr and the caller gets ``internal_error`` without internals.
+    Business errors keep their stable ``code`` and message. A full, read-only or forbidden
+    filesystem (``OSError`` ENOSPC/EDQUOT, EROFS, EACCES/EPERM) is ``disk_full``,
+    ``read_only`` or ``permission_denied`` naming the directory -- the core raises these itself
+    where it writes (fileio.writing); an OSError that escapes untranslated is mapped the same
+    way here. Anything else is a bug: the traceback goes to stderr and the caller gets
+    ``internal_error`` without internals.
     """
     if isinstance(exc, (RLHFError, AdapterError)):
         return failure(getattr(exc, "code", None) or "invalid_argument", str(exc), getattr(exc, "details", None))
     if isinstance(exc, EngineError):
         return failure("invalid_argument", str(exc))
+    if isinstance(exc, OSError):  # a full/read-only/forbidden filesystem the core did not translate itself
+        filename = exc.filename if isinstance(exc.filename, str) else None
+        error = resource_error(exc, None, f"{tool} was accessing {os.path.basename(filename) if filename else 'it'}")
+        if error is not None:
+            log.warning("tool %s: untranslated %s (%s)", tool, type(exc).__name__, exc)
+            return failure(error.code, str(error), error.details)
     log.error("tool %s failed unexpectedly", tool, exc_info=(type(exc), exc, exc.__traceback__))
     return failure("internal_error", f"{tool} failed with an internal error ({type(exc).__name__}); the details are "
                                      f"in the server's log (stderr). Retrying will not help unless the cause is "

@@ -1,13 +1,16 @@
 """Argument guards applied to every ``tools/call`` before a tool runs (DESIGN section 8).
 
 * Secrets never travel as tool arguments: an argument *named* like a salt, a DSN, a
-  password, a secret or token, a raw user/player id, or ``include_players`` -- or a value
-  that *looks like* a DSN or a credential assignment -- is refused as ``forbidden_argument``
-  whatever the tool. The refusal names the argument, never echoes its value.
-* Unknown arguments are refused as ``invalid_argument``, naming them and listing the
-  accepted ones (the SDK would silently drop them).
-* Type errors found by the SDK's argument validation are reported field by field, without
-  the rejected values.
+  password, a secret or token, a raw user/player id, or ``include_players`` (or named like a
+  connection string) -- or a nested key or value that *looks like* a DSN or a credential
+  assignment -- is refused as ``forbidden_argument`` whatever the tool.
+* Unknown arguments are refused as ``invalid_argument`` listing the accepted ones (the SDK
+  would silently drop them).
+* Type errors found by the SDK's argument validation are reported field by field.
+* No error repeats what the tool does not accept: a refusal says how many arguments were
+  refused and why, and locates them by position -- ``<argument 3>`` for a name the tool does
+  not accept, ``policy.<key 2>`` for a key its input schema does not declare -- never by
+  the name, key or value sent.
 * :func:`confine_path` keeps file arguments inside the directories the server was given.
 """
 
@@ -63,56 +66,161 @@ def looks_like_secret(value: str) -> bool:
     return bool(_DSN_VALUE.search(value)) or len(_LIBPQ_KEY.findall(value)) >= 2
 
 
-def _scan(value: Any, where: str, depth: int = 0) -> str | None:
-    """The path of the first forbidden key or secret-looking value inside ``value``, or None."""
+def _key_label(key: str, position: int, declared: frozenset[str]) -> str:
+    """A nested key as errors show it: its name when the tool's input schema declares it (and it
+    is harmless), else its 1-based position in its object."""
+    if key in declared and not forbidden_name(key) and not looks_like_secret(key):
+        return key
+    return f"<key {position}>"
+
+
+def argument_label(name: str, position: int, accepted: Iterable[str]) -> str:
+    """A top-level argument as errors show it: its name when the tool accepts it, else its
+    1-based position in the call's arguments object (the name is never repeated)."""
+    return name if name in accepted and not forbidden_name(name) else f"<argument {position}>"
+
+
+def _scan(value: Any, where: str, declared: frozenset[str], depth: int = 0) -> str | None:
+    """The redacted path of the first secret-looking key or value inside ``value``, or None."""
     if depth > _MAX_SCAN_DEPTH:
         return None
     if isinstance(value, str):
         return where if looks_like_secret(value) else None
     if isinstance(value, Mapping):
-        for key, item in value.items():
+        for position, (key, item) in enumerate(value.items(), 1):
             key = str(key)
-            if forbidden_name(key):
-                return f"{where}.{key}"
-            found = _scan(item, f"{where}.{key}", depth + 1)
+            here = f"{where}.{_key_label(key, position, declared)}"
+            if forbidden_name(key) or looks_like_secret(key):
+                return here
+            found = _scan(item, here, declared, depth + 1)
             if found:
                 return found
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            found = _scan(item, f"{where}[{i}]", depth + 1)
+            found = _scan(item, f"{where}[{i}]", declared, depth + 1)
             if found:
                 return found
     return None
 
 
-def check_arguments(tool: str, arguments: Mapping[str, Any], accepted: Iterable[str]) -> None:
-    """Refuse forbidden, then unknown arguments (raises :class:`GuardError`)."""
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def check_arguments(tool: str, arguments: Mapping[str, Any], accepted: Iterable[str],
+                    declared: Iterable[str] = ()) -> None:
+    """Refuse secret-carrying, then unknown arguments (raises :class:`GuardError`).
+
+    Errors never repeat an argument name the tool does not accept, nor any nested key the
+    tool's input schema does not declare, nor any refused value: they say how many
+    arguments were refused and why, locate them by position (``<argument 3>``,
+    ``policy.<key 2>``) and list the accepted names.
+    """
     accepted = list(accepted)
-    named = sorted(name for name in arguments if forbidden_name(str(name)))
-    if named:
-        raise GuardError(f"{tool}: argument{'s' if len(named) > 1 else ''} {', '.join(map(repr, named))} refused: "
-                         f"{FORBIDDEN_HELP}", "forbidden_argument", {"arguments": named})
-    for name, value in arguments.items():
-        found = _scan(value, str(name))
+    declared = frozenset(declared)
+    accepted_text = ", ".join(accepted) or "(none)"
+    refused: list[str] = []
+    reasons: set[str] = set()
+    for position, (name, value) in enumerate(arguments.items(), 1):
+        name = str(name)
+        label = argument_label(name, position, accepted)
+        if forbidden_name(name) or looks_like_secret(name):
+            refused.append(label)
+            reasons.add("named like a secret, a connection string or a user id")
+            continue
+        found = _scan(value, label, declared)
         if found:
-            raise GuardError(f"{tool}: the value of argument {found!r} looks like a database connection string or "
-                             f"a credential, and is refused: {FORBIDDEN_HELP}", "forbidden_argument",
-                             {"arguments": [found]})
-    unknown = sorted(str(name) for name in arguments if name not in accepted)
+            refused.append(found)
+            reasons.add("a key or value looks like a connection string or a credential")
+    if refused:
+        raise GuardError(f"{tool}: {_plural(len(refused), 'argument')} refused (names and values not repeated): "
+                         f"{'; '.join(sorted(reasons))} - at {', '.join(refused)}. {FORBIDDEN_HELP} "
+                         f"Accepted arguments: {accepted_text}.", "forbidden_argument",
+                         {"refused": len(refused), "arguments": refused, "accepted": accepted})
+    unknown = [argument_label(str(name), position, accepted)
+               for position, name in enumerate(arguments, 1) if name not in accepted]
     if unknown:
-        raise GuardError(f"{tool}: unknown argument{'s' if len(unknown) > 1 else ''} "
-                         f"{', '.join(map(repr, unknown))}; accepted: {', '.join(accepted) or '(none)'}",
-                         "invalid_argument", {"unknown": unknown, "accepted": accepted})
+        raise GuardError(f"{tool}: {_plural(len(unknown), 'unknown argument')} (names not repeated; at "
+                         f"{', '.join(unknown)} of the call); accepted: {accepted_text}", "invalid_argument",
+                         {"unknown_count": len(unknown), "unknown": unknown, "accepted": accepted})
 
 
-def describe_validation_errors(tool: str, errors: list[dict[str, Any]], accepted: Iterable[str]) -> GuardError:
-    """A readable ``invalid_argument`` from pydantic errors: field and problem, never the value."""
+def _strings(value: Any, depth: int = 0) -> set[str]:
+    """Every string (keys included) inside ``value``."""
+    if depth > _MAX_SCAN_DEPTH:
+        return set()
+    if isinstance(value, str):
+        return {value}
+    out: set[str] = set()
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            out.add(str(key))
+            out |= _strings(item, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            out |= _strings(item, depth + 1)
+    return out
+
+
+def redact_loc(loc: Iterable[Any], arguments: Mapping[str, Any], accepted: Iterable[str],
+               declared: Iterable[str] = ()) -> str:
+    """A pydantic error location as errors show it: the accepted top-level name, then integer
+    indexes as ``[i]``, keys of the caller's objects by position (``<key 2>``) unless the
+    input schema declares them, and other parts (union member tags, declared field names)
+    only when they are not text the caller sent."""
+    accepted = list(accepted)
+    declared = frozenset(declared)
+    parts = list(loc)
+    if not parts:
+        return "(arguments)"
+    head = str(parts[0])
+    names = list(arguments)
+    if head in accepted:
+        out = head
+    else:
+        out = argument_label(head, names.index(head) + 1, accepted) if head in names else "<argument>"
+    current: Any = arguments.get(head)
+    sent = _strings(arguments)
+    for part in parts[1:]:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+            current = current[part] if isinstance(current, (list, tuple)) and -len(current) <= part < len(current) \
+                else None
+            continue
+        part = str(part)
+        if isinstance(current, Mapping) and part in current:
+            out += "." + _key_label(part, list(current).index(part) + 1, declared)
+            current = current[part]
+        elif part in declared or (part not in sent and not looks_like_secret(part)):
+            out += "." + part  # from the schema: a declared field or a union member tag
+            current = None
+        else:
+            out += ".<redacted>"
+            current = None
+    return out
+
+
+def _safe_msg(err: Mapping[str, Any]) -> str:
+    """pydantic's message, unless it repeats any text of the rejected input or looks like a secret."""
+    msg = str(err.get("msg") or "invalid value")
+    if looks_like_secret(msg) or any(len(s) >= 3 and s in msg for s in _strings(err.get("input"))):
+        return f"invalid value ({err.get('type', 'value_error')})"
+    return msg
+
+
+def describe_validation_errors(tool: str, errors: list[dict[str, Any]], accepted: Iterable[str],
+                               arguments: Mapping[str, Any] | None = None,
+                               declared: Iterable[str] = ()) -> GuardError:
+    """A readable ``invalid_argument`` from pydantic errors: where (redacted, see
+    :func:`redact_loc`) and what is wrong, never the value."""
+    accepted = list(accepted)
+    arguments = arguments or {}
     problems = []
     fields = []
     for err in errors:
-        loc = ".".join(str(part) for part in err.get("loc", ())) or "(arguments)"
+        loc = redact_loc(err.get("loc", ()), arguments, accepted, declared)
         fields.append(loc)
-        problems.append(f"{loc}: {err.get('msg', 'invalid value')}")
+        problems.append(f"{loc}: {_safe_msg(err)}")
     return GuardError(f"{tool}: invalid arguments - {'; '.join(problems)}. Accepted arguments: "
                       f"{', '.join(accepted) or '(none)'}; see the tool's inputSchema.", "invalid_argument",
                       {"fields": sorted(set(fields))})

@@ -45,6 +45,7 @@ from extrarlhf.sessions import SessionStore
 
 from . import guards, tools_datasets, tools_production, tools_training
 from .envelope import EnvelopeResult, failure, from_exception, success
+from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
 from .transport import pipe_stdio
 
@@ -70,6 +71,8 @@ Every result is {"ok", "result", "error"}; on failure error.code is stable (e.g.
 illegal_action, not_your_turn, match_finished, unknown_match, foreign_match,
 invalid_argument, forbidden_argument, not_found). `winner` is null while a battle runs, then
 0 (draw), 1 or 2. Never pass secrets, DSNs or user ids as arguments: they are refused.
+List and inspect results are paged (limit, cursor): they carry total, returned and next_cursor;
+pass next_cursor back as cursor, with the same other arguments, until it is null.
 """
 
 # ---------------------------------------------------------------------------- argument types
@@ -83,6 +86,7 @@ Codename = Annotated[str, Strict(), Field(description="Worker codename: starts w
                                                       "'-'; 1-48 characters.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le((1 << 63) - 1)]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
+LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,7 @@ class ExtraRLHFServer(MCPServer):
         self.matches = MatchRegistry(self.store, str(config.checkpoints_dir))  # live, process-local, locked per match
         self.checkpoints = CheckpointRegistry(config.checkpoints_dir)
         self.accepted: dict[str, tuple[str, ...]] = {}  # tool name -> accepted argument names
+        self.declared: dict[str, frozenset[str]] = {}  # tool name -> property names its input schema declares
 
     def envelope_tool(self, *, title: str, read_only: bool = False, destructive: bool = False,
                       idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -126,6 +131,8 @@ class ExtraRLHFServer(MCPServer):
             signature = inspect.signature(fn, eval_str=True)
             self.accepted[name] = tuple(p for p, param in signature.parameters.items()
                                         if param.annotation is not Context)
+            refused = [p for p in self.accepted[name] if guards.forbidden_name(p)]
+            assert not refused, f"{name}: argument names {refused} would be refused by the guards"
 
             if inspect.iscoroutinefunction(fn):
                 @functools.wraps(fn)
@@ -149,6 +156,7 @@ class ExtraRLHFServer(MCPServer):
                                                       destructive_hint=destructive, idempotent_hint=idempotent,
                                                       open_world_hint=False),
                           structured_output=True)
+            self.declared[name] = _declared_names(self._tool_manager.get_tool(name).parameters)
             return fn
 
         return decorator
@@ -163,12 +171,13 @@ class ExtraRLHFServer(MCPServer):
                         ) -> Any:
         """Guard, then run a tool; every outcome but a protocol fault is an envelope result."""
         accepted = self.accepted.get(name)
-        if accepted is None:
-            return failure("unknown_tool", f"there is no tool {name!r}; available tools: "
+        if accepted is None:  # the name is not repeated: it is the caller's text
+            return failure("unknown_tool", f"there is no tool of that name; available tools: "
                                            f"{', '.join(sorted(self.accepted))}",
                            {"available": sorted(self.accepted)})
+        declared = self.declared.get(name, frozenset())
         try:
-            guards.check_arguments(name, arguments, accepted)
+            guards.check_arguments(name, arguments, accepted, declared)
         except guards.GuardError as exc:
             return failure(exc.code, str(exc), exc.details)
         try:
@@ -177,11 +186,28 @@ class ExtraRLHFServer(MCPServer):
             raise
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError) and not isinstance(exc, UnexpectedToolError):
-                refusal = guards.describe_validation_errors(name, exc.__cause__.errors(), accepted)
+                refusal = guards.describe_validation_errors(name, exc.__cause__.errors(), accepted, arguments,
+                                                            declared)
                 return failure(refusal.code, str(refusal), refusal.details)
             log.error("tool %s failed inside the SDK", name, exc_info=exc)
             return failure("internal_error", f"{name} failed with an internal error; the details are in the "
                                              f"server's log (stderr)")
+
+
+def _declared_names(schema: Any, depth: int = 0) -> frozenset[str]:
+    """Every property name declared anywhere in a JSON schema (nested objects, $defs included)."""
+    if depth > 32:
+        return frozenset()
+    names: set[str] = set()
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                names.update(str(k) for k in value)
+            names |= _declared_names(value, depth + 1)
+    elif isinstance(schema, list):
+        for value in schema:
+            names |= _declared_names(value, depth + 1)
+    return frozenset(names)
 
 
 # ---------------------------------------------------------------------------- result shaping
@@ -367,11 +393,13 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                 "result": {k: result[k] for k in ("status", "winner", "reason", "turns", "decisions")}}
 
     @tool(title="List live matches", read_only=True, idempotent=True)
-    def list_matches() -> dict[str, Any]:
+    def list_matches(limit: limit_arg(100, "matches") = 100, cursor: Cursor = None) -> dict[str, Any]:
         """The live (not yet finished or abandoned) matches of this server process: match_id, battle_id,
-        group, battle_tag, turn, to_move, done. Matches never cross server processes."""
-        items = matches.list()
-        return {"matches": items, "count": len(items)}
+        group, battle_tag, turn, to_move, done. Matches never cross server processes. Paged by
+        match_id: total, returned, next_cursor (pass it as cursor for the next page)."""
+        page = paginate(matches.list(), tool="list_matches", limit=limit, cursor=cursor,
+                        key=lambda m: (m["match_id"],))
+        return {**paged({}, "matches", page), "count": len(page.items)}
 
     # ------------------------------------------------------------------ L1: campaigns
     @tool(title="Run a series of auto-played battles")
@@ -409,17 +437,19 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     def series_status(group: GroupName) -> dict[str, Any]:
         """How far a group is: target battles (series), battles by status (finished, abandoned,
         crashed, unfinished), results, degraded count, readiness, and the live codename leases
-        working on it. Computed fresh from the catalog, so it is safe to poll during run_series."""
+        working on it (the first 20 by codename; leases_total counts them all and
+        list_codenames pages through every lease). Computed fresh from the catalog, so it is safe
+        to poll during run_series."""
         manifest = store.read_manifest(group)
         summary = store.compute_summary(group)
         seeds = manifest["seeds"]
         target = seeds.get("n_battles")
         final = sum(summary["by_status"].get(s, 0) for s in ("finished", "abandoned", "crashed"))
+        leases = [lease for lease in codenames.list_leases(config.sessions_dir) if lease["group"] == group]
         return {"group": group, "mode": seeds["mode"], "target_battles": target,
                 "complete": (final >= target) if target else None, "final_battles": final,
                 "configuration": manifest["configuration"], "codename": manifest.get("codename"),
-                "leases": [lease for lease in codenames.list_leases(config.sessions_dir) if lease["group"] == group],
-                "summary": summary}
+                "leases": leases[:LEASES_SHOWN], "leases_total": len(leases), "summary": summary}
 
     @tool(title="Claim a codename")
     def claim_codename(
@@ -444,51 +474,53 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         return {"codename": codename, "released": codenames.release(config.sessions_dir, codename)}
 
     @tool(title="List codename leases", read_only=True, idempotent=True)
-    def list_codenames() -> dict[str, Any]:
+    def list_codenames(limit: limit_arg(100, "leases") = 100, cursor: Cursor = None) -> dict[str, Any]:
         """The live codename leases (dead or stale ones are reaped first): codename, group, owner pid and
-        host, claimed/heartbeat times."""
-        leases = codenames.list_leases(config.sessions_dir)
-        return {"leases": leases, "count": len(leases)}
+        host, claimed/heartbeat times. Paged by codename: total, returned, next_cursor."""
+        page = paginate(codenames.list_leases(config.sessions_dir), tool="list_codenames", limit=limit,
+                        cursor=cursor, key=lambda lease: (lease["codename"],))
+        return {**paged({}, "leases", page), "count": len(page.items)}
 
     # ------------------------------------------------------------------ sessions
+    def group_row(name: str) -> dict[str, Any]:
+        try:
+            manifest = store.read_manifest(name)
+            summary = store.read_summary(name)
+        except Exception as exc:  # noqa: BLE001 - one unreadable group does not hide the others
+            return {"group": name, "error": {"code": getattr(exc, "code", "internal_error"), "message": str(exc)}}
+        conf = manifest["configuration"]
+        return {"group": name, "created_at": manifest["created_at"], "battle_tag": conf["battle_tag"],
+                "p1_actor_type": conf["p1_actor_type"], "opponent": conf["opponent"]["spec"],
+                "p1_model": (conf.get("p1_model") or {}).get("spec"), "mode": manifest["seeds"]["mode"],
+                "codename": manifest.get("codename"), "battles": summary["battles"],
+                "by_status": summary["by_status"], "results": summary["results"], "degraded": summary["degraded"],
+                "v5_policy_training_ready": summary["readiness"].get("v5_policy_training_ready")}
+
     @tool(title="List session groups", read_only=True, idempotent=True)
-    def list_sessions() -> dict[str, Any]:
-        """Every session group under the sessions directory with its configuration and headline
-        numbers (battles by status, results, degraded, v5 training readiness)."""
-        groups = []
-        for name in store.list_groups():
-            try:
-                manifest = store.read_manifest(name)
-                summary = store.read_summary(name)
-            except Exception as exc:  # noqa: BLE001 - one unreadable group does not hide the others
-                groups.append({"group": name, "error": {"code": getattr(exc, "code", "internal_error"),
-                                                        "message": str(exc)}})
-                continue
-            conf = manifest["configuration"]
-            groups.append({"group": name, "created_at": manifest["created_at"], "battle_tag": conf["battle_tag"],
-                           "p1_actor_type": conf["p1_actor_type"], "opponent": conf["opponent"]["spec"],
-                           "p1_model": (conf.get("p1_model") or {}).get("spec"), "mode": manifest["seeds"]["mode"],
-                           "codename": manifest.get("codename"), "battles": summary["battles"],
-                           "by_status": summary["by_status"], "results": summary["results"],
-                           "degraded": summary["degraded"],
-                           "v5_policy_training_ready": summary["readiness"].get("v5_policy_training_ready")})
-        return {"sessions_dir": str(config.sessions_dir), "groups": groups, "count": len(groups)}
+    def list_sessions(limit: limit_arg(50, "groups") = 50, cursor: Cursor = None) -> dict[str, Any]:
+        """The session groups under the sessions directory with their configuration and headline
+        numbers (battles by status, results, degraded, v5 training readiness). Paged by group
+        name: total, returned, next_cursor (pass it as cursor for the next page)."""
+        page = paginate(store.list_groups(), tool="list_sessions", limit=limit, cursor=cursor,
+                        key=lambda name: (name,), render=group_row)
+        return {"sessions_dir": str(config.sessions_dir), **paged({}, "groups", page), "count": len(page.items)}
 
     @tool(title="Inspect a session group", read_only=True, idempotent=True)
     def inspect_session(
         group: GroupName,
-        offset: Annotated[int, Strict(), Ge(0), Field(description="First catalog entry to return.")] = 0,
-        limit: Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Catalog entries to return "
-                                                                           "(max 1000).")] = 50,
+        limit: limit_arg(40, "catalog entries") = 40,
+        cursor: Cursor = None,
     ) -> dict[str, Any]:
         """A group's manifest (configuration, versions, seeds), its summary recomputed from the
-        catalog, and a page of the catalog (one entry per battle: battle_id, status, winner, turns,
-        decisions, degraded, file hashes)."""
+        catalog, and a page of the catalog by battle index (one entry per battle: battle_id,
+        status, winner, turns, decisions, degraded, file hashes): total (= catalog_total),
+        returned, next_cursor (pass it as cursor for the next page)."""
         manifest = store.read_manifest(group)
         catalog = store.read_catalog(group)
+        page = paginate(catalog, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
+                        key=lambda e: (e["index"], e["battle_id"]))
         return {"group": group, "path": str(store.group_dir(group)), "manifest": manifest,
-                "summary": store.compute_summary(group), "catalog": catalog[offset:offset + limit],
-                "catalog_total": len(catalog), "offset": offset, "limit": limit}
+                "summary": store.compute_summary(group), **paged({}, "catalog", page), "catalog_total": page.total}
 
     @tool(title="Replay a recorded battle", read_only=True, idempotent=True)
     def replay_battle(
@@ -502,14 +534,16 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     # ------------------------------------------------------------------ models
     @tool(title="List models", read_only=True, idempotent=True)
-    def list_models() -> dict[str, Any]:
-        """What can play: `specs` (every valid opponent / p1_model value), the baseline specs, the
-        registered checkpoints (name, kind, weights_hash, path...) and the adapter kinds (built-in and
-        custom) with their aliases."""
+    def list_models(limit: limit_arg(50, "checkpoints") = 50, cursor: Cursor = None) -> dict[str, Any]:
+        """What can play: the baseline specs, a page of the registered checkpoints (name, kind,
+        weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
+        and this page's checkpoint names) and the adapter kinds (built-in and custom) with their
+        aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor)."""
         registry = default_registry()
-        listed = checkpoints.list()
-        return {"baselines": BASELINE_SPECS, "checkpoints": listed,
-                "specs": BASELINE_SPECS + [entry["name"] for entry in listed],
+        page = paginate(checkpoints.list(), tool="list_models", limit=limit, cursor=cursor,
+                        key=lambda entry: (entry["name"],))
+        return {"baselines": BASELINE_SPECS, **paged({}, "checkpoints", page),
+                "specs": BASELINE_SPECS + [entry["name"] for entry in page.items],
                 "checkpoints_dir": str(config.checkpoints_dir), "adapter_kinds": registry.kinds(),
                 "kind_aliases": dict(registry.aliases)}
 

@@ -7,14 +7,19 @@ dataset is named ``NAME`` (newest version), ``NAME/vN`` or ``@POINTER``.
 from __future__ import annotations
 
 import functools
+from dataclasses import fields
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio.to_thread
+from annotated_types import Ge
 from mcp.server.mcpserver import Context
-from pydantic import Field, Strict
+from pydantic import ConfigDict, Field, Strict, with_config
+from typing_extensions import TypedDict
 
 from extrarlhf import datasets
+from extrarlhf.readiness import ReadinessPolicy
 
+from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,8 +35,63 @@ Promote = Annotated[str | None, Strict(), Field(description="Also point this poi
                                                             "validates.")]
 Fractions = Annotated[list[float] | None, Field(description="train/val/test fractions, e.g. [0.8, 0.1, 0.1] "
                                                            "(default).")]
-Policy = Annotated[dict[str, int] | None, Field(description="Readiness thresholds to override, e.g. "
-                                                           "{\"min_v5_battles\": 50} (see dataset_readiness).")]
+# Readiness overrides are a closed object: an unknown key is refused by argument validation,
+# located by position (policy.<key 2>) and never repeated (the core would name it).
+_Threshold = Annotated[int, Strict(), Ge(0)]
+ReadinessThresholds = with_config(ConfigDict(extra="forbid"))(
+    TypedDict("ReadinessThresholds", {f.name: _Threshold for f in fields(ReadinessPolicy)}, total=False))
+Policy = Annotated[ReadinessThresholds | None, Field(description="Readiness thresholds to override (integers >= 0), "
+                                                                "e.g. {\"min_v5_battles\": 50} (see "
+                                                                "dataset_readiness).")]
+
+
+VERSIONS_SHOWN = 20
+
+
+def _list_datasets_page(listing: dict[str, Any], limit: int, cursor: str | None) -> dict[str, Any]:
+    """One page of ``datasets.list_datasets``: its rows are versions, regrouped by dataset."""
+    entries = {entry["name"]: entry for entry in listing["datasets"]}
+    rows: list[tuple[str, int, dict[str, Any] | None]] = []
+    for name, entry in entries.items():
+        versions = entry.get("versions") or []
+        rows.extend((name, int(row["version"]), row) for row in versions)
+        if not versions:  # an unreadable dataset or only leftovers of unfinished publications
+            rows.append((name, 0, None))
+    page = paginate(rows, tool="list_datasets", limit=limit, cursor=cursor, key=lambda r: (r[0], r[1]),
+                    render=lambda r: {"name": r[0], "row": r[2] if r[2] is not None else entries[r[0]]})
+    shown: list[dict[str, Any]] = []
+    for item in page.items:
+        name, entry = item["name"], entries[item["name"]]
+        if not shown or shown[-1]["name"] != name:
+            shown.append({**entry, "versions": [], "versions_total": len(entry.get("versions") or [])})
+        if entry.get("versions"):
+            shown[-1]["versions"].append(item["row"])
+    names = {entry["name"] for entry in listing["datasets"]}
+    on_page = {entry["name"] for entry in shown}
+    pointers = [p for p in listing["pointers"]
+                if p.get("name") in on_page or (cursor is None and p.get("name") not in names)]
+    return {"datasets_dir": listing["datasets_dir"], **paged({}, "datasets", page), "datasets": shown,
+            "pointers": pointers}
+
+
+def _inspect_dataset_page(info: dict[str, Any], limit: int, cursor: str | None) -> dict[str, Any]:
+    """``datasets.inspect_dataset`` with its source groups paged and its version list capped."""
+    manifest = dict(info["manifest"])
+    sources = dict(manifest.get("sources") or {})
+    groups = sources.get("groups") if isinstance(sources.get("groups"), list) else []
+    page = paginate(groups, tool="inspect_dataset", limit=limit, cursor=cursor, scope=info["dataset_id"])
+    if "groups" in sources:
+        sources["groups"] = page.items
+        manifest["sources"] = sources
+    out = {**info, "manifest": manifest, **paged({}, "source_groups", page)}
+    del out["source_groups"]  # the page is manifest.sources.groups itself
+    if isinstance(info.get("sources_current"), list):
+        names = {g.get("group") for g in page.items if isinstance(g, dict)}
+        out["sources_current"] = [s for s in info["sources_current"] if s.get("group") in names]
+    versions = info.get("versions") or []
+    out["versions"] = versions[-VERSIONS_SHOWN:]
+    out["versions_total"] = len(versions)
+    return out
 
 
 def register(server: "ExtraRLHFServer") -> None:
@@ -43,16 +103,24 @@ def register(server: "ExtraRLHFServer") -> None:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
     @tool(title="List datasets", read_only=True, idempotent=True)
-    def list_datasets() -> dict[str, Any]:
-        """Every dataset in --datasets-dir with its versions, kinds, row counts and readiness, and
-        the promoted pointers."""
-        return datasets.list_datasets(**where)
+    def list_datasets(limit: limit_arg(50, "dataset versions") = 50, cursor: Cursor = None) -> dict[str, Any]:
+        """The datasets in --datasets-dir with their versions (kind, row counts, size, readiness),
+        paged by version: a page holds up to `limit` versions, grouped under their dataset (a
+        dataset with many versions continues on the next page; `versions_total` says how many it
+        has). `pointers` are the promoted pointers naming the datasets of this page (pointers to
+        a missing dataset come on the first page). total counts versions (plus one row per
+        dataset with no readable version); pass next_cursor as cursor for the next page."""
+        return _list_datasets_page(datasets.list_datasets(**where), limit, cursor)
 
     @tool(title="Inspect a dataset", read_only=True, idempotent=True)
-    def inspect_dataset(dataset: DatasetRef) -> dict[str, Any]:
-        """A dataset's manifest (id, kind, sources, row counts, file hashes, column schemas,
-        readiness) and whether its source session groups changed since."""
-        return datasets.inspect_dataset(dataset, **where)
+    def inspect_dataset(dataset: DatasetRef, limit: limit_arg(20, "source groups") = 20,
+                        cursor: Cursor = None) -> dict[str, Any]:
+        """A dataset's manifest (id, kind, row counts, file hashes, column schemas, readiness) and
+        whether its source session groups changed since. The source groups
+        (manifest.sources.groups, with sources_current) are paged: total, returned, next_cursor
+        (pass it as cursor for the next page); `versions` lists the newest versions of the name
+        (versions_total says how many; list_datasets pages through all of them)."""
+        return _inspect_dataset_page(datasets.inspect_dataset(dataset, **where), limit, cursor)
 
     @tool(title="Validate a dataset", read_only=True, idempotent=True)
     async def validate_dataset(dataset: DatasetRef) -> dict[str, Any]:

@@ -23,7 +23,9 @@ from pydantic import Field, Strict
 from extrarlhf import benchmarking, pipeline, promotion
 from extrarlhf.series import MAX_BATTLES, MAX_WORKERS
 
+from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
+from .tools_datasets import ReadinessThresholds
 
 log = logging.getLogger("mcp_server")
 
@@ -45,8 +47,9 @@ Elo = Annotated[float, Field(ge=-1000, le=1000)]
 ErrorRate = Annotated[float, Field(gt=0, lt=0.5)]
 Workers = Annotated[int, Strict(), Ge(1), Le(MAX_WORKERS),
                     Field(description="Worker processes (bounded); results do not depend on it.")]
-ReadinessOverrides = Annotated[dict[str, Annotated[int, Strict(), Ge(0)]] | None, Field(
-    description="Readiness threshold overrides, e.g. {\"min_v5_battles\": 5, \"min_v5_decisions\": 200}.")]
+ReadinessOverrides = Annotated[ReadinessThresholds | None, Field(
+    description="Readiness threshold overrides (integers >= 0), e.g. {\"min_v5_battles\": 5, "
+                "\"min_v5_decisions\": 200}.")]
 
 
 def _stage_progress(ctx: Context, label: str) -> tuple[Callable[[float, float, str], None], dict[str, Any]]:
@@ -156,10 +159,13 @@ def register(server: Any) -> None:
         return promotion.rollback_promotion(checkpoints_dir=config.checkpoints_dir)
 
     @tool(title="Promotion status", read_only=True, idempotent=True)
-    def promotion_status() -> dict[str, Any]:
+    def promotion_status(limit: limit_arg(50, "history events") = 50, cursor: Cursor = None) -> dict[str, Any]:
         """The promoted checkpoint (and whether its registry entry and file are still intact), the
-        current incumbent spec, what a rollback would restore, and the promotion history."""
-        return promotion.promotion_status(config.checkpoints_dir)
+        current incumbent spec, what a rollback would restore, and the promotion history, oldest
+        first, paged: total, returned, next_cursor (pass it as cursor for the next page)."""
+        status = promotion.promotion_status(config.checkpoints_dir)
+        page = paginate(status["history"], tool="promotion_status", limit=limit, cursor=cursor)
+        return paged(status, "history", page)
 
     @tool(title="Run the L0 pipeline")
     async def run_pipeline(

@@ -217,10 +217,13 @@ async def test_argument_validation_errors_are_envelopes(server):
         await c.err("inspect_session", {"group": "g", "limit": "ten"}, "invalid_argument")
 
         err = await c.err("legal_actions", {"match_id": mid, "verbose": True, "colour": "red"}, "invalid_argument")
-        assert "'colour', 'verbose'" in err["message"] and "accepted: match_id" in err["message"]
-        assert err["details"] == {"unknown": ["colour", "verbose"], "accepted": ["match_id"]}
+        # unknown names are never repeated (a name can carry a secret): counted, located, accepted listed
+        assert "2 unknown arguments (names not repeated" in err["message"] and "accepted: match_id" in err["message"]
+        assert "colour" not in str(err) and "verbose" not in str(err)
+        assert err["details"] == {"unknown_count": 2, "unknown": ["<argument 2>", "<argument 3>"],
+                                  "accepted": ["match_id"]}
         err = await c.err("list_sessions", {"group": "g"}, "invalid_argument")
-        assert err["details"]["accepted"] == []
+        assert err["details"]["accepted"] == ["limit", "cursor"]
 
         err = await c.err("no_such_tool", {}, "unknown_tool")
         assert "start_battle" in err["message"]
@@ -315,8 +318,10 @@ async def test_run_series_progress_codename_status_sessions_and_replay(server, d
         assert group["group"] == "camp" and group["battle_tag"] == "rl-vs-bot" and group["battles"] == 6
         assert group["p1_model"] == "baseline:greedy" and group["opponent"] == "baseline:random"
 
-        page = await c.ok("inspect_session", {"group": "camp", "offset": 2, "limit": 3})
-        assert page["catalog_total"] == 6 and [e["index"] for e in page["catalog"]] == [2, 3, 4]
+        first = await c.ok("inspect_session", {"group": "camp", "limit": 2})
+        assert [e["index"] for e in first["catalog"]] == [0, 1] and first["next_cursor"]
+        page = await c.ok("inspect_session", {"group": "camp", "limit": 3, "cursor": first["next_cursor"]})
+        assert page["catalog_total"] == page["total"] == 6 and [e["index"] for e in page["catalog"]] == [2, 3, 4]
         assert page["manifest"]["configuration"]["battle_tag"] == "rl-vs-bot"
         for entry in page["catalog"]:
             replay = await c.ok("replay_battle", {"group": "camp", "battle_id": entry["battle_id"]})

@@ -49,7 +49,8 @@ def test_inspector_calls_a_tool_and_accepts_an_error_envelope(tmp_path):
     result = inspector(sessions, "--method", "tools/call", "--tool-name", "list_sessions")
     assert result["isError"] is False
     assert result["structuredContent"] == {"ok": True, "error": None,
-                                           "result": {"sessions_dir": str(sessions), "groups": [], "count": 0}}
+                                           "result": {"sessions_dir": str(sessions), "groups": [], "count": 0,
+                                                      "total": 0, "returned": 0, "limit": 50, "next_cursor": None}}
     assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
 
     failed = inspector(sessions, "--method", "tools/call", "--tool-name", "get_state", "--tool-arg", "match_id=nope")
