@@ -22,8 +22,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
-import anyio
-import anyio.to_thread
 from annotated_types import Ge, Le
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -37,13 +35,14 @@ from extrarlhf import codenames
 from extrarlhf import series as core_series
 
 from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.errors import NotFound, RLHFError
+from extrarlhf.errors import NotFound
 from extrarlhf.live import MatchRegistry
 from extrarlhf.match import Match
 from extrarlhf.replay import replay_battle as core_replay
 from extrarlhf.sessions import SessionStore
 
 from . import guards, tools_datasets, tools_production, tools_training
+from .cancel import run_cancellable
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
@@ -415,7 +414,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         seed: Annotated[SeedArg, Field(description="Base seed of the series; battle i gets a seed derived from "
                                                    "it.")] = 0,
         max_workers: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_WORKERS),
-                               Field(description="Worker processes (bounded; 1 plays in the server process). "
+                               Field(description="Worker processes (1 plays in the server process; capped to the machine's cores). "
                                                  "Traces are identical whatever the value.")] = 1,
         codename: Annotated[str | None, Strict(), Field(description="Worker codename pinned to this series; "
                                                                     "claimed for its duration and released at the "
@@ -426,10 +425,10 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         done; releases its codename; returns ran/skipped counts and the group summary (results,
         degraded count, readiness)."""
         progress = progress_bridge(ctx, "run_series", "battles played")
-        result = await anyio.to_thread.run_sync(functools.partial(
+        result = await run_cancellable(
             core_series.run_series, config.sessions_dir, group, n_battles, p1_model=p1_model, opponent=opponent,
             seed=seed, max_workers=max_workers, codename=codename, progress=progress,
-            checkpoints_dir=config.checkpoints_dir))
+            checkpoints_dir=config.checkpoints_dir)
         result["codename_released"] = bool(codename)
         return result
 
