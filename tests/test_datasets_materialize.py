@@ -349,3 +349,32 @@ def test_a_reformatted_trace_gives_the_same_rows(tmp_path: Path) -> None:
     for table in ("decisions", "turns"):
         assert (pq.read_table(Path(before["path"]) / f"{table}.parquet")
                 .equals(pq.read_table(Path(after["path"]) / f"{table}.parquet"))), table
+
+
+def test_a_failing_chunk_iterator_is_raised_in_order_not_hung():
+    """The caller's iterator runs on the pool's threads too: its error reaches the caller after
+    the chunks before it (a database read dropping mid-export must not hang the map)."""
+    import threading
+
+    from extrarlhf.datasets.pool import map_chunks
+
+    def items():
+        yield from range(24)
+        raise RuntimeError("the source failed at item 24")
+
+    outcome: dict = {}
+
+    def run() -> None:
+        seen = []
+        try:
+            for chunk, _result in map_chunks(items(), 2, 8, task="builtins:len"):
+                seen.append(chunk)
+        except RuntimeError as exc:
+            outcome["error"], outcome["seen"] = str(exc), seen
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the map hung"
+    assert outcome["error"] == "the source failed at item 24"
+    assert [c[0] for c in outcome["seen"]] == [0, 8, 16]

@@ -79,7 +79,11 @@ class WorkerPool:
             chunks or the caller is ``ahead`` chunks behind."""
             if state["exhausted"] or state["count"] - state["next"] >= self.ahead:
                 return None
-            chunk = next(chunks, None)
+            try:  # the caller's iterator may fail (a database read): its error is raised in order
+                chunk = next(chunks, None)
+            except Exception as exc:  # noqa: BLE001 - handed to the caller by map
+                state["error"] = exc
+                chunk = None
             if chunk is None:
                 state["exhausted"] = True
                 return None
@@ -113,7 +117,8 @@ class WorkerPool:
             while True:
                 try:
                     result = receive(proc.stdout)
-                except (EOFError, OSError, ValueError):
+                except Exception:  # noqa: BLE001 - EOF, a broken pipe, a garbled result: the worker is lost
+                    proc.kill()
                     with lock:
                         died(worker)
                     return
@@ -135,6 +140,8 @@ class WorkerPool:
                 mine = take() if local is not None and (head is None or not head[1].done()) else None
                 if head is None and mine is None:
                     if state["exhausted"]:
+                        if "error" in state:
+                            raise state["error"]
                         return
                     raise RuntimeError("every dataset worker process died")  # nothing left to hand chunks to
             if mine is not None:

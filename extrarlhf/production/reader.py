@@ -135,20 +135,18 @@ class _Stream:
             self._last = self.key(page[-1])
         return page
 
-    async def records(self):
-        """Rows one page at a time, the next page fetched while this one is consumed."""
+    async def iter_pages(self):
+        """The stream's pages, the next one fetched while this one is consumed."""
         pending = asyncio.ensure_future(self._fetch())
-        while True:
-            page = await pending
-            if not page:
-                return
-            pending = asyncio.ensure_future(self._fetch())
-            try:
-                for row in page:
-                    yield row
-            except BaseException:
-                pending.cancel()
-                raise
+        try:
+            while True:
+                page = await pending
+                if not page:
+                    return
+                pending = asyncio.ensure_future(self._fetch())
+                yield page
+        finally:
+            pending.cancel()
 
 
 class _PageError(Exception):
@@ -169,7 +167,7 @@ class SnapshotReader:
     """
 
     def __init__(self, access: ProductionAccess, window: Window, *, max_rows: int = MAX_ROWS,
-                 battle_page_rows: int = 2_000, action_page_rows: int = 20_000, queue_items: int = 4_096) -> None:
+                 battle_page_rows: int = 2_000, action_page_rows: int = 20_000, queue_items: int = 256) -> None:
         self.access, self.window, self.max_rows = access, window, max_rows
         self.battle_page_rows, self.action_page_rows = battle_page_rows, action_page_rows
         self.queue: queue.Queue = queue.Queue(maxsize=queue_items)
@@ -302,28 +300,39 @@ class SnapshotReader:
             actions += f" AND a.ingested_at < ${n}"  # the cut-off is the last argument
         self.streams["battle_actions"] = _Stream(
             "battle_actions", follower, f"{actions} ORDER BY a.battle_id, a.seq LIMIT ${n + 1}",
-            f"{actions} AND (a.battle_id, a.seq) > (${n + 1}, ${n + 2}) ORDER BY a.battle_id, a.seq "
-            f"LIMIT ${n + 3}", args, lambda r: (r["battle_id"], r["seq"]), self.action_page_rows, self.max_rows)
+            # b.battle_id >= ... repeats the cursor on the battles side: without it a narrow window
+            # makes the planner scan battles from the start on every page
+            f"{actions} AND (a.battle_id, a.seq) > (${n + 1}, ${n + 2}) AND b.battle_id >= ${n + 1} "
+            f"ORDER BY a.battle_id, a.seq LIMIT ${n + 3}", args, lambda r: (r["battle_id"], r["seq"]), self.action_page_rows, self.max_rows)
 
     async def _merge(self) -> None:
         """Both streams are in battle id order and every action's battle is in the battles
-        stream: each battle takes the actions that follow it with its id."""
-        actions = self.streams["battle_actions"].records()
-        pending = await anext(actions, None)
-        async for battle in self.streams["battles"].records():
-            if self.stop.is_set():
-                return
-            mine = []
-            while pending is not None and pending["battle_id"] == battle["battle_id"]:
-                mine.append(pending)
-                pending = await anext(actions, None)
-            if pending is None and self.streams["battle_actions"].ceiling:
-                return  # this battle's actions may be cut off: stop before it
-            if not self._put((battle, mine)):
-                return
-        if pending is not None and not self.streams["battles"].ceiling:
-            raise ProductionReadError(f"an action row of battle stream order was left unmatched after the last "
-                                      f"battle; the streams disagree (page {self.streams['battle_actions'].pages})")
+        stream: each battle takes the actions that follow it with its id (a page at a time;
+        rows are read by position: column 0 is battle_id in both streams)."""
+        actions = self.streams["battle_actions"]
+        action_pages = actions.iter_pages()
+        page, at = await anext(action_pages, []), 0
+        async for battles in self.streams["battles"].iter_pages():
+            for battle in battles:
+                if self.stop.is_set():
+                    return
+                battle_id, mine = battle[0], []
+                while True:
+                    if at == len(page):
+                        page, at = await anext(action_pages, []), 0
+                        if not page:
+                            break
+                    if page[at][0] != battle_id:
+                        break
+                    mine.append(page[at])
+                    at += 1
+                if not page and actions.ceiling:
+                    return  # this battle's actions may be cut off: stop before it
+                if not self._put((battle, mine)):
+                    return
+        if page and at < len(page) and not self.streams["battles"].ceiling:
+            raise ProductionReadError(f"action rows of battle stream order were left after the last battle (page "
+                                      f"{actions.pages}); the streams disagree")
 
 
 def _is_server_error(exc: BaseException) -> bool:
