@@ -18,8 +18,19 @@ Statistics (counted from the candidate's side, W/D/L over battles):
   L/D/W; each hypothesis ``score = L(elo)`` with ``L(x) = 1 / (1 + 10^(-x/400))``; the
   likelihood is maximised under each constraint; empty cells get 1e-3), checked after
   every pair against ``log(beta / (1 - alpha))`` (accept H0: stop, fail) and
-  ``log((1 - beta) / alpha)`` (accept H1: stop, pass). Reaching ``n_pairs`` undecided is
-  ``inconclusive`` (not passed).
+  ``log((1 - beta) / alpha)`` (accept H1: stop). An H1 crossing stops the match only once
+  the promotion policy's ``min_pairs`` pairs are played (an H0 crossing stops at once): the
+  match goes on, and the decision is the one at the stop, so that a decided benchmark with
+  ``n_pairs >= min_pairs`` has enough pairs to count for promotion. Reaching ``n_pairs``
+  undecided is ``inconclusive`` (not passed).
+
+Promotion eligibility. ``passed`` is true only when the benchmark is valid, the SPRT
+accepted H1 *and* its settings meet the :class:`extrarlhf.promotion.PromotionPolicy`
+(``elo0 >= 0``, ``alpha`` and ``beta <= 0.05``, at least ``min_pairs`` pairs; ``policy=``
+overrides it, for core callers only). Any elo0 may be measured, but the report says
+``promotion_eligible`` and lists ``promotion_blockers`` (``{"check", "message"}``, the checks
+``promote_checkpoint`` uses); an H1 accepted under lax settings is reported as "NOT ELIGIBLE
+FOR PROMOTION", never as "PASSED", with the candidate's score and Elo next to it.
 
 Each model also plays ``baseline_pairs`` pairs against ``baseline:random`` and
 ``baseline:greedy`` (informative; the same seeds for both models).
@@ -54,6 +65,7 @@ from .checkpoints import CheckpointRegistry
 from .errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema
 from .fileio import atomic_write_bytes, atomic_write_json, locked
 from .match import check_seed
+from .promotion import PromotionPolicy, benchmark_blockers
 from .trace import utc_now
 
 REPORT_SCHEMA_VERSION = 1
@@ -413,6 +425,12 @@ def format_markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {side['spec']} | {(side['registered_weights_hash'] or '-')[:16]} | {played} |")
     if not report["valid"]:
         lines += ["", "**Invalid:** " + "; ".join(report["invalid_reasons"])]
+    if "promotion_eligible" in report:
+        pol = report["promotion_policy"]
+        lines += ["", f"Promotion (policy elo0 >= {pol['min_elo0']:g}, alpha <= {pol['max_alpha']:g}, beta <= "
+                      f"{pol['max_beta']:g}, at least {pol['min_pairs']} pairs): "
+                      + ("**eligible**." if report["promotion_eligible"] else "**not eligible**: " +
+                         "; ".join(f"[{b['check']}] {b['message']}" for b in report["promotion_blockers"]))]
     lines += ["", f"{report['battles_played']} battles in {report['seconds']:.1f}s "
                   f"({_fmt(report['battles_per_s'], 1)} battles/s, {report['settings']['max_workers']} worker(s))."]
     return "\n".join(lines) + "\n"
@@ -436,9 +454,13 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
                      elo1: float = 10.0, alpha: float = 0.05, beta: float = 0.05, baseline_pairs: int = 20,
                      max_workers: int = 1, stop_early: bool = True,
                      checkpoints_dir: str | os.PathLike[str] = "checkpoints",
-                     progress: Progress | None = None, write: bool = True) -> dict[str, Any]:
+                     progress: Progress | None = None, write: bool = True,
+                     policy: PromotionPolicy | None = None) -> dict[str, Any]:
     """Benchmark ``candidate`` against ``incumbent`` (specs: checkpoint names or baselines);
-    returns the report (also written to the benchmarks folder unless ``write=False``)."""
+    returns the report (also written to the benchmarks folder unless ``write=False``).
+    ``policy`` (default :class:`PromotionPolicy`) decides ``promotion_eligible`` and the
+    fewest pairs before an H1 stop (module docstring)."""
+    policy = PromotionPolicy.coerce(policy)
     checkpoints_dir = os.path.abspath(checkpoints_dir)
     n_pairs = _check_int(n_pairs, "n_pairs", 1, MAX_PAIRS)
     baseline_pairs = _check_int(baseline_pairs, "baseline_pairs", 0, MAX_PAIRS)
@@ -490,7 +512,7 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
                 tally.add_pair(results[k], results[k + 1])
                 llr = sprt_llr(tally.wins, tally.draws, tally.losses, elo0, elo1)
                 decision = _classify(llr, lower, upper)
-                if decision != "inconclusive" and stop_early:
+                if stop_early and (decision == "H0" or (decision == "H1" and tally.pairs >= policy.min_pairs)):
                     stop_pair = tally.pairs
             stopping = stop_pair is not None or invalid
             main_left = 0 if stopping else 2 * n_pairs - (len(all_results))
@@ -542,21 +564,32 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
     match = tally.as_dict()
     match["sprt"] = {"llr": llr, "lower": lower, "upper": upper, "elo0": elo0, "elo1": elo1, "alpha": alpha,
                      "beta": beta, "decision": decision, "stopped_early": stop_pair is not None and stop_pair < n_pairs,
-                     "pairs_at_decision": stop_pair, "statistic": "trinomial GSPRT (fishtest LLR_logistic)"}
+                     "pairs_at_decision": stop_pair, "min_pairs_before_h1_stop": policy.min_pairs,
+                     "statistic": "trinomial GSPRT (fishtest LLR_logistic)"}
     counted = 2 * tally.pairs
     main_played = sum(1 for r in all_results if r["key"][0] == "main")
-    passed = valid and decision == "H1"
+    blockers = benchmark_blockers({"valid": valid, "invalid_reasons": invalid_reasons, "match": match}, policy)
+    policy_blockers = [b for b in blockers if b["check"] == "promotion_policy"]
+    passed = valid and decision == "H1" and not policy_blockers
+    outcome = "-" if match["score"] is None else \
+        f"{candidate} scored {match['score']:.3f} against {incumbent} (W/D/L {match['wins']}/{match['draws']}/" \
+        f"{match['losses']}, Elo {match['elo']:+.0f}, 95% CI [{match['elo_ci95'][0]:+.0f}, " \
+        f"{match['elo_ci95'][1]:+.0f}])"
     if not valid:
         verdict = "INVALID: " + "; ".join(invalid_reasons)
-    elif decision == "H1":
+    elif decision == "H1" and not policy_blockers:
         verdict = f"PASSED: SPRT accepted H1 ({candidate} is at least {elo1:g} Elo stronger than {incumbent}, " \
-                  f"LLR {llr:.3f} >= {upper:.3f}) after {tally.pairs} pairs"
+                  f"LLR {llr:.3f} >= {upper:.3f}) after {tally.pairs} pairs; {outcome}"
+    elif decision == "H1":
+        verdict = f"NOT ELIGIBLE FOR PROMOTION: SPRT accepted H1 (elo >= {elo1:g} against H0 elo <= {elo0:g}, " \
+                  f"LLR {llr:.3f} >= {upper:.3f}) after {tally.pairs} pairs, but the settings fall short of the " \
+                  f"promotion policy: {'; '.join(b['message'] for b in policy_blockers)}; {outcome}"
     elif decision == "H0":
         verdict = f"FAILED: SPRT accepted H0 ({candidate} is not {elo1:g} Elo stronger than {incumbent}, " \
-                  f"LLR {llr:.3f} <= {lower:.3f}) after {tally.pairs} pairs"
+                  f"LLR {llr:.3f} <= {lower:.3f}) after {tally.pairs} pairs; {outcome}"
     else:
         verdict = f"INCONCLUSIVE: LLR {llr:.3f} stayed within [{lower:.3f}, {upper:.3f}] for {tally.pairs} pairs; " \
-                  f"not passed (run more pairs)"
+                  f"not passed (run more pairs); {outcome}"
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION, "kind": "policy_benchmark", "sequence": None,
         "candidate": side_reports["candidate"], "incumbent": side_reports["incumbent"],
@@ -569,6 +602,7 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
         "baselines_skipped": None if baselines_played or not baselines_planned else
         "not played: the main match already invalidated the benchmark",
         "valid": valid, "invalid_reasons": invalid_reasons, "passed": passed, "verdict": verdict,
+        "promotion_eligible": passed, "promotion_blockers": blockers, "promotion_policy": policy.as_dict(),
         "degraded_battles": len(degraded), "crashed_battles": len(crashed),
         "degraded_examples": [{"key": list(r["key"]), "seed": r["seed"], "warnings": r["warnings"]}
                               for r in degraded[:3]],

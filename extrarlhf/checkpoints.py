@@ -11,6 +11,18 @@ the file's size and sha256, where it came from and when it was registered. The m
 is written (atomically) before the index points at it and carries its content hash in its
 file name, so a crash never leaves an index entry describing a file it does not name.
 
+Registration limits: a model file larger than the size cap (default 256 MiB; the
+constructor's ``max_model_bytes`` or the ``RLHF_MAX_MODEL_BYTES`` environment variable) is
+refused (``model_too_large``) from ``os.stat``, before any byte is read. The file is copied
+into the registry in chunks, hashing as it goes (never read whole to hash it), and every
+check (ONNX parse, kind, onnxruntime load) runs on that private copy, so the registered
+bytes are exactly the bytes checked.
+
+Protection: the promoted checkpoint and every checkpoint a rollback could restore are never
+overwritten (``checkpoint_protected``, naming the pointer or history that protects it); the
+check is :meth:`CheckpointRegistry.check_replaceable`, held under the promotion lock while an
+overwrite is written (``extrarlhf.promotion.promotion_guard``).
+
 A registered name is a valid actor spec: ``registry.policy(name, seed)`` builds a
 :class:`adapters.ModelPolicy` that checks the recorded weights hash when it loads and, on a
 mismatch (or a missing file), plays its fallback baseline with a warning instead of failing.
@@ -18,10 +30,13 @@ mismatch (or a missing file), plays its fallback baseline with a warning instead
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import stat
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -30,17 +45,27 @@ import onnx
 
 from adapters import KindMismatch, ModelPolicy
 from adapters.decision import AdapterError
-from adapters.onnx_models import MODEL_KINDS, canonical_kind, check_kind, detect_kind, new_session, signature, \
-    weights_hash
+from adapters.onnx_models import (
+    MODEL_KINDS,
+    canonical_kind,
+    check_kind,
+    detect_kind,
+    new_session,
+    signature,
+    weights_hash,
+)
 
 from .errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema
-from .fileio import atomic_write_bytes, atomic_write_json, locked
+from .fileio import _current_umask, atomic_write_json, fsync_dir, locked, writing
 from .sessions import check_name
 from .trace import utc_now
 
 CHECKPOINTS_SCHEMA_VERSION = 1
 DEFAULT_ROOT = "checkpoints"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+DEFAULT_MAX_MODEL_BYTES = 256 * 1024 * 1024
+MAX_MODEL_BYTES_ENV = "RLHF_MAX_MODEL_BYTES"
+HASH_CHUNK = 1024 * 1024
 _ENTRY_FIELDS = {"name": str, "kind": str, "file": str, "signature": dict, "weights_hash": str, "size_bytes": int,
                  "sha256": str, "registered_at": str, "source_path": str}
 
@@ -57,6 +82,31 @@ class CheckpointExists(RLHFError):
 
 class CorruptIndex(RLHFError):
     code = "corrupt_index"
+
+
+class ModelTooLarge(RLHFError):
+    """A model file above the registry's size cap (checked before reading it)."""
+
+    code = "model_too_large"
+
+
+class ProtectedCheckpoint(RLHFError):
+    """An overwrite of the promoted checkpoint or of one a rollback could restore."""
+
+    code = "checkpoint_protected"
+
+
+def _size_text(n: int) -> str:
+    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.1f} {unit} ({n} bytes)"
+    return f"{n} bytes"
+
+
+def _check_cap(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{where} must be a positive number of bytes, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -82,17 +132,41 @@ class Checkpoint:
         return d
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _sha256_file(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file, read in chunks (memory stays flat whatever its size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(HASH_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 class CheckpointRegistry:
     """Named checkpoints under ``root``. Reads need no lock (the index is replaced atomically);
     registration holds the index lock, so concurrent registrations never lose an entry."""
 
-    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT) -> None:
+    def __init__(self, root: str | os.PathLike[str] = DEFAULT_ROOT, *, max_model_bytes: int | None = None) -> None:
         self.root = Path(root)
         self.index_path = self.root / "index.json"
+        self._max_model_bytes = None if max_model_bytes is None else _check_cap(max_model_bytes, "max_model_bytes")
+
+    @property
+    def max_model_bytes(self) -> int:
+        """The registration size cap: the constructor's ``max_model_bytes``, else
+        ``RLHF_MAX_MODEL_BYTES``, else 256 MiB."""
+        if self._max_model_bytes is not None:
+            return self._max_model_bytes
+        raw = os.environ.get(MAX_MODEL_BYTES_ENV)
+        if raw is None or raw.strip() == "":
+            return DEFAULT_MAX_MODEL_BYTES
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            value = None
+        if value is None or value < 1:
+            raise InvalidArgument(f"{MAX_MODEL_BYTES_ENV}={raw!r} is not a positive number of bytes (e.g. "
+                                  f"{MAX_MODEL_BYTES_ENV}={2 * DEFAULT_MAX_MODEL_BYTES} for 512 MiB)")
+        return value
 
     # ------------------------------------------------------------------ index
     def _read(self) -> dict[str, dict[str, Any]]:
@@ -150,62 +224,135 @@ class CheckpointRegistry:
                           source_path=entry["source_path"])
 
     # ------------------------------------------------------------------ writing
+    def check_replaceable(self, name: str) -> None:
+        """Refuse (``checkpoint_protected``) when ``name`` may not be overwritten: it is the
+        promoted checkpoint, a rollback could restore it, or an unfinished promotion names it.
+        ``register`` runs the same check under the promotion lock; callers (``train_policy``)
+        use this one to fail before doing any work."""
+        from .promotion import promotion_guard
+
+        with promotion_guard(self.root) as protected:
+            self._refuse_protected(name, protected)
+
+    def _refuse_protected(self, name: str, protected: dict[str, str]) -> None:
+        if name in protected:
+            raise ProtectedCheckpoint(f"checkpoint {name!r} {protected[name]}; it is never overwritten: register or "
+                                      f"train the new model under another name, benchmark it and promote it")
+
+    def _copy_in(self, src: Path, size: int, cap: int) -> tuple[Path, str, int]:
+        """Copy ``src`` into a temp file of the registry in chunks, hashing as it goes; the
+        copy is refused if the file grew past ``cap`` since it was measured."""
+        with writing(self.root, f"copying the model {src.name} into the checkpoint registry"):
+            return self._copy_in_unchecked(src, size, cap)
+
+    def _copy_in_unchecked(self, src: Path, size: int, cap: int) -> tuple[Path, str, int]:
+        # named like fileio's temp files (.<target>.<pid>-<random>.tmp): `gc` can tell a dead writer's copy
+        stem = re.sub(r"[^A-Za-z0-9_-]", "_", src.stem)[:40]
+        fd, tmp_name = tempfile.mkstemp(prefix=f".register-{stem}.{os.getpid()}-", suffix=".tmp", dir=self.root)
+        tmp = Path(tmp_name)
+        digest, copied = hashlib.sha256(), 0
+        try:
+            os.fchmod(fd, 0o666 & ~_current_umask())
+            with open(src, "rb") as fh:
+                for chunk in iter(lambda: fh.read(HASH_CHUNK), b""):
+                    copied += len(chunk)
+                    if copied > cap:
+                        raise ModelTooLarge(f"model file {src} grew past the registration cap of "
+                                            f"{_size_text(cap)} while it was copied (it measured {_size_text(size)})")
+                    digest.update(chunk)
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        return tmp, digest.hexdigest(), copied
+
     def register(self, name: str, path: str | os.PathLike[str], kind: str | None = None, *,
                  overwrite: bool = False) -> Checkpoint:
         """Copy the model at ``path`` into the registry as ``name``.
 
         ``kind`` (``legacy_onnx``, ``action_onnx``/``v4``, ``v5``) is checked against the
-        model's signature and a mismatch refused (expected vs found); None detects it."""
+        model's signature and a mismatch refused (expected vs found); None detects it. A file
+        above :attr:`max_model_bytes` is refused (``model_too_large``) before it is read;
+        ``overwrite=True`` never replaces a protected checkpoint (``checkpoint_protected``)."""
         check_name(name, "checkpoint")
+        if not isinstance(overwrite, bool):
+            raise InvalidArgument(f"overwrite must be true or false, got {overwrite!r}")
         src = Path(path)
-        if not src.is_file():
-            raise NotFound(f"model file {src} does not exist")
-        data = src.read_bytes()
         try:
-            model = onnx.load_from_string(data)
-        except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage
-            raise InvalidArgument(f"{src} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-            raise InvalidArgument(f"{src} keeps its weights in external data files; re-save it as one file "
-                                  f"(onnx.save(model, path, save_as_external_data=False))")
-        sig = signature(model)
-        if kind is None:
-            try:
-                kind = detect_kind(sig)
-            except KindMismatch as exc:
-                raise KindMismatchError(str(exc)) from None
-        else:
-            try:
-                if not isinstance(kind, str):
-                    raise AdapterError(f"kind must be a string, got {kind!r}")
-                kind = canonical_kind(kind)
-            except AdapterError as exc:
-                raise InvalidArgument(f"cannot register {name!r}: {exc}") from None
-            try:
-                check_kind(kind, sig)
-            except KindMismatch as exc:
-                raise KindMismatchError(f"refusing to register {name!r} as {kind}: {exc}") from None
+            st = os.stat(src)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFound(f"model file {src} does not exist") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise NotFound(f"model file {src} is not a regular file")
+        cap = self.max_model_bytes
+        if st.st_size > cap:
+            source = ("max_model_bytes" if self._max_model_bytes is not None else
+                      MAX_MODEL_BYTES_ENV if os.environ.get(MAX_MODEL_BYTES_ENV, "").strip() else "the default")
+            raise ModelTooLarge(f"model file {src} is {_size_text(st.st_size)}, above the registration cap of "
+                                f"{_size_text(cap)} (set by {source}); to register it, raise the cap with "
+                                f"{MAX_MODEL_BYTES_ENV}=<bytes> in the environment of the process that registers "
+                                f"(or CheckpointRegistry(max_model_bytes=...))")
+        with writing(self.root, "creating the checkpoints directory"):
+            self.root.mkdir(parents=True, exist_ok=True)
+        tmp, sha, size = self._copy_in(src, st.st_size, cap)
         try:
-            new_session(data)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
-            raise InvalidArgument(f"onnxruntime cannot load {src}: {type(exc).__name__}: {exc}") from None
-        sha = _sha256(data)
-        entry = {"name": name, "kind": kind, "file": self._file_name(name, sha), "signature": sig,
-                 "weights_hash": weights_hash(model), "size_bytes": len(data), "sha256": sha,
-                 "registered_at": utc_now(), "source_path": str(src.absolute())}
-        self.root.mkdir(parents=True, exist_ok=True)
-        with locked(self.index_path):
-            entries = self._read()
-            old = entries.get(name)
-            if old is not None and not overwrite:
-                raise CheckpointExists(f"checkpoint {name!r} already exists (kind {old['kind']}, weights_hash "
-                                       f"{old['weights_hash'][:12]}...); pass overwrite=True to replace it")
-            atomic_write_bytes(self.root / entry["file"], data)
-            entries[name] = entry
-            atomic_write_json(self.index_path, {"schema_version": CHECKPOINTS_SCHEMA_VERSION,
-                                                "checkpoints": dict(sorted(entries.items()))})
-            if old is not None and old["file"] != entry["file"]:
-                (self.root / old["file"]).unlink(missing_ok=True)
+            try:
+                model = onnx.load(str(tmp), load_external_data=False)
+            except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage
+                raise InvalidArgument(f"{src} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+            if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+                raise InvalidArgument(f"{src} keeps its weights in external data files; re-save it as one file "
+                                      f"(onnx.save(model, path, save_as_external_data=False))")
+            sig = signature(model)
+            if kind is None:
+                try:
+                    kind = detect_kind(sig)
+                except KindMismatch as exc:
+                    raise KindMismatchError(str(exc)) from None
+            else:
+                try:
+                    if not isinstance(kind, str):
+                        raise AdapterError(f"kind must be a string, got {kind!r}")
+                    kind = canonical_kind(kind)
+                except AdapterError as exc:
+                    raise InvalidArgument(f"cannot register {name!r}: {exc}") from None
+                try:
+                    check_kind(kind, sig)
+                except KindMismatch as exc:
+                    raise KindMismatchError(f"refusing to register {name!r} as {kind}: {exc}") from None
+            try:
+                new_session(str(tmp))
+            except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+                raise InvalidArgument(f"onnxruntime cannot load {src}: {type(exc).__name__}: {exc}") from None
+            entry = {"name": name, "kind": kind, "file": self._file_name(name, sha), "signature": sig,
+                     "weights_hash": weights_hash(model), "size_bytes": size, "sha256": sha,
+                     "registered_at": utc_now(), "source_path": str(src.absolute())}
+            del model
+            with locked(self.index_path), contextlib.ExitStack() as stack:
+                entries = self._read()
+                old = entries.get(name)
+                if old is not None and not overwrite:
+                    raise CheckpointExists(f"checkpoint {name!r} already exists (kind {old['kind']}, weights_hash "
+                                           f"{old['weights_hash'][:12]}...); pass overwrite=True to replace it")
+                if old is not None:  # held until the index names the new file: no promotion in between
+                    from .promotion import promotion_guard
+
+                    self._refuse_protected(name, stack.enter_context(promotion_guard(self.root)))
+                with writing(self.root, f"registering checkpoint {name!r}"):
+                    os.replace(tmp, self.root / entry["file"])
+                    fsync_dir(self.root)
+                entries[name] = entry
+                atomic_write_json(self.index_path, {"schema_version": CHECKPOINTS_SCHEMA_VERSION,
+                                                    "checkpoints": dict(sorted(entries.items()))})
+                if old is not None and old["file"] != entry["file"]:
+                    (self.root / old["file"]).unlink(missing_ok=True)
+        finally:
+            tmp.unlink(missing_ok=True)
         return self._to_checkpoint(entry)
 
     # ------------------------------------------------------------------ reading
@@ -230,7 +377,7 @@ class CheckpointRegistry:
         cp = self.get(name)
         info = cp.as_dict()
         try:
-            info["file_present"], info["file_intact"] = True, _sha256(cp.path.read_bytes()) == cp.sha256
+            info["file_present"], info["file_intact"] = True, _sha256_file(cp.path) == cp.sha256
         except FileNotFoundError:
             info["file_present"], info["file_intact"] = False, False
         return info

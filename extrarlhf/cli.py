@@ -21,6 +21,7 @@ from .replay import replay_battle
 from .series import run_series
 from .datasets.commands import add_parser as add_datasets_parser
 from .production.commands import add_parser as add_production_parser
+from .cleanup import add_parser as add_gc_parser
 from .training.commands import add_parser as add_training_parser
 from .sessions import SessionStore
 
@@ -178,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_datasets_parser(sub)  # python -m extrarlhf datasets list|inspect|validate|materialize|...
     add_training_parser(sub)  # train, benchmark, promote, pipeline
     add_production_parser(sub)  # production status|export-v5|export-timestamp (opt-in)
+    add_gc_parser(sub)  # gc: temp folders, unfinished publications and unused locks of dead processes
     return parser
 
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import errno as _errno
+import os
+
 
 class RLHFError(ValueError):
     """Base of every business error; ``code`` is stable and machine-readable."""
@@ -83,3 +86,67 @@ class ValidationFailed(RLHFError):
     def __init__(self, message: str, failures: list[dict] | None = None, code: str | None = None) -> None:
         super().__init__(message, code)
         self.failures = list(failures or [])
+
+
+class ResourceError(RLHFError):
+    """The filesystem refused a write (full, read-only, not permitted). ``directory`` names
+    where; ``details`` carries it (and the errno name) for the facades."""
+
+    code = "resource_error"
+
+    def __init__(self, message: str, directory: str, errno_name: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.directory = directory
+        self.details = {"directory": directory, "errno": errno_name}
+
+
+class DiskFull(ResourceError):
+    """No space (or quota) left on the filesystem being written."""
+
+    code = "disk_full"
+
+
+class ReadOnlyFilesystem(ResourceError):
+    """The directory being written is on a read-only filesystem."""
+
+    code = "read_only"
+
+
+class PermissionDenied(ResourceError):
+    """This user may not write (create, rename, remove) in the directory."""
+
+    code = "permission_denied"
+
+
+_RESOURCE_ERRORS: dict[int, tuple[type[ResourceError], str]] = {
+    _errno.ENOSPC: (DiskFull, "no space left on the filesystem of {dir} while {what}; free space there (or use a "
+                              "directory on a larger filesystem) and retry"),
+    _errno.EDQUOT: (DiskFull, "the disk quota is exhausted on the filesystem of {dir} while {what}; free space "
+                              "there (or use another directory) and retry"),
+    _errno.EROFS: (ReadOnlyFilesystem, "{dir} is on a read-only filesystem (while {what}); remount it read-write "
+                                       "or use a writable directory, then retry"),
+    _errno.EACCES: (PermissionDenied, "permission denied in {dir} (while {what}); give this user write access to "
+                                      "it or use another directory, then retry"),
+    _errno.EPERM: (PermissionDenied, "operation not permitted in {dir} (while {what}); give this user write "
+                                     "access to it or use another directory, then retry"),
+}
+
+
+def resource_error(exc: BaseException, directory: str | os.PathLike[str] | None, what: str = "writing") \
+        -> ResourceError | None:
+    """The :class:`ResourceError` an ``OSError`` stands for (ENOSPC/EDQUOT -> ``disk_full``,
+    EROFS -> ``read_only``, EACCES/EPERM -> ``permission_denied``), naming ``directory``, or
+    None for any other error. When the OSError names a file outside ``directory`` (e.g. a
+    source file that could not be read), or no directory is given, that file's directory is
+    named instead."""
+    if not isinstance(exc, OSError) or exc.errno not in _RESOURCE_ERRORS:
+        return None
+    where = None if directory is None else os.path.abspath(os.fspath(directory))
+    filename = exc.filename if isinstance(exc.filename, str) else None
+    if filename:
+        path = os.path.abspath(filename)
+        if where is None or os.path.commonpath([path, where]) != where:
+            where = os.path.dirname(path)
+    cls, template = _RESOURCE_ERRORS[exc.errno]
+    message = template.format(dir=where or "a directory being written", what=what)
+    return cls(message, where or "", _errno.errorcode.get(exc.errno))

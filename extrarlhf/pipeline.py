@@ -9,6 +9,10 @@ Gates stop the loop without raising: a dataset that is not V5-ready stops it at
 registered but not promoted, and the summary carries the promotion refusal with every
 reason. Real errors (bad arguments, integrity failures) raise as usual.
 
+``promotion_policy`` (a :class:`extrarlhf.promotion.PromotionPolicy`, default: its defaults)
+is handed to both ``benchmark_models`` and ``promote_checkpoint``; it is a core-API argument
+only (the MCP ``run_pipeline`` tool never sets it).
+
 ``progress(stage, done, total)`` is called as each stage advances; ``stage`` is one of
 :data:`STAGES`.
 """
@@ -22,7 +26,7 @@ from typing import Any, Callable
 from .benchmarking import benchmark_models
 from .checkpoints import CheckpointRegistry
 from .errors import InvalidArgument, RLHFError
-from .promotion import PromotionRefused, current_incumbent, promote_checkpoint
+from .promotion import PromotionPolicy, PromotionRefused, current_incumbent, promote_checkpoint
 from .series import run_series
 from .sessions import check_name
 
@@ -37,6 +41,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                  elo1: float = 10.0, alpha: float = 0.05, beta: float = 0.05, promote: bool = True,
                  require_current_incumbent: bool = True, max_workers: int = 1,
                  readiness_policy: dict[str, int] | None = None,
+                 promotion_policy: PromotionPolicy | None = None,
                  sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
                  checkpoints_dir: str | os.PathLike[str] = "checkpoints",
                  progress: PipelineProgress | None = None) -> dict[str, Any]:
@@ -51,6 +56,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
 
     check_name(group, "group")
     check_name(name, "checkpoint")
+    promotion_policy = PromotionPolicy.coerce(promotion_policy)
     dataset_name = dataset if dataset is not None else group
     if not isinstance(promote, bool):
         raise InvalidArgument(f"promote must be true or false, got {promote!r}")
@@ -114,9 +120,10 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
     bench = timed("benchmark", lambda: benchmark_models(
         name, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
         baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
-        progress=report("benchmark")))
+        progress=report("benchmark"), policy=promotion_policy))
     stages["benchmark"] = {k: bench[k] for k in ("sequence", "report_path", "markdown_path", "valid", "passed",
-                                                 "verdict", "invalid_reasons", "battles_played", "battles_per_s")}
+                                                 "verdict", "invalid_reasons", "promotion_eligible",
+                                                 "promotion_blockers", "battles_played", "battles_per_s")}
     stages["benchmark"]["incumbent"] = against
     stages["benchmark"]["match"] = {k: bench["match"][k] for k in ("pairs", "wins", "draws", "losses", "score",
                                                                    "elo", "elo_ci95", "sprt")}
@@ -129,7 +136,8 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
         return summary
     try:
         promoted = timed("promote", lambda: promote_checkpoint(
-            name, checkpoints_dir=checkpoints_dir, require_current_incumbent=require_current_incumbent))
+            name, checkpoints_dir=checkpoints_dir, require_current_incumbent=require_current_incumbent,
+            policy=promotion_policy))
         stages["promote"] = {"promoted": True, "pointer": promoted["promoted"],
                              "previous": (promoted["previous"] or {}).get("name")}
         summary["promoted"] = True

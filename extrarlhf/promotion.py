@@ -4,46 +4,101 @@ Files under the checkpoints dir::
 
     promoted.json            the promoted pointer (atomic replace): name, kind, weights_hash,
                              sha256, the benchmark that justified it, the previous pointer's name
-    promoted.json.lock       serializes promotions and rollbacks (flock)
+    promoted.json.lock       serializes promotions, rollbacks, repairs and registry overwrites (flock)
     promoted_history.jsonl   one line per event ("promote" or "rollback"), each with the
                              pointer document it installed
+    promoted.intent.json     present only while a promotion or rollback is being written (or
+                             after a crash in the middle of one): the new pointer document, the
+                             pointer it replaces and the history line
 
-:func:`promote_checkpoint` promotes only a candidate that (every refusal names each failed check):
+The promotion policy
+--------------------
+A benchmark counts for promotion only when it passed *and* its settings meet the
+:class:`PromotionPolicy`: the SPRT's ``elo0 >= min_elo0`` (0: H1 must mean "stronger than the
+incumbent", never "at most 400 Elo weaker"), ``alpha <= max_alpha`` and ``beta <= max_beta``
+(0.05 each), and at least ``min_pairs`` pairs played (50: 100 battles over 50 deals, both
+seats each; below that the GSPRT's regularized empty cells and Wald's approximate bounds
+decide more than the games do, and the Elo interval is wider than about +-70). The defaults
+apply everywhere; only a core caller can change them, by passing ``policy=PromotionPolicy(...)``
+to :func:`promote_checkpoint` (and to ``benchmark_models`` / ``run_pipeline``). No MCP tool
+argument and no CLI flag reaches it.
 
-1. is registered, with its model file present and intact;
-2. has a benchmark report; its *latest* one (highest sequence) is valid (no degraded or
-   crashed battle) and passed (the SPRT accepted H1); an unreadable report file of the
-   candidate refuses too (it might be the latest);
-3. played with the weights it is registered with now (the report's played weights_hash
-   equals the registry's, so weights replaced after the benchmark are never promoted);
-4. was benchmarked against the current incumbent -- the promoted checkpoint, with the
-   weights it was promoted with, or ``baseline:greedy`` when nothing is promoted
-   (``require_current_incumbent=False`` waives this one, e.g. for a first promotion
+:func:`promote_checkpoint` first repairs what a crash left (see below; a state it cannot repair
+refuses with the check ``history_consistent``), then promotes only a candidate that (every
+refusal names each failed check):
+
+1. is registered, with its model file present and intact (``registered``, ``file_intact``);
+2. has a benchmark report (``benchmarked``); its *latest* one (highest sequence) is valid (no
+   degraded or crashed battle: ``benchmark_valid``), its SPRT accepted H1
+   (``benchmark_passed``) and its settings meet the policy (``promotion_policy``, one reason
+   per setting that falls short); an unreadable report file of the candidate refuses too
+   (``benchmark_reports_readable``: it might be the latest);
+3. played with the weights it is registered with now (``weights_hash``: the report's played
+   weights_hash equals the registry's, so weights replaced after the benchmark are never
+   promoted);
+4. was benchmarked against the current incumbent (``current_incumbent``) -- the promoted
+   checkpoint, with the weights it was promoted with, or ``baseline:greedy`` when nothing is
+   promoted (``require_current_incumbent=False`` waives this one, e.g. for a first promotion
    decided against another reference);
-5. is not already the promoted one.
+5. is not already the promoted one (``not_already_promoted``).
 
 :func:`rollback_promotion` re-installs the pointer that was current before the last
 promotion (the history is a stack: promote pushes, rollback pops), after checking that the
 checkpoint it names is still registered with the same weights.
+
+Protection
+----------
+The promoted checkpoint and every checkpoint a rollback could restore (the history's stack)
+are never overwritten: ``CheckpointRegistry.register(..., overwrite=True)`` asks
+:func:`promotion_guard` under this module's lock and refuses them (``checkpoint_protected``);
+``train_policy`` uses the same registry check.
+
+Crash consistency
+-----------------
+A promotion or rollback writes, under the lock: (1) the intent record, (2) the pointer
+(atomic replace), (3) the history line, then (4) removes the intent. A crash at any point
+leaves a state that every reader (:func:`read_promoted`, :func:`promotion_status`,
+:func:`promote_checkpoint`, :func:`rollback_promotion`, the registry's protection check)
+repairs first, under the lock: an intent whose pointer was never written is discarded (the
+promotion did not happen); an intent whose pointer was written completes the history and is
+removed (the promotion happened). A pointer ahead of its history by one event without an
+intent (left by versions before the intent record) is completed from the pointer document
+itself. What cannot be repaired is reported by :func:`promotion_status` (``consistent:
+false`` and ``torn``, each problem in words) and refuses promotion and rollback with the
+check ``history_consistent``. On a read-only directory readers report instead of repairing.
+
+Test hook: when the environment variable ``RLHF_TEST_CRASH_AT`` names one of
+:data:`CRASH_POINTS`, the process SIGKILLs itself at that point of a promotion or rollback
+(``mid_history`` first writes half of the history line). It is read only here and is inert
+when unset; the crash tests (tests/test_promotion_crash.py) use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import signal
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .benchmarking import list_benchmarks
 from .checkpoints import CheckpointRegistry
-from .errors import NotFound, RLHFError, UnsupportedSchema
-from .fileio import append_line_locked, atomic_write_json, locked
+from .errors import InvalidArgument, NotFound, ResourceError, RLHFError, UnsupportedSchema
+from .fileio import append_line_locked, atomic_write_json, fsync_dir, locked
 from .trace import utc_now
 
 POINTER_SCHEMA_VERSION = 1
+INTENT_SCHEMA_VERSION = 1
 POINTER = "promoted.json"
 HISTORY = "promoted_history.jsonl"
+INTENT = "promoted.intent.json"
 DEFAULT_INCUMBENT = "baseline:greedy"
+CRASH_ENV = "RLHF_TEST_CRASH_AT"
+CRASH_POINTS = ("after_intent", "after_pointer", "mid_history", "after_history", "before_intent_removal")
+MAX_POLICY_PAIRS = 100_000
 
 
 class PromotionRefused(RLHFError):
@@ -58,9 +113,100 @@ class PromotionRefused(RLHFError):
         self.details = {"reasons": reasons, **details}
 
 
-def read_promoted(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> dict[str, Any] | None:
-    """The promoted pointer document, or None when nothing is promoted."""
-    path = Path(checkpoints_dir) / POINTER
+# ---------------------------------------------------------------------------- the policy
+@dataclass(frozen=True)
+class PromotionPolicy:
+    """What a benchmark's settings must satisfy to count for promotion (module docstring).
+
+    - ``min_elo0``: lowest SPRT ``elo0`` (H0: the candidate is at most elo0 Elo stronger).
+      With ``elo0 >= 0`` an accepted H1 means the candidate is stronger than the incumbent;
+      with ``elo0 = -400`` it would "pass" while losing 5-29.
+    - ``max_alpha`` / ``max_beta``: highest SPRT false-positive / false-negative rates.
+    - ``min_pairs``: fewest pairs (each deal played from both seats) counted. The benchmark
+      never stops on H1 before this many pairs, so a decided SPRT is eligible when
+      ``n_pairs >= min_pairs``.
+
+    Only core callers override it (``policy=PromotionPolicy(min_pairs=100)``); facades never
+    pass one through from their clients.
+    """
+
+    min_elo0: float = 0.0
+    max_alpha: float = 0.05
+    max_beta: float = 0.05
+    min_pairs: int = 50
+
+    def __post_init__(self) -> None:
+        def number(value: Any) -> bool:
+            return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+        if not number(self.min_elo0) or not -1000.0 <= self.min_elo0 <= 1000.0:
+            raise InvalidArgument(f"promotion policy min_elo0 must be a number in [-1000, 1000], got "
+                                  f"{self.min_elo0!r}")
+        for name in ("max_alpha", "max_beta"):
+            value = getattr(self, name)
+            if not number(value) or not 0.0 < value < 0.5:
+                raise InvalidArgument(f"promotion policy {name} must be a number in (0, 0.5), got {value!r}")
+        if isinstance(self.min_pairs, bool) or not isinstance(self.min_pairs, int) or \
+                not 1 <= self.min_pairs <= MAX_POLICY_PAIRS:
+            raise InvalidArgument(f"promotion policy min_pairs must be an integer in 1..{MAX_POLICY_PAIRS}, got "
+                                  f"{self.min_pairs!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def coerce(cls, value: "PromotionPolicy | None") -> "PromotionPolicy":
+        """The policy itself, or the defaults for None. Anything else (a mapping from a client,
+        say) is refused: the policy is changed in code, with a ``PromotionPolicy`` object."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        raise InvalidArgument(f"a promotion policy is a PromotionPolicy object ({', '.join(f.name for f in fields(cls))}"
+                              f"), got {type(value).__name__}")
+
+    def settings_blockers(self, *, elo0: float, elo1: float, alpha: float, beta: float,
+                          pairs: int) -> list[dict[str, str]]:
+        """Each way these SPRT settings and pair count fall short of the policy, as
+        ``{"check": "promotion_policy", "message"}``."""
+        out = []
+        if elo0 < self.min_elo0:
+            out.append(f"elo0={elo0:g} is below the policy's min_elo0={self.min_elo0:g}: accepting H1 (elo >= "
+                       f"{elo1:g}) {'would not show the candidate is stronger than the incumbent' if elo1 <= 0 else 'can happen for a candidate weaker than the incumbent'}"
+                       f"; benchmark again with elo0 >= {self.min_elo0:g}")
+        if alpha > self.max_alpha:
+            out.append(f"alpha={alpha:g} is above the policy's max_alpha={self.max_alpha:g}")
+        if beta > self.max_beta:
+            out.append(f"beta={beta:g} is above the policy's max_beta={self.max_beta:g}")
+        if pairs < self.min_pairs:
+            out.append(f"{pairs} pair(s) counted; promotion needs at least min_pairs={self.min_pairs} (raise n_pairs)")
+        return [{"check": "promotion_policy", "message": m} for m in out]
+
+
+def benchmark_blockers(report: dict[str, Any], policy: PromotionPolicy | None = None) -> list[dict[str, str]]:
+    """Why a benchmark report does not count for promotion under ``policy`` (empty when it
+    does): ``benchmark_valid``, ``benchmark_passed`` (the SPRT did not accept H1) and
+    ``promotion_policy`` reasons, in that order. Judged from the report's own settings and
+    counts, so a report written by an older version (or under a looser policy) is re-judged."""
+    policy = PromotionPolicy.coerce(policy)
+    reasons = []
+    if not report["valid"]:
+        reasons.append({"check": "benchmark_valid",
+                        "message": "the benchmark is invalid: " + "; ".join(report["invalid_reasons"])})
+    sprt = report["match"]["sprt"]
+    if sprt["decision"] != "H1":
+        verdict = report.get("verdict")
+        reasons.append({"check": "benchmark_passed", "message": f"the SPRT did not accept H1 (decision "
+                        f"{sprt['decision']}, LLR {sprt['llr']:.3f}, bounds [{sprt['lower']:.3f}, "
+                        f"{sprt['upper']:.3f}])" + (f": {verdict}" if verdict else "")})
+    reasons += policy.settings_blockers(elo0=sprt["elo0"], elo1=sprt["elo1"], alpha=sprt["alpha"], beta=sprt["beta"],
+                                        pairs=report["match"]["pairs"])
+    return reasons
+
+
+# ---------------------------------------------------------------------------- reading
+def _read_pointer(root: Path) -> dict[str, Any] | None:
+    path = root / POINTER
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -71,6 +217,23 @@ def read_promoted(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> di
         raise UnsupportedSchema(f"{path}: schema_version {doc.get('schema_version') if isinstance(doc, dict) else None!r}"
                                 f" is not supported (this version reads {POINTER_SCHEMA_VERSION})")
     return doc
+
+
+def _read_intent(root: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(intent, None), (None, None) when there is none, or (None, why it is unreadable)."""
+    path = root / INTENT
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, f"{path} cannot be read ({type(exc).__name__}: {exc})"
+    if not (isinstance(doc, dict) and doc.get("schema_version") == INTENT_SCHEMA_VERSION
+            and doc.get("kind") == "promotion_intent" and doc.get("event") in ("promote", "rollback")
+            and isinstance(doc.get("pointer"), dict) and isinstance(doc.get("history_line"), dict)
+            and (doc.get("replaces") is None or isinstance(doc.get("replaces"), dict))):
+        return None, f"{path} is not a promotion intent this version reads (schema_version {INTENT_SCHEMA_VERSION})"
+    return doc, None
 
 
 def promotion_history(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> list[dict[str, Any]]:
@@ -102,6 +265,142 @@ def _stack(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return stack
 
 
+def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.get("name") == b.get("name") and a.get("weights_hash") == b.get("weights_hash")
+
+
+def _label(doc: dict[str, Any] | None) -> str:
+    if doc is None:
+        return "nothing"
+    return f"{doc.get('name')!r} (weights_hash {str(doc.get('weights_hash'))[:16]}...)"
+
+
+def _promote_line(pointer: dict[str, Any]) -> dict[str, Any]:
+    return {"event": "promote", "at": pointer["promoted_at"], "name": pointer["name"],
+            "weights_hash": pointer["weights_hash"], "from": pointer["previous"], "pointer": pointer}
+
+
+def _rollback_line(pointer: dict[str, Any]) -> dict[str, Any]:
+    return {"event": "rollback", "at": pointer["restored_at"], "name": pointer["name"],
+            "weights_hash": pointer["weights_hash"], "from": pointer["rolled_back"], "pointer": pointer}
+
+
+# ---------------------------------------------------------------------------- repair
+def _reconcile(root: Path, *, write: bool) -> dict[str, Any]:
+    """The promotion state of ``root`` after repairing what a crash left (``write=True``;
+    the caller holds the lock) or as found (``write=False``): ``pointer``, ``events``,
+    ``stack``, ``torn`` (each problem found, in words), ``repaired`` (what was done) and
+    ``consistent`` (nothing left torn)."""
+    torn: list[str] = []
+    repaired: list[str] = []
+    unresolved: list[str] = []
+    pointer = _read_pointer(root)
+    events = promotion_history(root)
+    intent, intent_problem = _read_intent(root)
+
+    pending: list[dict[str, Any]] = []  # history lines a repair adds (in memory only when not writing)
+
+    def append(line: dict[str, Any]) -> None:
+        text = json.dumps(line, sort_keys=True)
+        if write:
+            append_line_locked(root / HISTORY, text)
+            events.append(json.loads(text))
+        else:
+            pending.append(json.loads(text))
+
+    if intent is not None:
+        what = f"{intent['event']} of {_label(intent['pointer'])}"
+        if pointer == intent["pointer"]:  # the pointer was written: the event happened
+            if not events or events[-1]["pointer"] != intent["pointer"]:
+                torn.append(f"{POINTER} was replaced by the {what} but {HISTORY} does not record it yet")
+                append(intent["history_line"])
+                if write:
+                    repaired.append(f"completed {HISTORY} with the {what} (from {INTENT})")
+            torn.append(f"{INTENT} of the finished {what} was left behind")
+            if write:
+                (root / INTENT).unlink(missing_ok=True)
+                repaired.append(f"removed {INTENT} of the finished {what}")
+        elif pointer == intent["replaces"]:  # the pointer was never written: the event did not happen
+            torn.append(f"{INTENT} records a {what} that was interrupted before {POINTER} was written")
+            if write:
+                (root / INTENT).unlink(missing_ok=True)
+                repaired.append(f"discarded the interrupted {what} (its pointer was never written; {POINTER} "
+                                f"still names {_label(pointer)})")
+        else:
+            problem = (f"{INTENT} records a {what} replacing {_label(intent['replaces'])}, but {POINTER} names "
+                       f"{_label(pointer)}: neither the state before nor after it; compare {POINTER} with the last "
+                       f"lines of {HISTORY}, fix {POINTER} and move {INTENT} aside")
+            torn.append(problem)
+            unresolved.append(problem)
+        if write and not unresolved:
+            fsync_dir(root)
+
+    stack = _stack(events + pending)
+    top = stack[-1] if stack else None
+    if not _same(top, pointer) and not unresolved:
+        line = None
+        if pointer is not None and "restored_by" not in pointer and "promoted_at" in pointer and \
+                "previous" in pointer and _same(pointer["previous"], top):
+            line = _promote_line(pointer)
+        elif pointer is not None and pointer.get("restored_by") == "rollback" and "restored_at" in pointer and \
+                len(stack) >= 2 and _same(pointer.get("rolled_back"), top) and _same(stack[-2], pointer):
+            line = _rollback_line(pointer)
+        if line is not None:
+            torn.append(f"{POINTER} names {_label(pointer)} but {HISTORY} does not record that {line['event']} "
+                        f"(a crash between the pointer and the history)")
+            append(line)
+            if write:
+                repaired.append(f"completed {HISTORY} with the {line['event']} of {_label(pointer)} (rebuilt from "
+                                f"{POINTER})")
+        else:
+            problem = (f"{POINTER} names {_label(pointer)} but {HISTORY} ends with {_label(top)} promoted; restore "
+                       f"{POINTER} from the pointer of the last line of {HISTORY}, or edit the history")
+            torn.append(problem)
+            unresolved.append(problem)
+    if intent_problem is not None:
+        if not unresolved:
+            torn.append(intent_problem)
+            if write:
+                aside = root / f"{INTENT}.unreadable-{os.getpid()}"
+                os.replace(root / INTENT, aside)
+                fsync_dir(root)
+                repaired.append(f"moved the unreadable {INTENT} aside to {aside.name} ({POINTER} and {HISTORY} "
+                                f"agree, so it recorded nothing pending)")
+        else:
+            problem = f"{intent_problem}; cannot tell whether its promotion happened"
+            torn.append(problem)
+            unresolved.append(problem)
+    if not write:
+        unresolved = list(torn)
+    stack = _stack(events)  # what is on disk now
+    return {"pointer": pointer, "events": events, "stack": stack, "torn": torn, "repaired": repaired,
+            "unresolved": unresolved, "consistent": not unresolved}
+
+
+def _state(root: Path, *, repair: bool = True) -> dict[str, Any]:
+    """The reconciled state, taking the lock to repair when something needs it. On a
+    read-only (or otherwise unwritable) directory the state is reported unrepaired."""
+    found = _reconcile(root, write=False)
+    if found["consistent"] or not repair:
+        return found
+    try:
+        with locked(root / POINTER):
+            return _reconcile(root, write=True)
+    except (OSError, ResourceError) as exc:  # read-only, full or forbidden: report instead
+        found = _reconcile(root, write=False)
+        found["repair_error"] = f"could not repair ({getattr(exc, 'code', type(exc).__name__)}: {exc})"
+        return found
+
+
+def read_promoted(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> dict[str, Any] | None:
+    """The promoted pointer document, or None when nothing is promoted (after repairing a
+    state a crash left, see the module docstring). ``promoted.json`` is replaced atomically,
+    so the document read is always one that was fully written."""
+    return _state(Path(checkpoints_dir))["pointer"]
+
+
 def current_incumbent(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> str:
     """The spec new candidates are benchmarked against: the promoted checkpoint, else
     ``baseline:greedy``."""
@@ -109,27 +408,95 @@ def current_incumbent(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -
     return doc["name"] if doc else DEFAULT_INCUMBENT
 
 
-def promotion_status(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> dict[str, Any]:
-    """The promoted pointer (checked against the registry), the incumbent spec and the history."""
+def promotion_status(checkpoints_dir: str | os.PathLike[str] = "checkpoints", *,
+                     repair: bool = True) -> dict[str, Any]:
+    """The promoted pointer (checked against the registry), the incumbent spec, the history
+    and the consistency of the three files: ``consistent`` (nothing torn is left), ``torn``
+    (each problem found, in words), ``repaired`` (what this call repaired). ``repair=False``
+    only looks."""
     root = Path(checkpoints_dir)
-    doc = read_promoted(root)
-    events = promotion_history(root)
+    state = _state(root, repair=repair)
+    doc = state["pointer"]
     check = None
     if doc is not None:
         check = _registered_problems(CheckpointRegistry(root), doc["name"], doc["weights_hash"])
-    stack = _stack(events)
-    return {"checkpoints_dir": str(root.absolute()), "promoted": doc,
-            "incumbent": doc["name"] if doc else DEFAULT_INCUMBENT,
-            "promoted_intact": None if doc is None else not check,
-            "promoted_problems": check or [],
-            "history_consistent": (not stack and doc is None) or (bool(stack) and doc is not None and
+    stack = state["stack"]
+    intent, _ = _read_intent(root)
+    out = {"checkpoints_dir": str(root.absolute()), "promoted": doc,
+           "incumbent": doc["name"] if doc else DEFAULT_INCUMBENT,
+           "promoted_intact": None if doc is None else not check,
+           "promoted_problems": check or [],
+           "consistent": state["consistent"], "torn": state["unresolved"],
+           "repaired": state["repaired"], "pending_intent": intent,
+           "history_consistent": (not stack and doc is None) or (bool(stack) and doc is not None and
                                                                   _same(stack[-1], doc)),
-            "can_roll_back_to": stack[-2]["name"] if len(stack) >= 2 else None,
-            "history": events}
+           "can_roll_back_to": stack[-2]["name"] if len(stack) >= 2 else None,
+           "history": state["events"]}
+    if "repair_error" in state:
+        out["repair_error"] = state["repair_error"]
+    return out
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return a.get("name") == b.get("name") and a.get("weights_hash") == b.get("weights_hash")
+@contextlib.contextmanager
+def promotion_guard(checkpoints_dir: str | os.PathLike[str]) -> Iterator[dict[str, str]]:
+    """Hold the promotion lock and yield ``{name: why}`` for the checkpoints that must never be
+    overwritten: the promoted one, every one a rollback could restore, and any named by an
+    unfinished promotion. The registry holds it while it replaces a checkpoint, so a promotion
+    never interleaves with an overwrite."""
+    root = Path(checkpoints_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    with locked(root / POINTER):
+        try:
+            state = _reconcile(root, write=True)
+        except (OSError, ResourceError):
+            state = _reconcile(root, write=False)
+        protected: dict[str, str] = {}
+        for doc in reversed(state["stack"][:-1]):
+            protected.setdefault(doc["name"], f"can be restored by rollback_promotion (it was promoted before, "
+                                              f"see {(root / HISTORY).absolute()})")
+        intent, _ = _read_intent(root)
+        if intent is not None:
+            for doc in (intent["pointer"], intent["replaces"]):
+                if doc is not None:
+                    protected[doc["name"]] = f"is named by an unfinished promotion ({(root / INTENT).absolute()})"
+        pointer = state["pointer"]
+        if pointer is not None:
+            protected[pointer["name"]] = (f"is the promoted checkpoint ({(root / POINTER).absolute()} names it, "
+                                          f"weights_hash {pointer['weights_hash'][:16]}...)")
+        yield protected
+
+
+# ---------------------------------------------------------------------------- writing
+def _crash_point(point: str, root: Path | None = None, line: str | None = None) -> None:
+    """Test hook (module docstring): SIGKILL this process at ``point`` when
+    ``RLHF_TEST_CRASH_AT`` names it."""
+    if os.environ.get(CRASH_ENV) != point:
+        return
+    if point == "mid_history" and root is not None and line is not None:
+        with open(root / HISTORY, "ab") as fh:  # a torn, half-written history line
+            fh.write(line.encode("utf-8")[: len(line) // 2])
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _commit(root: Path, event: str, pointer: dict[str, Any], replaces: dict[str, Any] | None,
+            line: dict[str, Any]) -> None:
+    """Intent, pointer, history, intent removal (the caller holds the lock)."""
+    atomic_write_json(root / INTENT, {"schema_version": INTENT_SCHEMA_VERSION, "kind": "promotion_intent",
+                                      "event": event, "pointer": pointer, "replaces": replaces,
+                                      "history_line": line, "written_at": utc_now(), "pid": os.getpid()})
+    _crash_point("after_intent")
+    atomic_write_json(root / POINTER, pointer)
+    _crash_point("after_pointer")
+    text = json.dumps(line, sort_keys=True)
+    _crash_point("mid_history", root, text)
+    append_line_locked(root / HISTORY, text)
+    _crash_point("after_history")
+    fsync_dir(root)  # the pointer's rename and the history are durable before the intent goes
+    _crash_point("before_intent_removal")
+    (root / INTENT).unlink()
+    fsync_dir(root)
 
 
 def _registered_problems(registry: CheckpointRegistry, name: str, weights_hash: str | None) -> list[str]:
@@ -154,14 +521,28 @@ def _refuse(what: str, reasons: list[dict[str, str]], **details: Any) -> Promoti
     return PromotionRefused(f"{what} refused: {text}", reasons, **details)
 
 
+def _inconsistent(what: str, state: dict[str, Any]) -> PromotionRefused:
+    return _refuse(what, [{"check": "history_consistent", "message": m} for m in state["unresolved"]])
+
+
 def promote_checkpoint(name: str, *, checkpoints_dir: str | os.PathLike[str] = "checkpoints",
-                       require_current_incumbent: bool = True) -> dict[str, Any]:
-    """Promote checkpoint ``name`` (see the module docstring for the rules); returns
-    ``{"promoted": pointer, "previous": pointer or None, "benchmark": {...}}``."""
+                       require_current_incumbent: bool = True,
+                       policy: PromotionPolicy | None = None) -> dict[str, Any]:
+    """Promote checkpoint ``name`` (see the module docstring for the rules; ``policy``
+    overrides the default :class:`PromotionPolicy`); returns ``{"promoted": pointer,
+    "previous": pointer or None, "pointer_path", "history_path", "repaired"}``."""
+    from .benchmarking import list_benchmarks
+
+    policy = PromotionPolicy.coerce(policy)
+    if not isinstance(require_current_incumbent, bool):
+        raise InvalidArgument(f"require_current_incumbent must be true or false, got {require_current_incumbent!r}")
     root = Path(checkpoints_dir)
     registry = CheckpointRegistry(root)
     root.mkdir(parents=True, exist_ok=True)
     with locked(root / POINTER):
+        state = _reconcile(root, write=True)
+        if not state["consistent"]:
+            raise _inconsistent(f"promotion of {name!r}", state)
         reasons: list[dict[str, str]] = []
         try:
             cp = registry.get(name)
@@ -174,7 +555,7 @@ def promote_checkpoint(name: str, *, checkpoints_dir: str | os.PathLike[str] = "
         report = reports[-1] if reports else None
         for problem in unreadable:  # a damaged report might be the latest one: never guess
             reasons.append({"check": "benchmark_reports_readable", "message": problem})
-        current = read_promoted(root)
+        current = state["pointer"]
         incumbent = current["name"] if current else DEFAULT_INCUMBENT
         if report is None:
             reasons.append({"check": "benchmarked", "message": f"{name!r} has no benchmark report in "
@@ -182,11 +563,8 @@ def promote_checkpoint(name: str, *, checkpoints_dir: str | os.PathLike[str] = "
                                                                f"({name!r} vs {incumbent!r}) first"})
         else:
             where = f"latest benchmark #{report['sequence']} ({report['report_path']})"
-            if not report["valid"]:
-                reasons.append({"check": "benchmark_valid", "message": f"{where} is invalid: "
-                                                                       + "; ".join(report["invalid_reasons"])})
-            if not report["passed"]:
-                reasons.append({"check": "benchmark_passed", "message": f"{where} did not pass: {report['verdict']}"})
+            for reason in benchmark_blockers(report, policy):
+                reasons.append({"check": reason["check"], "message": f"{where}: {reason['message']}"})
             played = report["candidate"]["played_weights_hashes"]
             if played != [cp.weights_hash]:
                 reasons.append({"check": "weights_hash", "message": f"{where} played weights_hash "
@@ -205,10 +583,12 @@ def promote_checkpoint(name: str, *, checkpoints_dir: str | os.PathLike[str] = "
         if current is not None and _same(current, {"name": name, "weights_hash": cp.weights_hash}):
             reasons.append({"check": "not_already_promoted", "message": f"{name!r} with these weights is already "
                                                                         f"the promoted checkpoint (since "
-                                                                        f"{current['promoted_at']})"})
+                                                                        f"{current.get('restored_at') or current['promoted_at']})"})
         if reasons:
-            raise _refuse(f"promotion of {name!r}", reasons, candidate=name, incumbent=incumbent)
+            raise _refuse(f"promotion of {name!r}", reasons, candidate=name, incumbent=incumbent,
+                          policy=policy.as_dict())
         assert report is not None
+        sprt = report["match"]["sprt"]
         pointer = {"schema_version": POINTER_SCHEMA_VERSION, "name": name, "kind": cp.kind,
                    "weights_hash": cp.weights_hash, "sha256": cp.sha256, "file": cp.path.name,
                    "promoted_at": utc_now(),
@@ -216,32 +596,28 @@ def promote_checkpoint(name: str, *, checkpoints_dir: str | os.PathLike[str] = "
                    "benchmark": {"report": report["report_path"], "sequence": report["sequence"],
                                  "incumbent": report["incumbent"]["spec"], "score": report["match"]["score"],
                                  "elo": report["match"]["elo"], "elo_ci95": report["match"]["elo_ci95"],
-                                 "llr": report["match"]["sprt"]["llr"], "decision": report["match"]["sprt"]["decision"],
-                                 "pairs": report["match"]["pairs"]}}
-        atomic_write_json(root / POINTER, pointer)
-        append_line_locked(root / HISTORY, json.dumps({"event": "promote", "at": pointer["promoted_at"],
-                                                       "name": name, "weights_hash": cp.weights_hash,
-                                                       "from": pointer["previous"], "pointer": pointer},
-                                                      sort_keys=True))
+                                 "llr": sprt["llr"], "decision": sprt["decision"],
+                                 "pairs": report["match"]["pairs"],
+                                 "sprt": {k: sprt[k] for k in ("elo0", "elo1", "alpha", "beta")}},
+                   "policy": policy.as_dict()}
+        _commit(root, "promote", pointer, current, _promote_line(pointer))
     return {"promoted": pointer, "previous": current, "pointer_path": str((root / POINTER).absolute()),
-            "history_path": str((root / HISTORY).absolute())}
+            "history_path": str((root / HISTORY).absolute()), "repaired": state["repaired"]}
 
 
 def rollback_promotion(*, checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> dict[str, Any]:
     """Re-install the pointer that was promoted before the current one; returns
-    ``{"promoted": restored pointer, "rolled_back": the pointer it replaced}``."""
+    ``{"promoted": restored pointer, "rolled_back": the pointer it replaced, "repaired"}``."""
     root = Path(checkpoints_dir)
     root.mkdir(parents=True, exist_ok=True)
     with locked(root / POINTER):
-        current = read_promoted(root)
-        stack = _stack(promotion_history(root))
+        state = _reconcile(root, write=True)
+        if not state["consistent"]:
+            raise _inconsistent("rollback", state)
+        current, stack = state["pointer"], state["stack"]
         if current is None:
             raise _refuse("rollback", [{"check": "promoted", "message": "nothing is promoted, so there is nothing "
                                                                         "to roll back"}])
-        if not stack or not _same(stack[-1], current):
-            raise _refuse("rollback", [{"check": "history_consistent", "message": f"{POINTER} names "
-                                        f"{current['name']!r} but {HISTORY} does not end with its promotion; "
-                                        f"restore the pointer or promote explicitly"}])
         if len(stack) < 2:
             raise _refuse("rollback", [{"check": "previous_promotion", "message": f"{current['name']!r} is the "
                                         f"first promotion in {HISTORY}; there is no earlier one to roll back to"}])
@@ -252,11 +628,6 @@ def rollback_promotion(*, checkpoints_dir: str | os.PathLike[str] = "checkpoints
                           target=target["name"])
         restored = {**target, "restored_at": utc_now(), "restored_by": "rollback",
                     "rolled_back": {"name": current["name"], "weights_hash": current["weights_hash"]}}
-        atomic_write_json(root / POINTER, restored)
-        append_line_locked(root / HISTORY, json.dumps({"event": "rollback", "at": restored["restored_at"],
-                                                       "name": target["name"],
-                                                       "weights_hash": target["weights_hash"],
-                                                       "from": {"name": current["name"],
-                                                                "weights_hash": current["weights_hash"]},
-                                                       "pointer": restored}, sort_keys=True))
-    return {"promoted": restored, "rolled_back": current, "pointer_path": str((root / POINTER).absolute())}
+        _commit(root, "rollback", restored, current, _rollback_line(restored))
+    return {"promoted": restored, "rolled_back": current, "pointer_path": str((root / POINTER).absolute()),
+            "repaired": state["repaired"]}

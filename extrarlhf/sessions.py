@@ -44,7 +44,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # Names the project's own bookkeeping files take beside groups, datasets and checkpoints: a
 # group, dataset, pointer or checkpoint may never be called like them.
 RESERVED_NAMES = frozenset({"agents_index.json", "index.json", "promoted.json", "promoted_history.jsonl",
-                            "manifest.json", "summary.json", "catalog.jsonl", "benchmarks"})
+                            "promoted.intent.json", "manifest.json", "summary.json", "catalog.jsonl", "benchmarks"})
 RESERVED_SUFFIXES = (".lock", ".tmp")
 
 

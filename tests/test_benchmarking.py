@@ -1,6 +1,7 @@
 """benchmark_models: the SPRT log-likelihood ratio pinned against an independent computation,
-the Elo interval against a worked example, paired play, early stopping after each pair,
-independence from the number of workers, degraded battles, stored reports."""
+the Elo interval against a worked example, paired play, early stopping after each pair (H1
+never before the promotion policy's min_pairs), independence from the number of workers,
+degraded battles, stored reports with their promotion eligibility."""
 
 from __future__ import annotations
 
@@ -11,10 +12,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from extrarlhf.benchmarking import (benchmark_models, elo_of_score, latest_benchmark, list_benchmarks, logistic,
-                                    score_stats, sprt_bounds, sprt_llr)
+from extrarlhf.benchmarking import (
+    benchmark_models,
+    elo_of_score,
+    latest_benchmark,
+    list_benchmarks,
+    logistic,
+    score_stats,
+    sprt_bounds,
+    sprt_llr,
+)
 from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.errors import RLHFError
+from extrarlhf.promotion import PromotionPolicy
 from tests import onnx_factory
 from tests.training_helpers import train_small
 
@@ -118,9 +128,14 @@ def test_benchmark_against_random_passes_early_and_stores_its_report(trained: Pa
     assert sum(m["pentanomial"]) == m["pairs"] == len(m["pair_results"])
     assert _wdl(m["pair_results"]) == (m["wins"], m["draws"], m["losses"])
     assert sprt["llr"] == pytest.approx(sprt_llr(m["wins"], m["draws"], m["losses"], 0.0, 10.0))
-    # the SPRT was checked after every pair: the stop is the first pair whose LLR crossed a bound
+    # the SPRT was checked after every pair: the stop is the first pair whose LLR fell to the lower
+    # bound, or reached the upper one with at least min_pairs (50) pairs played
+    assert sprt["min_pairs_before_h1_stop"] == 50
     wdl_path = [sprt_llr(*_wdl(m["pair_results"][:k]), 0.0, 10.0) for k in range(1, m["pairs"] + 1)]
-    assert wdl_path[-1] >= sprt["upper"] and all(sprt["lower"] < x < sprt["upper"] for x in wdl_path[:-1])
+    assert wdl_path[-1] >= sprt["upper"] and m["pairs"] >= 50
+    assert all(sprt["lower"] < x and (x < sprt["upper"] or k < 50) for k, x in enumerate(wdl_path[:-1], 1))
+    assert report["promotion_eligible"] and report["promotion_blockers"] == []
+    assert report["promotion_policy"] == PromotionPolicy().as_dict()
     assert m["elo_ci95"][0] < m["elo"] < m["elo_ci95"][1] or m["score"] == 1.0
     # each model against each baseline (the baseline incumbent never plays itself)
     pairs = {(b["model"], b["opponent"]) for b in report["baselines"]}
@@ -136,9 +151,11 @@ def test_benchmark_against_random_passes_early_and_stores_its_report(trained: Pa
     assert stored["match"]["wins"] == m["wins"] and stored["sequence"] == 1
     md = Path(report["markdown_path"]).read_text()
     assert "| cand vs baseline:random |" in md and "PASSED" in md and "| cand | baseline:greedy |" in md
+    assert "**eligible**" in md
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     again = benchmark_models("cand", "baseline:random", n_pairs=2, baseline_pairs=0, seed=1, checkpoints_dir=trained)
     assert again["sequence"] == 2 and not again["passed"] and again["match"]["sprt"]["decision"] == "inconclusive"
+    assert [b["check"] for b in again["promotion_blockers"]] == ["benchmark_passed", "promotion_policy"]
     assert latest_benchmark("cand", trained)["sequence"] == 2
     assert [r["sequence"] for r in list_benchmarks(trained, "cand")] == [1, 2]
     # same seed, same first pairs: the short run is a prefix of the long one
@@ -161,6 +178,34 @@ def test_results_do_not_depend_on_workers_and_h0_is_accepted(trained: Path) -> N
     full = benchmark_models("cand", "other", n_pairs=12, baseline_pairs=0, seed=5, elo0=0.0, elo1=200.0,
                             stop_early=False, write=False, checkpoints_dir=trained)
     assert full["match"]["pairs"] == 12 and full["battles_played"] == 24 and not full["match"]["sprt"]["stopped_early"]
+
+
+def test_h1_never_stops_before_min_pairs_and_h0_stops_at_once(trained: Path) -> None:
+    """A +200 Elo hypothesis against random is accepted after a few pairs; the match still goes on
+    to the policy's min_pairs, so that the decided benchmark counts for promotion."""
+    kwargs = dict(n_pairs=100, elo1=200.0, baseline_pairs=0, seed=1, write=False, checkpoints_dir=trained)
+    full = benchmark_models("cand", "baseline:random", **kwargs)
+    m, sprt = full["match"], full["match"]["sprt"]
+    path = [sprt_llr(*_wdl(m["pair_results"][:k]), 0.0, 200.0) for k in range(1, m["pairs"] + 1)]
+    first_crossing = next(k for k, x in enumerate(path, 1) if x >= sprt["upper"])
+    assert first_crossing < 50  # the SPRT alone would have stopped here
+    assert m["pairs"] == sprt["pairs_at_decision"] == 50 and sprt["decision"] == "H1" and sprt["stopped_early"]
+    assert full["passed"] and full["promotion_eligible"]
+    # a core caller's policy moves the minimum; the pairs are the same games (a prefix)
+    quick = benchmark_models("cand", "baseline:random", policy=PromotionPolicy(min_pairs=5), **kwargs)
+    assert quick["match"]["pairs"] == max(first_crossing, 5) < 50
+    assert quick["match"]["pair_results"] == m["pair_results"][:quick["match"]["pairs"]]
+    assert quick["passed"] and quick["promotion_policy"]["min_pairs"] == 5
+    assert quick["match"]["sprt"]["min_pairs_before_h1_stop"] == 5
+    # judged by the default policy, the quick report would not count
+    from extrarlhf.promotion import benchmark_blockers
+
+    assert [b["check"] for b in benchmark_blockers(quick)] == ["promotion_policy"]
+    # an H0 stop is never delayed (a +600 hypothesis between two similar models)
+    h0 = benchmark_models("cand", "other", n_pairs=100, elo1=600.0, baseline_pairs=0, seed=5, write=False,
+                          checkpoints_dir=trained)
+    assert h0["match"]["sprt"]["decision"] == "H0" and h0["match"]["pairs"] < 50 and not h0["passed"]
+    assert h0["verdict"].startswith("FAILED")
 
 
 def test_a_degraded_battle_invalidates_the_benchmark(trained: Path, tmp_path: Path) -> None:
@@ -200,6 +245,9 @@ def test_arguments_are_checked(trained: Path) -> None:
         with pytest.raises(RLHFError) as info:
             benchmark_models("cand", "baseline:random", checkpoints_dir=trained, **kwargs)
         assert info.value.code == code, kwargs
+    with pytest.raises(RLHFError) as info:  # the policy is a PromotionPolicy object, never a client's mapping
+        benchmark_models("cand", "baseline:random", checkpoints_dir=trained, policy={"min_pairs": 1})
+    assert info.value.code == "invalid_argument" and "PromotionPolicy" in str(info.value)
     with pytest.raises(RLHFError) as info:
         benchmark_models("cand", "cand", checkpoints_dir=trained)
     assert info.value.code == "invalid_argument"

@@ -1,18 +1,29 @@
-"""The on-disk checkpoint registry: register/list/inspect/get, refusals, a corrupt index, and
-a tampered file that degrades (hash_mismatch) instead of failing."""
+"""The on-disk checkpoint registry: register/list/inspect/get, refusals, a corrupt index, a
+tampered file that degrades (hash_mismatch) instead of failing, and the registration limits
+(size cap checked before reading, streaming hash, no temp copy left behind)."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
+from pathlib import Path
 
 import onnx
 import pytest
 
 import engine
 from adapters import GreedyPolicy, RandomPolicy, weights_hash
-from extrarlhf.checkpoints import CHECKPOINTS_SCHEMA_VERSION, CheckpointExists, CheckpointRegistry, CorruptIndex, \
-    KindMismatchError
+from extrarlhf.checkpoints import (
+    CHECKPOINTS_SCHEMA_VERSION,
+    DEFAULT_MAX_MODEL_BYTES,
+    CheckpointExists,
+    CheckpointRegistry,
+    CorruptIndex,
+    KindMismatchError,
+    ModelTooLarge,
+    _sha256_file,
+)
 from extrarlhf.errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema
 from tests import onnx_factory as f
 from tests.test_adapters import sample_states
@@ -218,3 +229,86 @@ def test_concurrent_registrations_keep_every_entry(registry, src):
         t.join()
     assert not errors
     assert registry.specs() == [f"m{i}" for i in range(8)]
+
+
+# ---------------------------------------------------------------------------- registration limits
+def _leftovers(registry):
+    return sorted(p.name for p in registry.root.iterdir() if p.name.startswith(".register-")) \
+        if registry.root.exists() else []
+
+
+def test_a_model_above_the_cap_is_refused_before_it_is_read(registry, tmp_path):
+    import resource
+    import time
+
+    huge = tmp_path / "huge.onnx"
+    with open(huge, "wb") as fh:  # sparse: 1 GiB long, no block written
+        os.truncate(fh.fileno(), 1024 ** 3)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    t0 = time.perf_counter()
+    with pytest.raises(ModelTooLarge) as err:
+        registry.register("huge", huge)
+    assert time.perf_counter() - t0 < 1.0  # reading or hashing 1 GiB would not be this fast
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before < 64 * 1024
+    message = str(err.value)
+    assert err.value.code == "model_too_large" and isinstance(err.value, RLHFError)
+    assert "1.0 GiB (1073741824 bytes)" in message and "256.0 MiB (268435456 bytes)" in message
+    assert "RLHF_MAX_MODEL_BYTES=<bytes>" in message and "max_model_bytes" in message and "the default" in message
+    assert registry.specs() == [] and _leftovers(registry) == []
+    assert registry.max_model_bytes == DEFAULT_MAX_MODEL_BYTES == 256 * 1024 * 1024
+
+
+def test_the_cap_is_configurable_by_argument_and_environment(tmp_path, src, monkeypatch):
+    size = os.path.getsize(src["mlp"])
+    root = tmp_path / "capped"
+    with pytest.raises(ModelTooLarge, match=f"{size} bytes"):
+        CheckpointRegistry(root, max_model_bytes=size - 1).register("m", src["mlp"])
+    assert CheckpointRegistry(root, max_model_bytes=size).register("m", src["mlp"]).size_bytes == size
+
+    monkeypatch.setenv("RLHF_MAX_MODEL_BYTES", str(size - 1))
+    env_registry = CheckpointRegistry(root)
+    assert env_registry.max_model_bytes == size - 1
+    with pytest.raises(ModelTooLarge) as err:
+        env_registry.register("again", src["mlp"])
+    assert f"({size - 1} bytes) (set by RLHF_MAX_MODEL_BYTES)" in str(err.value)
+    assert CheckpointRegistry(root, max_model_bytes=size).register("again", src["mlp"]).name == "again"  # arg wins
+    for bad in ("abc", "0", "-5", "1.5"):
+        monkeypatch.setenv("RLHF_MAX_MODEL_BYTES", bad)
+        with pytest.raises(InvalidArgument, match="RLHF_MAX_MODEL_BYTES"):
+            CheckpointRegistry(root).register("bad", src["mlp"])
+    monkeypatch.delenv("RLHF_MAX_MODEL_BYTES")
+    for bad in (0, -1, True, 2.5, "100"):
+        with pytest.raises(InvalidArgument, match="max_model_bytes"):
+            CheckpointRegistry(root, max_model_bytes=bad)
+    assert CheckpointRegistry(root).specs() == ["again", "m"] and _leftovers(CheckpointRegistry(root)) == []
+
+
+def test_a_file_that_grows_past_the_cap_while_copied_is_refused(registry, tmp_path):
+    grown = tmp_path / "grown.onnx"
+    grown.write_bytes(b"\0" * (3 * 1024 * 1024))
+    registry.root.mkdir(parents=True)
+    with pytest.raises(ModelTooLarge, match="grew past the registration cap"):
+        registry._copy_in(grown, 1024, 2 * 1024 * 1024)  # measured at 1 KiB, 3 MiB when copied
+    assert _leftovers(registry) == []
+
+
+def test_the_registered_hash_is_the_files_sha256_and_checks_run_on_the_copy(registry, src, tmp_path):
+    import hashlib
+
+    cp = registry.register("model", src["mlp"])
+    data = Path(src["mlp"]).read_bytes()
+    assert cp.sha256 == hashlib.sha256(data).hexdigest() and cp.size_bytes == len(data)
+    assert cp.path.read_bytes() == data and registry.inspect("model")["file_intact"]
+    # a multi-chunk file hashes the same through the streaming helper
+    big = tmp_path / "big.bin"
+    payload = os.urandom(3 * 1024 * 1024 + 17)
+    big.write_bytes(payload)
+    assert _sha256_file(big) == hashlib.sha256(payload).hexdigest()
+    # a failed registration (not ONNX) leaves no temp copy behind
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x00\xffnot onnx" * 1000)
+    with pytest.raises(InvalidArgument, match="not a readable ONNX model"):
+        registry.register("garbage", garbage)
+    assert _leftovers(registry) == [] and registry.specs() == ["model"]
+    with pytest.raises(NotFound, match="not a regular file"):
+        registry.register("dir", tmp_path)

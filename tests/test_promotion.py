@@ -1,5 +1,7 @@
-"""promote_checkpoint: each refusal on its own (with its check named), the atomic pointer, the
-history and rollback; run_pipeline end to end on a tiny campaign."""
+"""promote_checkpoint: each refusal on its own (with its check named), the promotion policy
+(a lax elo0 is measured but never promoted), the atomic pointer, the history and rollback,
+the protection of promoted and restorable checkpoints; run_pipeline end to end on a tiny
+campaign. Crash consistency is in test_promotion_crash.py."""
 
 from __future__ import annotations
 
@@ -9,11 +11,19 @@ from pathlib import Path
 import pytest
 
 from extrarlhf.benchmarking import benchmark_models
-from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.errors import RLHFError
+from extrarlhf.checkpoints import CheckpointRegistry, ProtectedCheckpoint
+from extrarlhf.errors import InvalidArgument, RLHFError
 from extrarlhf.pipeline import STAGES, run_pipeline
-from extrarlhf.promotion import (PromotionRefused, current_incumbent, promote_checkpoint, promotion_history,
-                                 promotion_status, read_promoted, rollback_promotion)
+from extrarlhf.promotion import (
+    PromotionPolicy,
+    PromotionRefused,
+    current_incumbent,
+    promote_checkpoint,
+    promotion_history,
+    promotion_status,
+    read_promoted,
+    rollback_promotion,
+)
 from tests import onnx_factory
 from tests.training_helpers import train_small
 
@@ -44,9 +54,9 @@ def test_each_refusal_names_its_check(tmp_path: Path) -> None:
     assert _refused(promote_checkpoint, "ghost", checkpoints_dir=ck) == ["registered"]
     assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmarked"]
 
-    # latest benchmark undecided (one pair) -> not passed
+    # latest benchmark undecided (one pair) -> not passed, and one pair is below the policy's minimum
     benchmark_models("good", "baseline:greedy", n_pairs=1, baseline_pairs=0, checkpoints_dir=ck)
-    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmark_passed"]
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmark_passed", "promotion_policy"]
 
     # a passed benchmark against random: the current incumbent is baseline:greedy
     _pass_vs_random(ck, "good")
@@ -55,7 +65,8 @@ def test_each_refusal_names_its_check(tmp_path: Path) -> None:
     # a degraded model: invalid (and so not passed)
     CheckpointRegistry(ck).register("broken", onnx_factory.save(onnx_factory.v5_nan(), tmp_path / "nan.onnx"), "v5")
     benchmark_models("broken", "baseline:greedy", n_pairs=2, baseline_pairs=0, checkpoints_dir=ck)
-    assert _refused(promote_checkpoint, "broken", checkpoints_dir=ck) == ["benchmark_valid", "benchmark_passed"]
+    assert _refused(promote_checkpoint, "broken", checkpoints_dir=ck) == ["benchmark_valid", "benchmark_passed",
+                                                                           "promotion_policy"]
 
     # the weights were replaced after the benchmark: the played hash is not the registered one
     train_small(ck, "swapped", seed=2)
@@ -123,19 +134,24 @@ def test_pointer_history_and_rollback(tmp_path: Path) -> None:
     assert status["history_consistent"] and status["promoted_intact"] and status["can_roll_back_to"] is None
     assert _refused(rollback_promotion, checkpoints_dir=ck) == ["previous_promotion"]
 
-    # promote "second" again, then make "first" unusable: the rollback is refused with why
+    # promote "second" again, then make "first" unusable (its file changed on disk): the rollback
+    # is refused with why (re-registering "first" is refused outright: a rollback could restore it)
     promote_checkpoint("second", checkpoints_dir=ck, require_current_incumbent=False)
     assert promotion_status(ck)["can_roll_back_to"] == "first"
-    replacement = tmp_path / "repl"
-    train_small(replacement, "x", seed=7)
-    CheckpointRegistry(ck).register("first", CheckpointRegistry(replacement).get("x").path, "v5", overwrite=True)
+    first_file = CheckpointRegistry(ck).get("first").path
+    original = first_file.read_bytes()
+    first_file.write_bytes(original + b"\0")
     assert _refused(rollback_promotion, checkpoints_dir=ck) == ["previous_usable"]
     assert read_promoted(ck)["name"] == "second"
+    first_file.write_bytes(original)
+    assert rollback_promotion(checkpoints_dir=ck)["promoted"]["name"] == "first"
 
-    # the promoted checkpoint is never overwritten by training
+    # the promoted checkpoint is never overwritten by training (the registry's check)
+    promote_checkpoint("second", checkpoints_dir=ck, require_current_incumbent=False)
     with pytest.raises(RLHFError) as info:
         train_small(ck, "second", seed=9, overwrite=True)
-    assert info.value.code == "invalid_argument" and "promoted" in str(info.value)
+    assert info.value.code == "checkpoint_protected" and "promoted.json" in str(info.value)
+    assert CheckpointRegistry(ck).get("second").weights_hash == b["promoted"]["weights_hash"]
 
 
 def test_pipeline_end_to_end_on_a_tiny_campaign(tmp_path: Path) -> None:
@@ -180,5 +196,126 @@ def test_pipeline_end_to_end_on_a_tiny_campaign(tmp_path: Path) -> None:
     assert again["completed"] and not again["promoted"]
     assert again["stages"]["benchmark"]["incumbent"] == "tiny-bc"
     assert again["stages"]["collect"]["ran"] == 0  # the group already holds 30 battles
-    assert [r["check"] for r in again["stages"]["promote"]["reasons"]] == ["benchmark_passed"]
+    assert [r["check"] for r in again["stages"]["promote"]["reasons"]] == ["benchmark_passed", "promotion_policy"]
+    assert not again["stages"]["benchmark"]["promotion_eligible"]
+    assert [b["check"] for b in again["stages"]["benchmark"]["promotion_blockers"]] == \
+        ["benchmark_passed", "promotion_policy"]
     assert read_promoted(dirs["checkpoints_dir"])["name"] == "tiny-bc"
+
+
+# ---------------------------------------------------------------------------- the promotion policy
+def test_promotion_policy_is_validated_and_only_an_object() -> None:
+    policy = PromotionPolicy()
+    assert policy.as_dict() == {"min_elo0": 0.0, "max_alpha": 0.05, "max_beta": 0.05, "min_pairs": 50}
+    for bad in ({"min_elo0": float("nan")}, {"min_elo0": "0"}, {"max_alpha": 0.0}, {"max_alpha": 0.5},
+                {"max_beta": True}, {"min_pairs": 0}, {"min_pairs": 2.5}, {"min_pairs": 10 ** 6}):
+        with pytest.raises(InvalidArgument) as info:
+            PromotionPolicy(**bad)
+        assert info.value.code == "invalid_argument" and next(iter(bad)) in str(info.value)
+    assert PromotionPolicy.coerce(None) == policy and PromotionPolicy.coerce(PromotionPolicy(min_pairs=9)).min_pairs == 9
+    with pytest.raises(InvalidArgument, match="PromotionPolicy object"):
+        PromotionPolicy.coerce({"min_elo0": -400})  # a client's JSON never becomes a policy
+    with pytest.raises(InvalidArgument, match="PromotionPolicy object"):
+        promote_checkpoint("x", checkpoints_dir="/nonexistent", policy={"min_pairs": 1})
+
+
+def test_a_lax_elo0_is_measured_but_never_promoted(tmp_path: Path) -> None:
+    """The issue's case: elo0=-400, a weak candidate against baseline:greedy. The SPRT accepts H1
+    (elo >= -300 against elo <= -400) for a candidate that lost about 4 battles in 5."""
+    ck = tmp_path / "ck"
+    train_small(ck, "weak", seed=0, epochs=1)  # one epoch: much weaker than greedy
+    report = benchmark_models("weak", "baseline:greedy", n_pairs=100, elo0=-400.0, elo1=-300.0, baseline_pairs=0,
+                              seed=1, checkpoints_dir=ck)
+    m = report["match"]
+    assert report["valid"] and m["sprt"]["decision"] == "H1"  # the measurement itself is what it is
+    assert m["score"] < 0.3 and m["losses"] > 3 * m["wins"] and m["elo"] < -150  # a clear loss
+    assert not report["passed"] and not report["promotion_eligible"]
+    assert "PASSED" not in report["verdict"] and "PASSED" not in report["markdown"]
+    assert report["verdict"].startswith("NOT ELIGIBLE FOR PROMOTION") and "elo0=-400" in report["verdict"]
+    assert f"scored {m['score']:.3f}" in report["verdict"]
+    assert [b["check"] for b in report["promotion_blockers"]] == ["promotion_policy"]
+    assert "min_elo0=0" in report["promotion_blockers"][0]["message"]
+    assert report["promotion_policy"] == PromotionPolicy().as_dict()
+    assert "**not eligible**" in report["markdown"]
+    # promote_checkpoint refuses it with a named check, whatever the report says of itself
+    checks = _refused(promote_checkpoint, "weak", checkpoints_dir=ck)
+    assert checks == ["promotion_policy"]
+    stored = json.loads(Path(report["report_path"]).read_text())
+    stored["passed"] = stored["promotion_eligible"] = True  # a doctored report is judged from its settings
+    Path(report["report_path"]).write_text(json.dumps(stored))
+    assert _refused(promote_checkpoint, "weak", checkpoints_dir=ck) == ["promotion_policy"]
+    assert read_promoted(ck) is None
+    # only a core caller's policy object changes the rule
+    loose = PromotionPolicy(min_elo0=-400.0)
+    assert promote_checkpoint("weak", checkpoints_dir=ck, policy=loose)["promoted"]["policy"]["min_elo0"] == -400.0
+
+
+def test_alpha_beta_and_pairs_below_the_policy_are_not_eligible(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    train_small(ck, "good", seed=0)
+    # alpha and beta above 0.05: H1 is accepted, but that does not count
+    lax = benchmark_models("good", "baseline:random", n_pairs=150, alpha=0.2, beta=0.2, baseline_pairs=0, seed=1,
+                           checkpoints_dir=ck)
+    assert lax["match"]["sprt"]["decision"] == "H1" and not lax["passed"]
+    messages = [b["message"] for b in lax["promotion_blockers"]]
+    assert [b["check"] for b in lax["promotion_blockers"]] == ["promotion_policy"] * 2
+    assert "alpha=0.2" in messages[0] and "beta=0.2" in messages[1]
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["promotion_policy", "promotion_policy"]
+    # too few pairs: a decided H1 after 20 pairs is not enough
+    short = benchmark_models("good", "baseline:random", n_pairs=20, elo1=200.0, baseline_pairs=0, seed=1,
+                             checkpoints_dir=ck)
+    assert short["match"]["sprt"]["decision"] == "H1" and short["match"]["pairs"] == 20 and not short["passed"]
+    assert "min_pairs=50" in short["promotion_blockers"][0]["message"] and "PASSED" not in short["verdict"]
+    assert _refused(promote_checkpoint, "good", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["promotion_policy"]
+    # the same settings with enough pairs: eligible, and promoted
+    enough = benchmark_models("good", "baseline:random", n_pairs=150, elo1=200.0, baseline_pairs=0, seed=1,
+                              checkpoints_dir=ck)
+    assert enough["passed"] and enough["promotion_eligible"] and enough["promotion_blockers"] == []
+    assert enough["match"]["pairs"] >= 50 and enough["verdict"].startswith("PASSED")
+    promoted = promote_checkpoint("good", checkpoints_dir=ck, require_current_incumbent=False)["promoted"]
+    assert promoted["benchmark"]["sprt"] == {"elo0": 0.0, "elo1": 200.0, "alpha": 0.05, "beta": 0.05}
+
+
+# ---------------------------------------------------------------------------- protection
+def test_promoted_and_restorable_checkpoints_are_never_overwritten(tmp_path: Path) -> None:
+    ck = tmp_path / "ck"
+    for name, seed in (("first", 0), ("second", 1), ("third", 2)):
+        train_small(ck, name, seed=seed)
+        _pass_vs_random(ck, name)
+    other = tmp_path / "other"
+    train_small(other, "x", seed=7)
+    replacement = CheckpointRegistry(other).get("x").path
+    registry = CheckpointRegistry(ck)
+    # nothing promoted: an overwrite is allowed (and then re-benchmarked, as before)
+    registry.register("third", replacement, "v5", overwrite=True)
+    promote_checkpoint("first", checkpoints_dir=ck, require_current_incumbent=False)
+    promote_checkpoint("second", checkpoints_dir=ck, require_current_incumbent=False)
+    before = {n: registry.get(n) for n in ("first", "second")}
+
+    with pytest.raises(ProtectedCheckpoint) as info:
+        registry.register("second", replacement, "v5", overwrite=True)
+    assert info.value.code == "checkpoint_protected"
+    assert "is the promoted checkpoint" in str(info.value) and str((ck / "promoted.json").absolute()) in str(info.value)
+    with pytest.raises(ProtectedCheckpoint) as info:
+        registry.register("first", replacement, "v5", overwrite=True)
+    assert "rollback_promotion" in str(info.value) and "promoted_history.jsonl" in str(info.value)
+    with pytest.raises(ProtectedCheckpoint):
+        registry.check_replaceable("first")
+    registry.check_replaceable("third")  # never promoted: replaceable
+    with pytest.raises(RLHFError) as info:  # training goes through the same check, before any work
+        train_small(ck, "first", seed=9, overwrite=True)
+    assert info.value.code == "checkpoint_protected"
+    # nothing was touched: files, entries, pointer
+    assert {n: registry.get(n) for n in ("first", "second")} == before
+    status = promotion_status(ck)
+    assert status["promoted_intact"] and status["consistent"] and status["can_roll_back_to"] == "first"
+    assert all(registry.inspect(n)["file_intact"] for n in ("first", "second"))
+
+    # after a rollback "second" can no longer be restored, so it may be replaced; "first" may not
+    rollback_promotion(checkpoints_dir=ck)
+    registry.register("second", replacement, "v5", overwrite=True)
+    assert registry.get("second").weights_hash != before["second"].weights_hash
+    with pytest.raises(ProtectedCheckpoint, match="is the promoted checkpoint"):
+        registry.register("first", replacement, "v5", overwrite=True)

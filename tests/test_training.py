@@ -276,6 +276,13 @@ def test_cli_train_benchmark_and_promote(tmp_path: Path, capsys: pytest.CaptureF
     assert "promoted: cli-bc" in capsys.readouterr().out
     assert _cli(["benchmark", "cli-bc", "baseline:random", "--pairs", "1", "--baseline-pairs", "0",
                  "--checkpoints-dir", ck]) == 1  # one pair decides nothing: exit 1
+    capsys.readouterr()
+    # a lax elo0 is measured (H1: elo >= -300) but is not a pass: exit 1, and the report says why
+    assert _cli(["benchmark", "cli-bc", "baseline:greedy", "--pairs", "60", "--baseline-pairs", "0", "--elo0", "-400",
+                 "--elo1", "-300", "--checkpoints-dir", ck]) == 1
+    out = capsys.readouterr().out
+    assert "| H1 |" in out and "NOT ELIGIBLE FOR PROMOTION" in out and "PASSED" not in out
+    assert "elo0=-400 is below the policy's min_elo0=0" in out
 
 
 # ---------------------------------------------------------------------------- acceptance

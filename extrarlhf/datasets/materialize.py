@@ -119,8 +119,13 @@ class TableBuilder:
         self.row_group_rows = row_group_rows
         self.checks = checks
         self.layouts = layouts or {t: t for t in ("decisions", "turns", "battles", "excluded")}
-        self.writers = {t: StreamingTable(folder / f"{t}.parquet", layout, row_group_rows)
-                        for t, layout in self.layouts.items()}
+        self.writers: dict[str, StreamingTable] = {}
+        try:
+            for t, layout in self.layouts.items():
+                self.writers[t] = StreamingTable(folder / f"{t}.parquet", layout, row_group_rows)
+        except BaseException:
+            self.abort()
+            raise
         self.pending: dict[str, list[pa.RecordBatch]] = {t: [] for t in self.layouts if t not in row_tables}
         self.rows = {t: Columns(self.layouts[t]) for t in row_tables}
         self.pending_rows = 0
@@ -170,8 +175,25 @@ class TableBuilder:
                 self.writers[table].write(columns.arrays())
 
     def close(self) -> dict[str, dict[str, Any]]:
-        self.flush()
-        return {t: {**w.close(), "table": self.layouts[t]} for t, w in self.writers.items()}
+        try:
+            self.flush()
+            return {t: {**w.close(), "table": self.layouts[t]} for t, w in self.writers.items()}
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Release every writer after a failed build (the files are deleted next); never raises."""
+        for writer in self.writers.values():
+            writer.abort()
+
+    def __enter__(self) -> "TableBuilder":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Used as ``with TableBuilder(...) as builder:``, any error aborts the writers."""
+        if exc_type is not None:
+            self.abort()
 
 
 _EXCLUDE_DETAIL = {
@@ -236,34 +258,35 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
     checks = DecisionChecks(engine.OBS_VERSION)  # run on the batches as written: no read-back before publishing
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        builder = TableBuilder(folder, row_group_rows, checks)
-        done = 0
-        for snap in snapshots:
-            for battle_id, index, status, decisions, degraded, _files, _decks, peeks in snap.battles:
-                reason = _exclusion(status, degraded, peeks)
-                if reason is not None:
-                    builder.exclude({"battle_id": battle_id, "group": snap.group, "battle_index": index,
-                                     "status": status, "decisions": decisions, "reason": reason,
-                                     "detail": _EXCLUDE_DETAIL[reason]})
-                    done += 1
-        if progress and done:
-            progress(done, total)
-        tasks = ((snap.group, b[0], b[1], str(store.battle_dir(snap.group, b[0])), b[5])
-                 for snap in snapshots for b in snap.battles if _exclusion(b[2], b[4], b[7]) is None)
-        for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES):
-            for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
-                if state == "ok":
-                    continue
-                if not exclude_corrupt:
-                    raise IntegrityError(f"{detail}. Restore the file, delete the battle folder and re-run its "
-                                         f"series, or pass exclude_corrupt=true to leave the battle out")
-                builder.exclude({"battle_id": battle_id, "group": group, "battle_index": index, "status": "finished",
-                                 "reason": "integrity", "detail": detail, "decisions": None})
-            builder.add(batches)
-            done += len(chunk)
-            if progress:
+        with TableBuilder(folder, row_group_rows, checks) as builder:  # a failure aborts its writers
+            done = 0
+            for snap in snapshots:
+                for battle_id, index, status, decisions, degraded, _files, _decks, peeks in snap.battles:
+                    reason = _exclusion(status, degraded, peeks)
+                    if reason is not None:
+                        builder.exclude({"battle_id": battle_id, "group": snap.group, "battle_index": index,
+                                         "status": status, "decisions": decisions, "reason": reason,
+                                         "detail": _EXCLUDE_DETAIL[reason]})
+                        done += 1
+            if progress and done:
                 progress(done, total)
-        tables = builder.close()
+            tasks = ((snap.group, b[0], b[1], str(store.battle_dir(snap.group, b[0])), b[5])
+                     for snap in snapshots for b in snap.battles if _exclusion(b[2], b[4], b[7]) is None)
+            for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES):
+                for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
+                    if state == "ok":
+                        continue
+                    if not exclude_corrupt:
+                        raise IntegrityError(f"{detail}. Restore the file, delete the battle folder and re-run its "
+                                             f"series, or pass exclude_corrupt=true to leave the battle out")
+                    builder.exclude({"battle_id": battle_id, "group": group, "battle_index": index,
+                                     "status": "finished", "reason": "integrity", "detail": detail,
+                                     "decisions": None})
+                builder.add(batches)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+            tables = builder.close()
         evidence = {"source_kind": "dataset", "eligible_battles": builder.included,
                     "eligible_decisions": builder.decisions_total, "distinct_decks": len(builder.decks),
                     "human_vs_human_battles": builder.hvh, "human_vs_human_decks": len(builder.hvh_decks),

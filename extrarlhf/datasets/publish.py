@@ -15,7 +15,15 @@
 
 A publisher killed at any step leaves no visible half version: a ``.tmp-`` folder (ignored by
 readers, deleted by the next publication), or an ``.old-`` folder that the next publication
-(or :func:`recover`) restores, or a ``.trash-`` folder that it deletes.
+(or :func:`recover`) restores, or a ``.trash-`` folder that it deletes. Each publication also
+sweeps the *other* dataset folders whose lock it can take at once (nobody publishing there):
+their dead publishers' leftovers are recovered and their unused ``.publish.lock`` removed
+(``extrarlhf gc`` does the same for the whole datasets, sessions and checkpoints dirs).
+
+Resources: a full, read-only or forbidden filesystem stops a publication with ``disk_full``,
+``read_only`` or ``permission_denied`` naming the dataset folder (fileio.writing); the temp
+folder is deleted and every Parquet writer of the failed build is released first, so no
+descriptor to a deleted file survives the error.
 """
 
 from __future__ import annotations
@@ -26,12 +34,16 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import DatasetExists, InvalidArgument, ValidationFailed
-from ..fileio import fsync_dir, locked
+from ..errors import DatasetExists, InvalidArgument, RLHFError, ValidationFailed, resource_error
+from ..fileio import LockBusy, fsync_dir, locked, writing
 from ..procs import pid_alive
 from .paths import VERSION_DIR, DatasetsDir, check_dataset_name, check_positive_int
+from .tables import abort_writers_under
 
-__all__ = ["publish_version", "recover", "fsync_tree", "leftovers"]
+__all__ = ["publish_version", "recover", "recover_entries", "sweep_dataset", "fsync_tree", "leftovers",
+           "PUBLISH_LOCK"]
+
+PUBLISH_LOCK = ".publish"  # locked(<name>/.publish) holds <name>/.publish.lock
 
 _PREFIXES = (".tmp-", ".old-", ".trash-")
 
@@ -70,31 +82,87 @@ def leftovers(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def recover(folder: Path) -> list[str]:
+def recover_entries(folder: Path, *, dry_run: bool = False) -> list[dict[str, Any]]:
     """Undo what dead publishers left in one dataset folder (call under its lock).
 
     ``.tmp-`` (an unfinished build) is deleted; ``.old-`` (an overwrite that did not commit)
     is restored to its version, replacing the uncommitted new one; ``.trash-`` (a committed
     overwrite whose old copy was being deleted) is deleted. Folders of live owners are left
-    alone. Returns what was done, one line each.
+    alone (and listed with ``action: "left"``). Returns one entry per leftover: ``path``,
+    ``kind`` (tmp/old/trash), ``version``, ``pid``, ``action`` (deleted/restored/left) and
+    ``message``. ``dry_run`` only says what would be done.
     """
     done = []
     for item in leftovers(folder):
-        if item["owner_alive"]:
-            continue
         path = folder / item["folder"]
-        if item["kind"] == "old":
-            target = folder / f"v{item['version']}"
-            if target.exists():
-                aside = folder / f".trash-v{item['version']}-{os.getpid()}-{secrets.token_hex(4)}"
-                os.rename(target, aside)
-                shutil.rmtree(aside, ignore_errors=True)
-            os.rename(path, target)
-            fsync_dir(folder)
-            done.append(f"restored v{item['version']} from an overwrite that did not complete")
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-            done.append(f"removed {item['folder']} left by a dead publisher (pid {item['pid']})")
+        entry = {"path": str(path), "kind": item["kind"], "version": item["version"], "pid": item["pid"]}
+        if item["owner_alive"]:
+            done.append({**entry, "action": "left", "message": f"left {item['folder']}: its publisher (pid "
+                                                               f"{item['pid']}) is alive"})
+            continue
+        try:
+            if item["kind"] == "old":
+                target = folder / f"v{item['version']}"
+                if not dry_run:
+                    if target.exists():
+                        aside = folder / f".trash-v{item['version']}-{os.getpid()}-{secrets.token_hex(4)}"
+                        os.rename(target, aside)
+                        shutil.rmtree(aside, ignore_errors=True)
+                    os.rename(path, target)
+                    fsync_dir(folder)
+                done.append({**entry, "action": "restored",
+                             "message": f"restored v{item['version']} from an overwrite that did not complete"})
+            else:
+                if not dry_run:
+                    shutil.rmtree(path)
+                done.append({**entry, "action": "deleted",
+                             "message": f"removed {item['folder']} left by a dead publisher (pid {item['pid']})"})
+        except OSError as exc:  # reported, never fatal: the next publication or gc tries again
+            error = resource_error(exc, folder, f"cleaning up {item['folder']}")
+            done.append({**entry, "action": "failed",
+                         "message": f"could not clean up {item['folder']}: {error or exc}",
+                         "code": error.code if error else "os_error"})
+    return done
+
+
+def recover(folder: Path) -> list[str]:
+    """:func:`recover_entries` as one line per thing done (call under the folder's lock)."""
+    return [e["message"] for e in recover_entries(folder) if e["action"] in ("deleted", "restored")]
+
+
+def sweep_dataset(folder: Path, *, dry_run: bool = False,
+                  remove_lock: bool | None = None) -> list[dict[str, Any]] | None:
+    """Recover one dataset folder if nobody is publishing there: its lock is taken without
+    waiting (None when it is held: a live publication, which recovers on its own), its dead
+    publishers' leftovers are recovered (:func:`recover_entries`), and its lock file is
+    removed on release when ``remove_lock`` (default: unless ``dry_run``)."""
+    if remove_lock is None:
+        remove_lock = not dry_run
+    try:
+        with locked(folder / PUBLISH_LOCK, wait=False, remove=remove_lock):
+            return recover_entries(folder, dry_run=dry_run)
+    except LockBusy:
+        return None
+
+
+def _sweep_siblings(dirs: DatasetsDir, name: str) -> list[str]:
+    """Best effort, at each publication: the other dataset folders with leftovers of dead
+    publishers or an unused lock file are swept (see :func:`sweep_dataset`)."""
+    done = []
+    for other in dirs.names():
+        if other == name:
+            continue
+        try:
+            folder = dirs.dataset_dir(other)
+            if not folder.is_dir():
+                continue
+            names = [p.name for p in folder.iterdir()]
+            if not any(n == PUBLISH_LOCK + ".lock" or n.startswith(_PREFIXES) for n in names):
+                continue
+            entries = sweep_dataset(folder) or []
+        except (OSError, RLHFError):
+            continue  # someone else's folder: never fail this publication for it
+        done += [f"{other}: {e['message']}" for e in entries if e["action"] in ("deleted", "restored")]
     return done
 
 
@@ -112,10 +180,11 @@ def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, in
         check_positive_int(version, "version")
     if not isinstance(overwrite, bool):
         raise InvalidArgument(f"overwrite must be true or false, got {overwrite!r}")
-    folder = dirs.dataset_dir(name, create_root=True)
-    folder.mkdir(exist_ok=True)
+    with writing(dirs.root, f"creating the dataset folder of {name!r}"):
+        folder = dirs.dataset_dir(name, create_root=True)
+        folder.mkdir(exist_ok=True)
     folder = dirs.dataset_dir(name)  # re-resolve: the folder may have been a (now existing) link target
-    with locked(folder / ".publish"):
+    with writing(folder, f"publishing dataset {name!r}"), locked(folder / PUBLISH_LOCK):
         recovered = recover(folder)
         existing = dirs.versions(name)
         if version is None:
@@ -138,6 +207,7 @@ def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, in
                                        + "; ".join(f"[{f['code']}] {f['message']}" for f in failures[:5]),
                                        failures)
         except BaseException:
+            abort_writers_under(tmp)  # writers no error path closed: no descriptor to a deleted file
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         if not replaced:
@@ -159,5 +229,6 @@ def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, in
             os.rename(old, trash)  # the commit point of an overwrite
             fsync_dir(folder)
             shutil.rmtree(trash, ignore_errors=True)
+    recovered += _sweep_siblings(dirs, name)
     return {**result, "dataset_id": dataset_id, "name": name, "version": version, "path": str(target),
             "replaced": replaced, "recovered": recovered}

@@ -59,8 +59,15 @@ class _SplitWriter:
                  split_key: str, row_group_rows: int) -> None:
         self.layout, self.key_column, self.contour = layout, key_column, contour
         self.fractions, self.split_key, self.row_group_rows = fractions, split_key, row_group_rows
-        self.writers = {s: StreamingTable(folder / f"{s}.parquet", layout, row_group_rows) for s in SPLITS}
-        self.assignments_writer = StreamingTable(folder / "assignments.parquet", "assignments", 1 << 20)
+        self.writers: dict[str, StreamingTable] = {}
+        self.assignments_writer: StreamingTable | None = None
+        try:
+            for s in SPLITS:
+                self.writers[s] = StreamingTable(folder / f"{s}.parquet", layout, row_group_rows)
+            self.assignments_writer = StreamingTable(folder / "assignments.parquet", "assignments", 1 << 20)
+        except BaseException:
+            self.abort()
+            raise
         self.pending: dict[str, list[pa.Table]] = {s: [] for s in SPLITS}
         self.pending_rows = dict.fromkeys(SPLITS, 0)
         self.groups: dict[str, list] = {}  # key -> [split, bucket, rows]
@@ -91,6 +98,19 @@ class _SplitWriter:
         if self.pending[split]:
             self.writers[split].write_table(pa.concat_tables(self.pending[split]).combine_chunks())
             self.pending[split], self.pending_rows[split] = [], 0
+
+    def abort(self) -> None:
+        """Release every writer after a failed build (its folder is deleted next); never raises."""
+        for writer in [*self.writers.values(), self.assignments_writer]:
+            if writer is not None:
+                writer.abort()
+
+    def __enter__(self) -> "_SplitWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
 
     def close(self) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
         for split in SPLITS:
@@ -207,16 +227,17 @@ def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: st
     total = source_manifest["row_counts"]["decisions"]
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        writer = _SplitWriter(folder, layout, key_column, contour, fractions, split_key, row_group_rows)
-        done = 0
-        for chunk in _battle_chunks(resolved.path / "decisions.parquet", columns):
-            writer.write(rows_of(chunk) if rows_of else chunk)
-            done += chunk.num_rows
-            if progress:
-                progress(done, total)
-        if progress and done == 0:
-            progress(0, 0)
-        tables, summary = writer.close()
+        # a failure anywhere (reading, writing, closing) aborts the writers: no descriptor outlives the build
+        with _SplitWriter(folder, layout, key_column, contour, fractions, split_key, row_group_rows) as writer:
+            done = 0
+            for chunk in _battle_chunks(resolved.path / "decisions.parquet", columns):
+                writer.write(rows_of(chunk) if rows_of else chunk)
+                done += chunk.num_rows
+                if progress:
+                    progress(done, total)
+            if progress and done == 0:
+                progress(0, 0)
+            tables, summary = writer.close()
         split_block = {"contour": contour, "group_key": key_name, "group_key_column": key_column,
                        "fractions": dict(zip(SPLITS, fractions)), "split_key": split_key,
                        "assignment": "HMAC-SHA256(split_key, contour + '\\0' + group_key)[:8] / 2**64 -> "

@@ -7,7 +7,11 @@ from here. Bump DATASET_SCHEMA_VERSION when a table changes shape or meaning.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import threading
+import weakref
 from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
@@ -282,11 +286,20 @@ class StreamingTable:
         flat = [f.name for f in self.schema if not pa.types.is_nested(f.type)]
         import pyarrow.parquet as pq  # here, not at the top: worker processes never write Parquet
 
-        self.writer = pq.ParquetWriter(str(path), self.schema, compression=COMPRESSION,
-                                       compression_level=COMPRESSION_LEVEL, use_dictionary=strings,
-                                       write_statistics=flat)
+        # the sink is opened here, not by ParquetWriter: a writer whose construction fails (a full
+        # disk while it writes the header) would otherwise keep the file open
+        self.sink = pa.OSFile(str(path), "wb")
+        try:
+            self.writer = pq.ParquetWriter(self.sink, self.schema, compression=COMPRESSION,
+                                           compression_level=COMPRESSION_LEVEL, use_dictionary=strings,
+                                           write_statistics=flat)
+        except BaseException:
+            self.sink.close()
+            raise
         self.rows = 0
         self.row_groups = 0
+        with _OPEN_LOCK:
+            _OPEN_WRITERS.add(self)
 
     def write(self, arrays: list[pa.Array]) -> None:
         """Write one row group from arrays in schema order."""
@@ -304,9 +317,64 @@ class StreamingTable:
             self.rows += table.num_rows
             self.row_groups += 1
 
+    @property
+    def is_open(self) -> bool:
+        return bool(getattr(self.writer, "is_open", False))
+
     def close(self) -> dict[str, Any]:
-        self.writer.close()
+        """Finish the file (footer) and close it; the descriptor is released even if that fails."""
+        try:
+            if self.is_open:
+                self.writer.close()
+            if not self.sink.closed:
+                self.sink.close()
+        except BaseException:
+            self.abort()
+            raise
+        with _OPEN_LOCK:
+            _OPEN_WRITERS.discard(self)
         return {"file": self.path.name, "rows": self.rows, "row_groups": self.row_groups}
+
+    def abort(self) -> None:
+        """Release the file without caring about its content (a failed build, whose folder is
+        deleted next): never raises, idempotent."""
+        writer = self.writer
+        if getattr(writer, "is_open", False):
+            with contextlib.suppress(Exception):
+                writer.writer.close()  # the footer; may fail on a full disk
+            writer.is_open = False  # never retried by ParquetWriter.__del__
+        if not self.sink.closed:
+            with contextlib.suppress(Exception):
+                self.sink.close()
+        with _OPEN_LOCK:
+            _OPEN_WRITERS.discard(self)
+
+    def __enter__(self) -> "StreamingTable":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+# Every StreamingTable not yet closed: publication aborts those under a failed build's temp
+# folder, so a writer no error path closed (or one kept alive by a traceback) never keeps a
+# descriptor to a deleted file.
+_OPEN_WRITERS: "weakref.WeakSet[StreamingTable]" = weakref.WeakSet()
+_OPEN_LOCK = threading.Lock()  # publications run on several threads in the MCP server
+
+
+def abort_writers_under(folder: Path) -> int:
+    """Abort every open :class:`StreamingTable` writing inside ``folder``; returns how many."""
+    root = os.path.abspath(folder)
+    aborted = 0
+    with _OPEN_LOCK:
+        tables = list(_OPEN_WRITERS)
+    for table in tables:
+        if os.path.commonpath([os.path.abspath(table.path), root]) == root:
+            table.abort()
+            aborted += 1
+    return aborted
 
 
 class Columns:

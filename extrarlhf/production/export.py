@@ -112,7 +112,7 @@ def _records(reader: SnapshotReader, access: ProductionAccess) -> Iterator[Battl
             kinds=(b["p1_kind"], b["p2_kind"]),
             players=(player_pseudonym(salt, b["p1_player_id"]), player_pseudonym(salt, b["p2_player_id"])),
             finished=finished, winner=b["winner"], turns=b["turns"],
-            actions=[(a["seq"], a["turn"], a["player"], a["action_id"], a["decision_ms"]) for a in actions],
+            actions=[tuple(a)[1:] for a in actions],  # reader.ACTION_COLUMNS after battle_id
             audit=(b["started_at"], b["finished_at"], b["ingested_at"], b["duration_seconds"]))
 
 
@@ -161,40 +161,41 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     reader = SnapshotReader(access, window, max_rows=ceiling, **pages)
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        with reader:
-            builder = TableBuilder(folder, row_group_rows, checks,
-                                   layouts={"decisions": "decisions", "turns": "turns", "battles": "battles",
-                                            "metronome": "metronome", "excluded": "production_excluded",
-                                            "production_battles": "production_battles"},
-                                   row_tables=("excluded", "production_battles"))
-            labels = {"metronome": 0, "timestamp": 0}
-            done = 0
-            records = _records(reader, access)
-            total = snapshot["battles"]
-            for chunk, (outcomes, batches) in map_chunks(records, auto_workers(workers, total), TASK_BATTLES,
-                                                          task="extrarlhf.production.replay:replay_chunk"):
-                for record, excluded in zip(chunk, outcomes):
-                    builder.add_row("production_battles", _battle_row(record, excluded is None))
-                    if excluded is None:
-                        labels["timestamp"] += record.audit[3] is not None
-                    else:
-                        builder.exclude({"battle_id": record.key, "reason": excluded[0], "detail": excluded[1],
-                                         "p1_kind": record.kinds[0], "p2_kind": record.kinds[1],
-                                         "actions": len(record.actions)})
-                labels["metronome"] += batches["metronome"].num_rows
-                builder.add(batches)
-                done += len(chunk)
-                if progress:
-                    progress(done, max(total, done))
-                if reader.ceiling and not publish_incomplete:
-                    break
-            streams = reader.stream_report()
-            stopped_on = reader.ceiling
-        facts["streams"] = streams
-        if stopped_on and not publish_incomplete:
-            facts["stopped_on"] = stopped_on
-            raise _Stopped()
-        tables = builder.close()
+        builder = TableBuilder(folder, row_group_rows, checks,
+                               layouts={"decisions": "decisions", "turns": "turns", "battles": "battles",
+                                        "metronome": "metronome", "excluded": "production_excluded",
+                                        "production_battles": "production_battles"},
+                               row_tables=("excluded", "production_battles"))
+        with builder:  # any error (or an export stopped by the row ceiling) aborts the writers
+            with reader:
+                labels = {"metronome": 0, "timestamp": 0}
+                done = 0
+                records = _records(reader, access)
+                total = snapshot["battles"]
+                for chunk, (outcomes, batches) in map_chunks(records, auto_workers(workers, total), TASK_BATTLES,
+                                                              task="extrarlhf.production.replay:replay_chunk"):
+                    for record, excluded in zip(chunk, outcomes):
+                        builder.add_row("production_battles", _battle_row(record, excluded is None))
+                        if excluded is None:
+                            labels["timestamp"] += record.audit[3] is not None
+                        else:
+                            builder.exclude({"battle_id": record.key, "reason": excluded[0], "detail": excluded[1],
+                                             "p1_kind": record.kinds[0], "p2_kind": record.kinds[1],
+                                             "actions": len(record.actions)})
+                    labels["metronome"] += batches["metronome"].num_rows
+                    builder.add(batches)
+                    done += len(chunk)
+                    if progress:
+                        progress(done, max(total, done))
+                    if reader.ceiling and not publish_incomplete:
+                        break
+                streams = reader.stream_report()
+                stopped_on = reader.ceiling
+            facts["streams"] = streams
+            if stopped_on and not publish_incomplete:
+                facts["stopped_on"] = stopped_on
+                raise _Stopped()
+            tables = builder.close()
         complete = stopped_on is None
         evidence = {"source_kind": "production", "eligible_battles": builder.included,
                     "eligible_decisions": builder.decisions_total, "distinct_decks": len(builder.decks),

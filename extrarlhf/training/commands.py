@@ -3,7 +3,9 @@
 Each subcommand calls one core function and prints a short readable report (``--json``:
 the function's result). Business errors are printed by extrarlhf/cli.py as one
 ``error [code]: message`` line (exit 2). ``benchmark`` exits 1 when the benchmark did not
-pass (invalid, H0 or inconclusive), so a script can gate on it.
+pass (invalid, H0, inconclusive, or H1 under settings below the promotion policy), so a
+script can gate on it. The promotion policy is not a CLI option: it is changed in code
+(``PromotionPolicy``), never per run.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import argparse
 import json
 from typing import Any
 
-from ..errors import InvalidArgument
 from ..datasets.commands import parse_policy_overrides
+from ..errors import InvalidArgument
 from ..progress import ProgressLine
 
 
@@ -90,6 +92,10 @@ def _cmd_promote(args: argparse.Namespace) -> int:
             state = "intact" if result["promoted_intact"] else "PROBLEM: " + "; ".join(result["promoted_problems"])
             print(f"promoted: {p['name']} (weights_hash {p['weights_hash'][:16]}..., since "
                   f"{p.get('restored_at') or p['promoted_at']}; {state})")
+        for line in result["repaired"]:
+            print(f"repaired: {line}")
+        for line in result["torn"]:
+            print(f"TORN: {line}")
         for e in result["history"]:
             print(f"  {e['at']}  {e['event']:<8} {e['name']}" + (f" (from {e['from']['name']})" if e["from"] else ""))
         return 0

@@ -3,7 +3,9 @@
 Steps (each refusal is an :class:`~extrarlhf.errors.RLHFError` with a stable code):
 
 1. arguments, and the checkpoint name: an existing name needs ``overwrite=True``, and the
-   promoted checkpoint is never overwritten (``invalid_argument``);
+   promoted checkpoint (or one a rollback could restore) is never overwritten
+   (``checkpoint_protected``: ``CheckpointRegistry.check_replaceable``, the check
+   ``register`` itself repeats under the promotion lock);
 2. ``validate_dataset`` must pass (``validation_failed``, with the failures), the dataset must
    be ``v5_decisions`` or ``v5_policy_split``, and ``dataset_readiness`` must call the V5
    policy contour ready (``not_ready``, with the blockers);
@@ -105,8 +107,6 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
     """Train a behaviour-cloning policy on ``dataset`` (``NAME``, ``NAME/vN`` or ``@POINTER``),
     register it as checkpoint ``name`` (kind ``v5``) and write its model card; returns a
     JSON-able summary (checkpoint, card path, weights_hash, data sizes, per-epoch metrics)."""
-    from ..promotion import read_promoted
-
     check_name(name, "checkpoint")
     seed = check_seed(seed)
     imitate = check_imitate(imitate)
@@ -120,10 +120,7 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
         if not overwrite:
             raise RLHFError(f"checkpoint {name!r} already exists; choose another name or pass overwrite=true",
                             "already_exists")
-        current = read_promoted(root)
-        if current is not None and current["name"] == name:
-            raise InvalidArgument(f"checkpoint {name!r} is the promoted checkpoint; it is never overwritten "
-                                  f"(train under another name, benchmark it and promote it)")
+        registry.check_replaceable(name)  # the registry's own check (register repeats it under the lock)
 
     info = check_dataset(dataset, datasets_dir, policy)
     splits, split_info = load_splits(info, imitate)
@@ -150,7 +147,8 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
                           "test_value_mse": round(value_mse(result.params, test), 5)})
 
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".train-{name}-{os.getpid()}-{secrets.token_hex(4)}.onnx"
+    # named like fileio's temp files (.<target>.<pid>-<random>.tmp): `gc` can tell a dead trainer's export
+    tmp = root / f".train-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     sample = val if len(val) else train
     try:
         exported = export_onnx(result.params, tmp, sample,
