@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import os
 import re
 import time
@@ -62,9 +61,10 @@ from engine import derive_seed
 
 from .actors import resolve_actor
 from .checkpoints import CheckpointRegistry
-from .errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema
+from .errors import Cancelled, InvalidArgument, NotFound, RLHFError, UnsupportedSchema
 from .fileio import atomic_write_bytes, atomic_write_json, locked
 from .match import check_seed
+from .procs import cap_workers, process_pool
 from .promotion import PromotionPolicy, benchmark_blockers
 from .trace import utc_now
 
@@ -243,9 +243,7 @@ class _Runner:
 
     def __enter__(self) -> "_Runner":
         if self.max_workers > 1:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(["extrarlhf.benchmarking"])
-            self.pool = ProcessPoolExecutor(max_workers=self.max_workers, mp_context=context)
+            self.pool = process_pool(self.max_workers, "extrarlhf.benchmarking")
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -455,7 +453,8 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
                      max_workers: int = 1, stop_early: bool = True,
                      checkpoints_dir: str | os.PathLike[str] = "checkpoints",
                      progress: Progress | None = None, write: bool = True,
-                     policy: PromotionPolicy | None = None) -> dict[str, Any]:
+                     policy: PromotionPolicy | None = None,
+                     cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Benchmark ``candidate`` against ``incumbent`` (specs: checkpoint names or baselines);
     returns the report (also written to the benchmarks folder unless ``write=False``).
     ``policy`` (default :class:`PromotionPolicy`) decides ``promotion_eligible`` and the
@@ -464,7 +463,7 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
     checkpoints_dir = os.path.abspath(checkpoints_dir)
     n_pairs = _check_int(n_pairs, "n_pairs", 1, MAX_PAIRS)
     baseline_pairs = _check_int(baseline_pairs, "baseline_pairs", 0, MAX_PAIRS)
-    max_workers = _check_int(max_workers, "max_workers", 1, MAX_WORKERS)
+    max_workers = cap_workers(_check_int(max_workers, "max_workers", 1, MAX_WORKERS))
     seed = check_seed(seed)
     elo0 = _check_number(elo0, "elo0", -1000.0, 1000.0)
     elo1 = _check_number(elo1, "elo1", -1000.0, 1000.0)
@@ -495,6 +494,9 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
         done += n
         if progress is not None:
             progress(done, done + remaining)
+        if cancel is not None and cancel():
+            raise Cancelled(f"benchmark of {candidate} against {incumbent} cancelled after {done} battles; no report "
+                            f"was written")
 
     tally = _Tally(candidate, incumbent)
     llr, decision, stop_pair = 0.0, "inconclusive", None

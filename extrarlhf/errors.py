@@ -150,3 +150,10 @@ def resource_error(exc: BaseException, directory: str | os.PathLike[str] | None,
     cls, template = _RESOURCE_ERRORS[exc.errno]
     message = template.format(dir=where or "a directory being written", what=what)
     return cls(message, where or "", _errno.errorcode.get(exc.errno))
+
+
+class Cancelled(RLHFError):
+    """Long work stopped because its caller cancelled it (an MCP request, a ``cancel`` callable);
+    whatever it was building was not published."""
+
+    code = "cancelled"

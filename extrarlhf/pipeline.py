@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from .benchmarking import benchmark_models
 from .checkpoints import CheckpointRegistry
-from .errors import InvalidArgument, RLHFError
+from .errors import Cancelled, InvalidArgument, RLHFError
 from .promotion import PromotionPolicy, PromotionRefused, current_incumbent, promote_checkpoint
 from .series import run_series
 from .sessions import check_name
@@ -44,7 +44,8 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                  promotion_policy: PromotionPolicy | None = None,
                  sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
                  checkpoints_dir: str | os.PathLike[str] = "checkpoints",
-                 progress: PipelineProgress | None = None) -> dict[str, Any]:
+                 progress: PipelineProgress | None = None,
+                 cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run the loop for session ``group`` (created or resumed) and train checkpoint ``name``;
     returns ``{"completed", "stopped_at", "promoted", "stages": {stage: result}, "seconds"}``.
 
@@ -89,14 +90,17 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
 
     collected = timed("collect", lambda: run_series(
         sessions_dir, group, n_battles, p1_model=p1_model, opponent=opponent, seed=seed, max_workers=max_workers,
-        progress=report("collect"), checkpoints_dir=checkpoints_dir))
+        progress=report("collect"), checkpoints_dir=checkpoints_dir, cancel=cancel))
+    if collected["cancelled"]:
+        raise Cancelled(f"the pipeline was cancelled while collecting {group} ({collected['ran']} battles played; "
+                        f"the group resumes on the next run)")
     stages["collect"] = {k: collected[k] for k in ("group", "ran", "skipped", "n_battles", "battles_per_s")}
     stages["collect"]["summary"] = {k: collected["summary"].get(k) for k in ("battles", "by_status", "results",
                                                                              "decisions", "degraded")}
 
     materialized = timed("materialize", lambda: materialize_v5_dataset(
         [group], dataset_name, sessions_dir=sessions_dir, datasets_dir=datasets_dir, policy=readiness_policy,
-        progress=report("materialize")))
+        progress=report("materialize"), cancel=cancel))
     dataset_id = materialized["dataset_id"]
     stages["materialize"] = {k: materialized.get(k) for k in ("dataset_id", "path", "row_counts", "exclusions")}
 
@@ -120,7 +124,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
     bench = timed("benchmark", lambda: benchmark_models(
         name, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
         baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
-        progress=report("benchmark"), policy=promotion_policy))
+        progress=report("benchmark"), policy=promotion_policy, cancel=cancel))
     stages["benchmark"] = {k: bench[k] for k in ("sequence", "report_path", "markdown_path", "valid", "passed",
                                                  "verdict", "invalid_reasons", "promotion_eligible",
                                                  "promotion_blockers", "battles_played", "battles_per_s")}

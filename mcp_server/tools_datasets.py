@@ -20,6 +20,7 @@ from extrarlhf import datasets
 from extrarlhf.readiness import ReadinessPolicy
 
 from .paging import Cursor, limit_arg, paged, paginate
+from .cancel import run_cancellable
 from .progress import progress_bridge
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,9 +143,9 @@ def register(server: "ExtraRLHFServer") -> None:
         only finished, non-degraded, never-peeked battles enter training tables (exclusions are
         listed). Streams in bounded memory; sends progress notifications. Returns the dataset id,
         row counts, exclusions and readiness."""
-        return await in_thread(datasets.materialize_v5_dataset, groups, name, sessions_dir=config.sessions_dir,
-                               overwrite=overwrite, promote=promote,
-                               progress=progress_bridge(ctx, "materialize_v5_dataset", "battles"), **where)
+        return await run_cancellable(datasets.materialize_v5_dataset, groups, name, sessions_dir=config.sessions_dir,
+                                     overwrite=overwrite, promote=promote,
+                                     progress=progress_bridge(ctx, "materialize_v5_dataset", "battles"), **where)
 
     @tool(title="Readiness per training contour", read_only=True, idempotent=True)
     async def dataset_readiness(

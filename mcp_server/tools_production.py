@@ -17,6 +17,7 @@ from pydantic import Field, Strict
 
 from extrarlhf import production
 
+from .cancel import run_cancellable
 from .progress import progress_bridge
 from .tools_datasets import DatasetRef, NewName, Overwrite, Policy, Promote
 
@@ -67,11 +68,11 @@ def register(server: "ExtraRLHFServer") -> None:
         times) and production_battles (kinds, pseudonyms, TimeStamp labels). Player and battle ids
         are keyed pseudonyms (pseudonymized, not anonymous). A window above the row ceiling stops
         with complete=false, stop_reason=row_ceiling. Sends progress notifications."""
-        return await in_thread(production.export_production_v5_dataset, end_at, name=name, start_at=start_at,
-                               ingested_before=ingested_before, max_rows=max_rows,
-                               publish_incomplete=publish_incomplete, overwrite=overwrite, promote=promote,
-                               policy=policy, progress=progress_bridge(ctx, "export_production_v5_dataset",
-                                                                       "battles"), **where)
+        return await run_cancellable(production.export_production_v5_dataset, end_at, name=name, start_at=start_at,
+                                     ingested_before=ingested_before, max_rows=max_rows,
+                                     publish_incomplete=publish_incomplete, overwrite=overwrite, promote=promote,
+                                     policy=policy, progress=progress_bridge(ctx, "export_production_v5_dataset",
+                                                                             "battles"), **where)
 
     @tool(title="Export a TimeStamp dataset")
     async def export_timestamp_dataset(

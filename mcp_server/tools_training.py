@@ -24,6 +24,7 @@ from extrarlhf import benchmarking, pipeline, promotion
 from extrarlhf.series import MAX_BATTLES, MAX_WORKERS
 
 from .paging import Cursor, limit_arg, paged, paginate
+from .cancel import run_cancellable
 from .progress import progress_bridge
 from .tools_datasets import ReadinessThresholds
 
@@ -131,11 +132,11 @@ def register(server: Any) -> None:
         markdown table in `markdown`) is stored under <checkpoints>/benchmarks/. passed=true only
         when valid and the SPRT accepted H1."""
         against = incumbent if incumbent is not None else promotion.current_incumbent(config.checkpoints_dir)
-        return await anyio.to_thread.run_sync(functools.partial(
+        return await run_cancellable(
             benchmarking.benchmark_models, candidate, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1,
             alpha=alpha, beta=beta, baseline_pairs=baseline_pairs, max_workers=max_workers,
             checkpoints_dir=config.checkpoints_dir,
-            progress=progress_bridge(ctx, "benchmark_models", "battles played")))
+            progress=progress_bridge(ctx, "benchmark_models", "battles played"))
 
     @tool(title="Promote a checkpoint")
     def promote_checkpoint(
@@ -206,9 +207,9 @@ def register(server: Any) -> None:
             fraction = min(done / total, 1.0) if total else 0.0
             report(index + fraction, float(len(stages)), f"{stage}: {done}/{total}")
 
-        return await anyio.to_thread.run_sync(functools.partial(
+        return await run_cancellable(
             pipeline.run_pipeline, group, name, n_battles=n_battles, p1_model=p1_model, opponent=opponent, seed=seed,
             imitate=imitate, epochs=epochs, incumbent=incumbent, n_pairs=n_pairs, baseline_pairs=baseline_pairs,
             promote=promote, require_current_incumbent=require_current_incumbent, max_workers=max_workers,
             readiness_policy=readiness_policy, sessions_dir=config.sessions_dir, datasets_dir=config.datasets_dir,
-            checkpoints_dir=config.checkpoints_dir, progress=progress))
+            checkpoints_dir=config.checkpoints_dir, progress=progress)

@@ -92,3 +92,33 @@ def test_workers_die_with_a_killed_collect(tmp_path):
     size = catalog.stat().st_size
     time.sleep(1.0)
     assert catalog.stat().st_size == size  # nothing more is written
+
+
+def test_a_cancelled_materialization_and_benchmark_publish_nothing(tmp_path):
+    from extrarlhf.benchmarking import benchmark_models
+    from extrarlhf.datasets import materialize_v5_dataset
+    from extrarlhf.errors import Cancelled
+
+    run_series(tmp_path / "sessions", "src", 24, p1_model="baseline:random", opponent="baseline:random")
+    calls: list[int] = []
+
+    def cancel() -> bool:
+        calls.append(1)
+        return True
+
+    try:
+        materialize_v5_dataset(["src"], "ds", sessions_dir=tmp_path / "sessions", datasets_dir=tmp_path / "datasets",
+                               cancel=cancel)
+    except Cancelled as exc:
+        assert exc.code == "cancelled" and "nothing" in str(exc)
+    else:
+        raise AssertionError("the materialization was not cancelled")
+    assert calls and not list((tmp_path / "datasets" / "ds").glob("v*"))
+    try:
+        benchmark_models("baseline:random", "baseline:greedy", n_pairs=40, checkpoints_dir=tmp_path / "checkpoints",
+                         cancel=lambda: True)
+    except Cancelled as exc:
+        assert "no report" in str(exc)
+    else:
+        raise AssertionError("the benchmark was not cancelled")
+    assert not list((tmp_path / "checkpoints").rglob("*.json"))

@@ -39,7 +39,6 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
     eligible = decisions = 0
     decks: set[str] = set()
     problems: list[str] = []
-    tags: dict[str, int] = {}
     obs_version = snap.manifest.get("obs_version")
     if obs_version != engine.OBS_VERSION:
         problems.append(f"group obs_version {obs_version!r} differs from this engine's {engine.OBS_VERSION}")

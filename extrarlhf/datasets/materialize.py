@@ -39,7 +39,7 @@ import pyarrow as pa
 
 import engine
 
-from ..errors import IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
+from ..errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
 from ..readiness import ReadinessPolicy, contour_readiness
 from ..sessions import SessionStore, check_name
 from .manifest import write_manifest
@@ -233,7 +233,8 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                            overwrite: bool = False, promote: str | None = None,
                            policy: ReadinessPolicy | dict | None = None, exclude_corrupt: bool = False,
                            row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, workers: int | None = None,
-                           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                           progress: Callable[[int, int], None] | None = None,
+                           cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Materialize session groups into a new dataset version ``<name>/v<N>``; returns a summary
     (dataset_id, path, row counts, exclusions, readiness, pointer). See the module docstring."""
 
@@ -286,6 +287,9 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                 done += len(chunk)
                 if progress:
                     progress(done, total)
+                if cancel is not None and cancel():
+                    raise Cancelled(f"materialization of {name} cancelled after {done} of {total} battles; nothing "
+                                    f"was published")
             tables = builder.close()
         evidence = {"source_kind": "dataset", "eligible_battles": builder.included,
                     "eligible_decisions": builder.decisions_total, "distinct_decks": len(builder.decks),

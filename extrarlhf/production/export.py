@@ -23,7 +23,7 @@ workers and one row group per table: it does not grow with the window.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -34,7 +34,7 @@ from ..datasets.pointers import manifest_sha256, write_pointer
 from ..datasets.pool import map_chunks
 from ..datasets.publish import publish_version
 from ..datasets.validate import DecisionChecks, validate_dir
-from ..errors import InvalidArgument
+from ..errors import Cancelled, InvalidArgument
 from ..readiness import ReadinessPolicy, contour_readiness
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, battle_key, player_pseudonym
@@ -135,7 +135,8 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                                  publish_incomplete: bool = False, policy: ReadinessPolicy | dict | None = None,
                                  workers: int | None = None, row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
                                  page_rows: int | None = None, environ: dict[str, str] | None = None,
-                                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                                 progress: Callable[[int, int], None] | None = None,
+                                 cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Export the production battles of a window as a new pseudonymized V5 dataset version
     ``<name>/v<N>`` (see the module docstring). Returns the dataset id, path, row counts,
     exclusions, readiness, completeness and per-stream row counts; an export stopped by the
@@ -187,6 +188,9 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                     done += len(chunk)
                     if progress:
                         progress(done, max(total, done))
+                    if cancel is not None and cancel():
+                        raise Cancelled(f"production export {name} cancelled after {done} battles; nothing was "
+                                        f"published")
                     if reader.ceiling and not publish_incomplete:
                         break
                 streams = reader.stream_report()
