@@ -20,7 +20,7 @@ from pathlib import Path
 
 from adapters import make_baseline
 from extrarlhf.duel import play_duel
-from extrarlhf.series import run_series, series_seed
+from extrarlhf.runtime.series import run_series, series_seed
 
 
 def untraced_rate(n: int) -> float:

@@ -115,7 +115,7 @@ def main() -> None:
         print(json.dumps(out))
         return
 
-    from extrarlhf.series import run_series
+    from extrarlhf.runtime.series import run_series
 
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from extrarlhf.benchmarking import pair_jobs, side_plan, benchmark_models, play_battles
 from extrarlhf.datasets import materialize_v5_dataset
-from extrarlhf.series import run_series
+from extrarlhf.runtime.series import run_series
 from extrarlhf.training import train_policy
 
 

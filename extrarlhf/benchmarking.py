@@ -59,14 +59,14 @@ import engine
 from adapters import ModelPolicy, decide_many, make_baseline
 from engine import derive_seed
 
-from .actors import resolve_actor
+from .runtime.actors import resolve_actor
 from .checkpoints import CheckpointRegistry
 from .errors import Cancelled, InvalidArgument, NotFound, RLHFError, UnsupportedSchema
 from .fileio import atomic_write_bytes, atomic_write_json, locked
-from .match import check_seed
+from .runtime.match import check_seed
 from .procs import cap_workers, process_pool
 from .promotion import PromotionPolicy, benchmark_blockers
-from .trace import utc_now
+from .runtime.trace import utc_now
 
 REPORT_SCHEMA_VERSION = 1
 BENCHMARKS_DIR = "benchmarks"

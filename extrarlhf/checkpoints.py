@@ -57,8 +57,8 @@ from adapters.onnx_models import (
 
 from .errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema
 from .fileio import _current_umask, atomic_write_json, fsync_dir, locked, writing
-from .sessions import check_name
-from .trace import utc_now
+from .runtime.sessions import check_name
+from .runtime.trace import utc_now
 
 CHECKPOINTS_SCHEMA_VERSION = 1
 DEFAULT_ROOT = "checkpoints"

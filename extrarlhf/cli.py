@@ -17,13 +17,13 @@ import engine
 from .demo import format_summary, run_demo
 from .errors import RLHFError
 from .progress import ProgressLine
-from .replay import replay_battle
-from .series import run_series
+from .runtime.replay import replay_battle
+from .runtime.series import run_series
 from .datasets.commands import add_parser as add_datasets_parser
 from .production.commands import add_parser as add_production_parser
 from .cleanup import add_parser as add_gc_parser
 from .training.commands import add_parser as add_training_parser
-from .sessions import SessionStore
+from .runtime.sessions import SessionStore
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -27,8 +27,8 @@ from .benchmarking import benchmark_models
 from .checkpoints import CheckpointRegistry
 from .errors import Cancelled, InvalidArgument, RLHFError
 from .promotion import PromotionPolicy, PromotionRefused, current_incumbent, promote_checkpoint
-from .series import run_series
-from .sessions import check_name
+from .runtime.series import run_series
+from .runtime.sessions import check_name
 
 STAGES = ("collect", "materialize", "readiness", "train", "benchmark", "promote")
 PipelineProgress = Callable[[str, int, int], None]

@@ -88,7 +88,7 @@ from typing import Any
 from .checkpoints import CheckpointRegistry
 from .errors import InvalidArgument, NotFound, ResourceError, RLHFError, UnsupportedSchema
 from .fileio import append_line_locked, atomic_write_json, fsync_dir, locked
-from .trace import utc_now
+from .runtime.trace import utc_now
 
 POINTER_SCHEMA_VERSION = 1
 INTENT_SCHEMA_VERSION = 1

@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 
 from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.sessions import SessionStore
+from extrarlhf.runtime.sessions import SessionStore
 
 
 class SessionsResource(dg.ConfigurableResource):

@@ -8,7 +8,7 @@ envelope of :mod:`mcp_server.envelope`. What happens around each call:
    ``include_players``) and unknown arguments before anything runs, and turns the SDK's
    argument-validation failures into ``invalid_argument`` envelopes.
 2. The tool body runs (sync tools in the SDK's worker threads; live matches are guarded
-   by :class:`extrarlhf.live.MatchRegistry`'s per-match locks).
+   by :class:`extrarlhf.runtime.live.MatchRegistry`'s per-match locks).
 3. Core business errors (``RLHFError`` and friends) become ``isError`` envelopes with
    their stable code; anything else is logged to stderr and reported as ``internal_error``.
 """
@@ -31,15 +31,15 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, Strict, ValidationError
 
 from adapters import BASELINES, default_registry
-from extrarlhf import codenames
-from extrarlhf import series as core_series
+from extrarlhf.runtime import codenames
+from extrarlhf.runtime import series as core_series
 
 from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.errors import NotFound
-from extrarlhf.live import MatchRegistry
-from extrarlhf.match import Match
-from extrarlhf.replay import replay_battle as core_replay
-from extrarlhf.sessions import SessionStore
+from extrarlhf.runtime.live import MatchRegistry
+from extrarlhf.runtime.match import Match
+from extrarlhf.runtime.replay import replay_battle as core_replay
+from extrarlhf.runtime.sessions import SessionStore
 
 from . import guards, tools_datasets, tools_production, tools_training
 from .cancel import run_cancellable

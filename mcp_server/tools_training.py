@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
 
 from extrarlhf import benchmarking, pipeline, promotion
-from extrarlhf.series import MAX_BATTLES, MAX_WORKERS
+from extrarlhf.runtime.series import MAX_BATTLES, MAX_WORKERS
 
 from .paging import Cursor, limit_arg, paged, paginate
 from .cancel import run_cancellable

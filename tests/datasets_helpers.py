@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from extrarlhf.errors import RLHFError
-from extrarlhf.match import start_match
-from extrarlhf.series import run_series
-from extrarlhf.sessions import SessionStore
+from extrarlhf.runtime.match import start_match
+from extrarlhf.runtime.series import run_series
+from extrarlhf.runtime.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 _CACHE: dict[str, Path] = {}

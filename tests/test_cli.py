@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from extrarlhf.sessions import SessionStore
+from extrarlhf.runtime.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -173,7 +173,7 @@ def test_group_conflict_and_unknown_battle_are_clean_errors(collected) -> None:
 
 
 def test_show_marks_unfinished_battles(tmp_path: Path) -> None:
-    from extrarlhf.match import start_match
+    from extrarlhf.runtime.match import start_match
 
     sessions = tmp_path / "s"
     store = SessionStore(sessions)

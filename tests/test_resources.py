@@ -32,7 +32,7 @@ from extrarlhf.datasets.splits import split_v5_training_dataset
 from extrarlhf.datasets.tables import StreamingTable
 from extrarlhf.errors import DiskFull, PermissionDenied, ReadOnlyFilesystem, ResourceError, RLHFError
 from extrarlhf.fileio import append_line_locked, atomic_write_json, locked, writing
-from extrarlhf.sessions import SessionStore
+from extrarlhf.runtime.sessions import SessionStore
 from mcp_server.envelope import from_exception
 from tests import onnx_factory
 from tests.datasets_helpers import GREEDY, RANDOM, copy_sessions, expect_error, shared_sessions

@@ -22,10 +22,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
 import engine
-from extrarlhf import codenames
-from extrarlhf.match import start_match
-from extrarlhf.series import run_series
-from extrarlhf.sessions import SessionStore
+from extrarlhf.runtime import codenames
+from extrarlhf.runtime.match import start_match
+from extrarlhf.runtime.series import run_series
+from extrarlhf.runtime.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = ROOT / "extrarlhf" / "schemas"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from extrarlhf.datasets import materialize_v5_dataset
-from extrarlhf.series import run_series
+from extrarlhf.runtime.series import run_series
 
 _CACHE: dict[str, Path] = {}
 

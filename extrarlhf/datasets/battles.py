@@ -29,7 +29,7 @@ import pybase64
 import engine
 from engine.features import action_feature_parts
 
-from ..trace import V5_SCHEMA_VERSION
+from ..runtime.trace import V5_SCHEMA_VERSION
 
 OBS_BYTES = 4 * engine.OBS_DIM
 TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")

@@ -21,7 +21,7 @@ import engine
 
 from ..errors import InvalidArgument
 from ..readiness import ReadinessPolicy, contour_readiness
-from ..sessions import SessionStore, check_name
+from ..runtime.sessions import SessionStore, check_name
 from .manifest import read_manifest
 from .materialize import snapshot_group
 from .paths import DatasetsDir

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import engine
 
 from ..fileio import read_json_document
-from ..trace import utc_now
+from ..runtime.trace import utc_now
 from .tables import DATASET_SCHEMA_VERSION, TABLES, describe_columns, sha256_file
 
 MANIFEST = "manifest.json"

@@ -41,7 +41,7 @@ import engine
 
 from ..errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
 from ..readiness import ReadinessPolicy, contour_readiness
-from ..sessions import SessionStore, check_name
+from ..runtime.sessions import SessionStore, check_name
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import manifest_sha256, write_pointer

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import InvalidArgument, NotFound, PathOutsideDatasetsDir
-from ..sessions import check_name
+from ..runtime.sessions import check_name
 
 DEFAULT_DATASETS_DIR = "datasets"
 POINTERS_DIR = "pointers"

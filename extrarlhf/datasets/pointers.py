@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import RLHFError
 from ..fileio import atomic_write_json, locked, read_json_document
-from ..trace import utc_now
+from ..runtime.trace import utc_now
 from .paths import DatasetRef, DatasetsDir, parse_ref
 
 POINTER_SCHEMA_VERSION = 1

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import engine
 
 from ..datasets.battles import trace_rows
-from ..trace import BattleRecorder
+from ..runtime.trace import BattleRecorder
 
 __all__ = ["BattleRecord", "replay_record", "replay_chunk", "PRODUCTION_GROUP", "ACTOR_TYPES", "EXCLUSION_REASONS"]
 

@@ -23,7 +23,7 @@ import engine
 
 from ..errors import NotFound, UnsupportedSchema
 from ..fileio import atomic_write_json
-from ..trace import utc_now
+from ..runtime.trace import utc_now
 
 CARD_SCHEMA_VERSION = 1
 CARD_SUFFIX = ".card.json"

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..checkpoints import CheckpointRegistry
 from ..errors import InvalidArgument, NotReady, RLHFError, ValidationFailed
-from ..match import check_seed
-from ..sessions import check_name
+from ..runtime.match import check_seed
+from ..runtime.sessions import check_name
 from .bc import HyperParams, policy_metrics, train_bc, value_mse
 from .blas import single_blas_thread
 from .card import build_card, write_card

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from extrarlhf.series import run_series
+from extrarlhf.runtime.series import run_series
 
 from ...metadata import bar_chart_md
 from ...partitions import session_groups

@@ -7,7 +7,7 @@ import warnings
 import dagster as dg
 
 from extrarlhf.datasets import dataset_readiness
-from extrarlhf.replay import replay_battle
+from extrarlhf.runtime.replay import replay_battle
 
 from ...partitions import session_groups
 from ...resources import SessionsResource

@@ -1,0 +1,290 @@
+"""One battle's lifecycle: start -> play -> finish (or abandon), writing its V5 trace.
+
+``p1_actor_type`` human/llm: player 1's moves come in one at a time through :meth:`Match.submit`
+(with an optional rationale); the opponent (player 2) is a policy that moves on its own up to
+the next player-1 decision. ``rl``: player 1 is a policy too and :meth:`Match.run` plays the
+battle to its end. Bots are baselines or models named by spec (see actors.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import engine
+from adapters import Decision, decide
+from engine import IllegalActionError, derive_seed
+from engine.actions import check_action_id
+
+from .codenames import check_codename
+from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
+from ..errors import InvalidArgument, MatchError
+from .sessions import SessionStore, battle_id_for, check_name
+from .trace import BattleRecorder
+
+MAX_RATIONALE_CHARS = 4000
+MAX_SEED = (1 << 63) - 1
+
+
+def check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InvalidArgument(f"seed must be an integer in 0..2**63-1, got {seed!r}")
+    return seed
+
+
+def configuration(p1_actor_type: str, opponent: Actor, p1_model: Actor | None) -> dict[str, Any]:
+    """What a group's battles are: recorded in its manifest and checked for every battle."""
+    return {"p1_actor_type": p1_actor_type,
+            "p1_model": p1_model.as_dict() if p1_model else None,
+            "opponent": opponent.as_dict(),
+            "battle_tag": battle_tag(p1_actor_type, opponent)}
+
+
+def resolve_players(p1_actor_type: Any, opponent: Any, p1_model: Any,
+                    checkpoints_dir: str | None = None) -> tuple[str, Actor, Actor | None]:
+    p1_actor_type = check_p1_actor_type(p1_actor_type)
+    opponent_actor = resolve_actor(opponent, "opponent", checkpoints_dir)
+    if p1_actor_type == "rl":
+        if p1_model is None:
+            raise InvalidArgument("p1_actor_type 'rl' needs p1_model (the spec of the model that plays player 1)")
+        return p1_actor_type, opponent_actor, resolve_actor(p1_model, "p1_model", checkpoints_dir)
+    if p1_model is not None:
+        raise InvalidArgument(f"p1_model is only for p1_actor_type 'rl'; a {p1_actor_type} plays player 1 "
+                              f"through submit_action")
+    return p1_actor_type, opponent_actor, None
+
+
+def _played(actor: Actor, policy: Any) -> dict[str, Any]:
+    """The actor as it plays: a model records the weights hash of the file actually loaded."""
+    return {**actor.as_dict(), "weights_hash": getattr(policy, "weights_hash", actor.weights_hash)}
+
+
+class Match:
+    """A live battle bound to its group and battle id. Not thread-safe: callers serialize."""
+
+    def __init__(self, store: SessionStore, group: str, index: int, seed: int, p1_actor_type: str,
+                 opponent: Actor, p1_model: Actor | None = None, codename: str | None = None) -> None:
+        self.store, self.group, self.index, self.seed = store, group, index, seed
+        self.battle_id = battle_id_for(group, index, seed)
+        self.p1_actor_type = p1_actor_type
+        self.tag = battle_tag(p1_actor_type, opponent)
+        self.codename = codename
+        self.state = engine.new_battle(seed)
+        self.policies: dict[int, Any] = {2: opponent.make_policy(derive_seed(seed, "policy-p2"))}
+        if p1_model is not None:
+            self.policies[1] = p1_model.make_policy(derive_seed(seed, "policy-p1"))
+        self.actors: dict[int, dict[str, Any]] = {
+            1: {"type": p1_actor_type, **(_played(p1_model, self.policies[1]) if p1_model else
+                                           {"spec": None, "kind": p1_actor_type, "weights_hash": None}),
+                "codename": codename},
+            2: {"type": "bot" if opponent.is_baseline else "rl", **_played(opponent, self.policies[2]),
+                "codename": None},
+        }
+        decks = self.state.decks
+        self.deck_ids = [engine.deck_id(decks[0]), engine.deck_id(decks[1])]
+        header = {
+            "battle_id": self.battle_id, "group": group, "index": index, "seed": seed,
+            "ruleset": engine.RULESET, "engine_version": engine.ENGINE_VERSION,
+            "obs_version": engine.OBS_VERSION, "state_schema_version": engine.STATE_SCHEMA_VERSION,
+            "decks": {"p1": list(decks[0]), "p2": list(decks[1])},
+            "deck_ids": {"p1": self.deck_ids[0], "p2": self.deck_ids[1]},
+            "starting_player": self.state.starting_player,
+            "p1_actor_type": p1_actor_type, "battle_tag": self.tag, "codename": codename,
+            "actors": {"p1": self.actors[1], "p2": self.actors[2]},
+        }
+        self.recorder = BattleRecorder(header, self.state)
+        self.status = "active"
+        self.abandon_reason: str | None = None
+        self.refresh_summary = False  # one-by-one matches refresh summary.json; series do it in bulk
+        self.paths: dict[str, str] | None = None
+        self._shown_at = time.perf_counter()
+
+    # ------------------------------------------------------------------ playing
+    @property
+    def done(self) -> bool:
+        return self.state.is_terminal
+
+    @property
+    def awaiting_p1(self) -> bool:
+        """True when it is player 1's move and player 1 is a human or an LLM."""
+        return self.status == "active" and not self.done and self.state.to_move == 1 and 1 not in self.policies
+
+    def legal_actions(self) -> list[dict[str, Any]]:
+        legal = self.state.legal_actions()
+        return [{"action_id": a, "description": d} for a, d in zip(legal, self.state.describe_actions(legal))]
+
+    def _require_active(self) -> None:
+        if self.status != "active":
+            raise MatchError(f"match of battle {self.battle_id} is {self.status}; start a new battle",
+                             "match_finished")
+
+    def _record(self, action_id: int, latency_s: float, rationale: str | None = None,
+                policy: dict[str, Any] | None = None) -> list[dict]:
+        before = self.state.clone()
+        events = self.state.apply(action_id)
+        self.recorder.record(before, action_id, events, self.actors[before.active + 1], latency_s=latency_s,
+                             rationale=rationale, policy=policy)
+        return events
+
+    def omniscient_view(self) -> dict[str, Any]:
+        """The full state (both hands, deck orders). Shown to a player mid-battle it taints the
+        next decisions as training data, so it is recorded (``omniscient_peeks``) and such a
+        battle is never eligible for training."""
+        if self.status == "active" and not self.done:
+            index = len(self.recorder.decisions)
+            if index not in self.recorder.omniscient_peeks:
+                self.recorder.omniscient_peeks.append(index)
+        return self.state.omniscient_view()
+
+    @property
+    def decision_count(self) -> int:
+        return len(self.recorder.decisions)
+
+    def moves_since(self, start: int) -> list[dict[str, Any]]:
+        """Decisions taken since decision ``start``: who moved, the action, its description (from
+        the mover's side: "your" means the mover's) and the rationale."""
+        return [{"player": d.before.active + 1, "action_id": d.action_id,
+                 "description": d.before.describe_action(d.action_id), "rationale": d.rationale}
+                for d in self.recorder.decisions[start:]]
+
+    def pending_policy(self) -> Any | None:
+        """The policy due to move now, or None (a human/LLM decision is due, or the battle is over)."""
+        if self.status != "active" or self.state.is_terminal:
+            return None
+        return self.policies.get(self.state.to_move)
+
+    def play_decision(self, decision: Decision, latency_s: float) -> list[dict[str, Any]]:
+        """Apply a policy's decision for the player to move; a fallback is recorded as a warning."""
+        if decision.warning is not None:
+            self.recorder.warn({"decision_index": len(self.recorder.decisions), "player": self.state.to_move,
+                                **decision.warning})
+        return self._record(decision.action_id, latency_s, policy=decision.policy_record())
+
+    def submit(self, action_id: Any, rationale: str | None = None) -> list[dict[str, Any]]:
+        """Player 1's move (human/llm). The opponent then plays up to the next player-1 decision."""
+        self._require_active()
+        if 1 in self.policies:
+            raise MatchError("this is an rl battle: player 1 is a model and the battle plays itself",
+                             "invalid_argument")
+        if self.done:
+            raise MatchError(f"battle {self.battle_id} is over (winner {self.state.winner}); call finish_battle",
+                             "match_finished")
+        if self.state.to_move != 1:
+            raise MatchError("it is player 2's move; call advance_bot", "not_your_turn")
+        if rationale is not None and (not isinstance(rationale, str) or len(rationale) > MAX_RATIONALE_CHARS):
+            raise InvalidArgument(f"rationale must be text of at most {MAX_RATIONALE_CHARS} characters")
+        try:
+            action_id = check_action_id(action_id)  # refuses floats, bools, strings and ids outside 0..162
+            if action_id not in self.state.legal_actions():
+                self.state.clone().apply(action_id)  # raises with the reason and the legal ids
+        except IllegalActionError as exc:
+            raise MatchError(str(exc), "illegal_action") from None
+        events = self._record(action_id, time.perf_counter() - self._shown_at, rationale)
+        events += self.advance()
+        return events
+
+    def advance(self) -> list[dict[str, Any]]:
+        """Let the policies move until a human/LLM decision is due or the battle ends."""
+        self._require_active()
+        events: list[dict[str, Any]] = []
+        while (policy := self.pending_policy()) is not None:
+            t0 = time.perf_counter()
+            decision = decide(policy, self.state)
+            events += self.play_decision(decision, time.perf_counter() - t0)
+        self._shown_at = time.perf_counter()
+        return events
+
+    def run(self) -> None:
+        """Play an rl battle (both seats are policies) to its end."""
+        if 1 not in self.policies:
+            raise MatchError(f"a {self.p1_actor_type} battle needs player 1's moves; use submit", "invalid_argument")
+        self.advance()
+
+    # ------------------------------------------------------------------ ending
+    def finish(self) -> dict[str, Any]:
+        """Write the finished battle's trace and catalog line; returns the result."""
+        self._require_active()
+        if not self.done:
+            raise MatchError(f"battle {self.battle_id} is not over (player {self.state.to_move} to move); "
+                             f"play on, or abandon it", "invalid_argument")
+        return self._publish("finished")
+
+    def abandon(self, reason: str = "abandoned by the caller") -> dict[str, Any]:
+        """Stop a battle early; its trace is kept, marked abandoned, never training-ready."""
+        self._require_active()
+        if not isinstance(reason, str) or len(reason) > MAX_RATIONALE_CHARS:
+            raise InvalidArgument(f"reason must be text of at most {MAX_RATIONALE_CHARS} characters")
+        self.abandon_reason = reason
+        return self._publish("abandoned", reason)
+
+    def crash(self, error: BaseException) -> dict[str, Any]:
+        """Record a battle that failed with an unexpected error (marked crashed)."""
+        self.recorder.warn({"decision_index": len(self.recorder.decisions), "kind": "crash",
+                            "message": f"{type(error).__name__}: {error}"})
+        return self._publish("crashed", f"crashed: {type(error).__name__}")
+
+    def _publish(self, status: str, reason: str | None = None) -> dict[str, Any]:
+        files = self.recorder.finish(self.state, status, reason)
+        hashes = self.store.write_battle(self.group, self.battle_id, files)
+        entry = self.catalog_entry(status, hashes)
+        self.store.append_catalog(self.group, entry)
+        if self.refresh_summary:
+            self.store.write_summary(self.group)
+        self.status = status
+        battle_dir = self.store.battle_dir(self.group, self.battle_id)
+        self.paths = {name: str(battle_dir / "v5" / name) for name in hashes}
+        return self.result()
+
+    def catalog_entry(self, status: str, hashes: dict[str, str] | None = None) -> dict[str, Any]:
+        final = status != "started"
+        return {
+            "battle_id": self.battle_id, "index": self.index, "status": status, "seed": self.seed,
+            "battle_tag": self.tag, "codename": self.codename,
+            "winner": self.state.winner if final else None,
+            "turns": self.state.turn if final else None,
+            "decisions": len(self.recorder.decisions) if final else None,
+            "degraded": self.recorder.degraded if final else None,
+            "policy_warnings": len(self.recorder.policy_warnings) if final else None,
+            "omniscient_peeks": len(self.recorder.omniscient_peeks) if final else None,
+            "weights_hashes": sorted({a["weights_hash"] for a in self.actors.values() if a["weights_hash"]}),
+            "deck_ids": self.deck_ids,
+            "files": hashes,
+        }
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "battle_id": self.battle_id, "group": self.group, "status": self.status, "done": self.done,
+            "winner": self.state.winner, "reason": self.state.end_reason or self.abandon_reason,
+            "turns": self.state.turn,
+            "decisions": len(self.recorder.decisions), "battle_tag": self.tag,
+            "degraded": self.recorder.degraded, "policy_warnings": list(self.recorder.policy_warnings),
+            "paths": self.paths,
+        }
+
+
+def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: Any = "baseline:greedy",
+                p1_model: Any = None, seed: Any = None, codename: str | None = None,
+                checkpoints_dir: str | None = None) -> Match:
+    """Start a battle in a group of one-by-one battles (created on first use).
+
+    ``seed`` None derives one from the group and the battle's index. The opponent plays
+    right away when it starts, up to player 1's first decision (human/llm).
+    """
+    check_name(group, "group")
+    if codename is not None:
+        check_codename(codename)
+    p1_actor_type, opponent_actor, p1_actor = resolve_players(p1_actor_type, opponent, p1_model, checkpoints_dir)
+    if seed is not None:
+        check_seed(seed)
+    store.ensure_group(group, configuration(p1_actor_type, opponent_actor, p1_actor), {"mode": "explicit"},
+                       codename)
+    with store.allocation_lock(group):
+        index = store.next_index(group)
+        if seed is None:
+            seed = derive_seed(index, f"group:{group}") >> 1
+        match = Match(store, group, index, seed, p1_actor_type, opponent_actor, p1_actor, codename)
+        match.refresh_summary = True
+        store.append_catalog(group, match.catalog_entry("started"))
+    if p1_actor_type != "rl":
+        match.advance()
+    return match

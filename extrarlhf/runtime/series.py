@@ -1,0 +1,186 @@
+"""L1 campaigns: N auto-played (``rl``) battles into a group, on bounded worker processes.
+
+Battle ``i`` of a series gets the seed ``series_seed(base_seed, i)`` and a deterministic
+battle id, so traces are the same whatever ``max_workers`` is. A series is resumable: run it
+again (or with a larger ``n_battles``) and it plays only what is missing; battles cut off by
+a killed process show as ``unfinished`` in the catalog until then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+from typing import Any, Callable
+
+from engine import derive_seed
+
+from adapters import decide_many
+
+from . import codenames
+from .actors import DEFAULT_CHECKPOINTS, resolve_actor
+from ..errors import InvalidArgument
+from .match import Match, check_seed, configuration, resolve_players
+from ..procs import cap_workers, process_pool
+from ..readiness import ReadinessPolicy
+from .sessions import FINAL_STATUSES, SessionStore, check_name
+
+MAX_BATTLES = 1_000_000
+MAX_WORKERS = 64
+SUMMARY_EVERY_S = 5.0
+CANCEL_POLL_S = 0.25
+
+Progress = Callable[[int, int], None]
+Cancel = Callable[[], bool]
+
+
+def series_seed(base_seed: int, index: int) -> int:
+    """Seed of battle ``index`` of a series (63-bit, fits a PostgreSQL bigint)."""
+    return derive_seed(base_seed, f"series:{index}") >> 1
+
+
+CHUNK = 16  # battles a worker plays side by side, so model decisions are batched across them
+
+
+def play_series_chunk(plan: dict[str, Any], battles: list[tuple[int, int]],
+                      on_finish: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """Play and publish (index, seed) battles of a series side by side; returns their catalog
+    entries. Runs in a worker. Every step, the pending model decisions of all the chunk's
+    battles are evaluated together (one ``session.run`` per model file)."""
+    store = SessionStore(plan["sessions_dir"])
+    opponent = resolve_actor(plan["opponent"], "opponent", plan["checkpoints_dir"])
+    p1_model = resolve_actor(plan["p1_model"], "p1_model", plan["checkpoints_dir"])
+    live = []
+    for index, seed in battles:
+        match = Match(store, plan["group"], index, seed, "rl", opponent, p1_model, plan["codename"])
+        store.append_catalog(plan["group"], match.catalog_entry("started"))
+        live.append(match)
+    entries = []
+    while live:
+        t0 = time.perf_counter()
+        try:
+            decisions = decide_many([(m.pending_policy(), m.state) for m in live])
+        except Exception as exc:  # an adapter bug: every battle of the step is affected
+            decisions = [exc] * len(live)
+        latency = (time.perf_counter() - t0) / len(live)
+        still = []
+        for match, decision in zip(live, decisions):
+            try:
+                if isinstance(decision, Exception):
+                    raise decision
+                match.play_decision(decision, latency)
+                if not match.done:
+                    still.append(match)
+                    continue
+                match.finish()
+                entries.append(match.catalog_entry("finished"))
+            except Exception as exc:  # a bug in a policy or the engine: keep the evidence, mark the battle
+                match.crash(exc)
+                entries.append(match.catalog_entry("crashed"))
+            if on_finish is not None:
+                on_finish()
+        live = still
+    return entries
+
+
+def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidArgument(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int, *,
+               p1_model: str = "baseline:greedy", opponent: str = "baseline:greedy", seed: int = 0,
+               max_workers: int = 1, codename: str | None = None, progress: Progress | None = None,
+               readiness: ReadinessPolicy | None = None,
+               checkpoints_dir: str | os.PathLike[str] | None = None,
+               cancel: Cancel | None = None) -> dict[str, Any]:
+    """Run (or resume) a series; returns ``{"ran", "skipped", "summary", "cancelled", ...}``.
+
+    ``max_workers`` 1 plays in this process; more uses that many worker processes, capped to
+    the machine's cores (``workers`` in the result says how many ran); they exit when this
+    process dies. The codename, if given, is claimed for the whole series and released at the
+    end. ``cancel()`` true stops the series at the next chunk boundary: the lease is released,
+    the summary written, and a later call resumes with what is missing.
+    """
+    check_name(group, "group")
+    n_battles = _check_int(n_battles, "n_battles", 1, MAX_BATTLES)
+    max_workers = _check_int(max_workers, "max_workers", 1, MAX_WORKERS)
+    seed = check_seed(seed)
+    checkpoints_dir = os.path.abspath(checkpoints_dir or DEFAULT_CHECKPOINTS)
+    _, opponent_actor, p1_actor = resolve_players("rl", opponent, p1_model, checkpoints_dir)
+    store = SessionStore(sessions_dir)
+    store.root.mkdir(parents=True, exist_ok=True)
+    lease = codenames.claim(store.root, codename, group) if codename else None
+    try:
+        store.ensure_group(group, configuration("rl", opponent_actor, p1_actor),
+                           {"mode": "series", "base_seed": seed, "n_battles": n_battles}, codename)
+        store.remove_stale_temp(group)
+        done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES}
+        todo = [i for i in range(n_battles) if i not in done]
+        started = time.perf_counter()
+        plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
+                "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
+        battles = [(i, series_seed(seed, i)) for i in todo]
+        chunks = [battles[k:k + CHUNK] for k in range(0, len(battles), CHUNK)]
+        workers = cap_workers(max_workers)
+        ran = _execute(plan, chunks, workers, store, lease, progress, cancel)
+        summary = store.write_summary(group, readiness)
+        elapsed = time.perf_counter() - started
+    finally:
+        if lease:
+            codenames.release(store.root, codename)
+    return {"group": group, "ran": ran, "skipped": n_battles - len(todo), "n_battles": n_battles,
+            "cancelled": ran < len(todo), "remaining": len(todo) - ran,
+            "workers": workers if len(chunks) > 1 else 1, "max_workers": max_workers,
+            "seconds": round(elapsed, 3), "battles_per_s": round(ran / elapsed, 2) if elapsed and ran else None,
+            "codename": codename, "summary": summary}
+
+
+def _execute(plan: dict[str, Any], chunks: list[list[tuple[int, int]]], max_workers: int, store: SessionStore,
+             lease: dict | None, progress: Progress | None, cancel: Cancel | None) -> int:
+    """Play the chunks; returns the battles played. ``cancel()`` is checked at every chunk
+    boundary: once it is true no chunk starts, queued chunks are dropped, and the running
+    ones finish (the battles they hold are published)."""
+    total = sum(len(c) for c in chunks)
+    finished = 0
+    last_summary = time.monotonic()
+
+    def tick(n: int = 1) -> None:
+        nonlocal finished, last_summary
+        finished += n
+        if progress is not None:
+            progress(finished, total)
+        if time.monotonic() - last_summary >= SUMMARY_EVERY_S:
+            if lease:
+                codenames.heartbeat(store.root, lease["codename"])
+            store.write_summary(plan["group"])
+            last_summary = time.monotonic()
+
+    cancelled = cancel or (lambda: False)
+    if max_workers == 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            if cancelled():
+                break
+            play_series_chunk(plan, chunk, on_finish=tick)
+        return finished
+    queue = iter(chunks)
+    with process_pool(min(max_workers, len(chunks)), "extrarlhf.runtime.series") as pool:
+        # two chunks per worker in flight: enough to keep them busy, few to drop on cancel
+        pending = {pool.submit(play_series_chunk, plan, chunk)
+                   for chunk in itertools.islice(queue, 2 * max_workers)}
+        while pending:
+            ready, pending = wait(pending, timeout=min(SUMMARY_EVERY_S, CANCEL_POLL_S), return_when=FIRST_COMPLETED)
+            for future in ready:
+                tick(len(future.result()))
+            if cancelled():
+                for future in pending:
+                    future.cancel()
+                pending = {f for f in pending if not f.cancelled()}
+                continue
+            for chunk in itertools.islice(queue, len(ready)):
+                pending.add(pool.submit(play_series_chunk, plan, chunk))
+            if not ready:
+                tick(0)
+    return finished

@@ -1,0 +1,40 @@
+"""The code location loads and validates with Dagster's own CLI."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_definitions_validate(tmp_path):
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    dagster = Path(sys.executable).with_name("dagster")
+    out = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "All code locations passed validation" in out.stdout + out.stderr
+
+
+def test_definitions_content():
+    from extrarlhf_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert keys == {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split",
+                    "v5_policy_checkpoint", "policy_benchmark", "promoted_policy"}
+    groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
+    assert groups["battle_sessions"] == "collection" and groups["v5_dataset"] == "datasets"
+    assert groups["promoted_policy"] == "training"
+    checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
+    assert {("battle_sessions", "trace_integrity"), ("battle_sessions", "no_degraded_play"),
+            ("v5_dataset", "v5_policy_training_ready"), ("nemesis_standard_split", "nemesis_standard_ready"),
+            ("policy_benchmark", "benchmark_passed")} <= checks
+    blocking = {c.name for c in graph.asset_check_keys if graph.get_check_spec(c).blocking}
+    assert {"trace_integrity", "v5_policy_training_ready", "benchmark_passed"} <= blocking
+    assert defs.resolve_sensor_def("session_groups_sensor") is not None
+    assert defs.resolve_schedule_def("nightly_campaign").cron_schedule == "0 2 * * *"
+    assert graph.get(next(k for k in graph.get_all_asset_keys() if k.to_user_string() == "v5_dataset")
+                     ).automation_condition is not None

@@ -1,0 +1,90 @@
+"""The session-group sensor ticks on real session folders; the nightly schedule adds its partition."""
+
+import json
+import os
+import time
+
+import dagster as dg
+
+from extrarlhf.runtime.series import run_series
+from extrarlhf_assets.defs.collection.schedules import nightly_campaign
+from extrarlhf_assets.defs.collection.sensors import session_groups_sensor
+from tests.dagster_helpers import materialized, resources
+
+
+def _tick(instance, res, cursor=None):
+    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"sessions": res["sessions"]})
+    return session_groups_sensor(ctx), ctx
+
+
+def test_sensor_turns_finished_groups_into_partitions_and_runs(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    res = resources(tmp_path)
+    sessions = tmp_path / "sessions"
+    run_series(sessions, "alpha", 3, seed=1, checkpoints_dir=tmp_path / "checkpoints")
+    run_series(sessions, "beta", 2, seed=2, checkpoints_dir=tmp_path / "checkpoints")
+
+    result, _ = _tick(instance, res)
+    assert [r.partition_key for r in result.run_requests] == ["alpha", "beta"]
+    assert all(r.run_config["ops"]["battle_sessions"]["config"]["n_battles"] == 0 for r in result.run_requests)
+    assert list(result.dynamic_partitions_requests[0].partition_keys) == ["alpha", "beta"]
+    cursor = result.cursor
+    assert set(json.loads(cursor)) == {"alpha", "beta"}
+
+    # nothing new: no runs, no partitions
+    instance.add_dynamic_partitions("session_groups", ["alpha", "beta"])
+    again, _ = _tick(instance, res, cursor)
+    assert again.run_requests == [] and not again.dynamic_partitions_requests
+
+    # the group grows (e.g. more battles through the MCP server): one run for its new content
+    run_series(sessions, "alpha", 5, seed=1, checkpoints_dir=tmp_path / "checkpoints")
+    grown, _ = _tick(instance, res, cursor)
+    assert [r.partition_key for r in grown.run_requests] == ["alpha"] and not grown.dynamic_partitions_requests
+
+    # the requested run records the group without playing (n_battles 0) and the datasets follow
+    from extrarlhf_assets.definitions import defs
+    request = grown.run_requests[0]
+    out = dg.materialize([a for a in defs.assets if "battle_sessions" in str(getattr(a, "keys", ""))],
+                         instance=instance, partition_key="alpha", resources=res, run_config=request.run_config)
+    assert out.success and materialized(out) == {"battle_sessions"}
+    # a fresh cursor: the group's recorded digest already matches, so it is not requested again
+    fresh, _ = _tick(instance, res)
+    assert [r.partition_key for r in fresh.run_requests] == ["beta"]
+
+
+def test_sensor_waits_for_groups_to_settle(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    res = resources(tmp_path, settle_seconds=3600)
+    run_series(tmp_path / "sessions", "busy", 2, seed=3, checkpoints_dir=tmp_path / "checkpoints")
+    result, _ = _tick(instance, res)
+    assert result.run_requests == []
+    # an older catalog has settled
+    catalog = tmp_path / "sessions" / "busy" / "catalog.jsonl"
+    old = time.time() - 7200
+    os.utime(catalog, (old, old))
+    result, _ = _tick(instance, res)
+    assert [r.partition_key for r in result.run_requests] == ["busy"]
+
+
+def test_sensor_skips_groups_with_unfinished_battles(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    res = resources(tmp_path)
+    run_series(tmp_path / "sessions", "torn", 2, seed=4, checkpoints_dir=tmp_path / "checkpoints")
+    catalog = tmp_path / "sessions" / "torn" / "catalog.jsonl"
+    first = json.loads(catalog.read_text().splitlines()[0])
+    started = {**first, "battle_id": "b999999-0000000000", "index": 99, "status": "started"}
+    with catalog.open("a") as f:
+        f.write(json.dumps(started) + "\n")
+    result, _ = _tick(instance, res)
+    assert result.run_requests == []
+
+
+def test_nightly_schedule_adds_its_partition(tmp_path):
+    instance = dg.DagsterInstance.local_temp(str(tmp_path))  # schedules need an instance ref
+    import datetime
+    ctx = dg.build_schedule_context(instance=instance,
+                                    scheduled_execution_time=datetime.datetime(2026, 11, 29, 2, 0))
+    request = nightly_campaign(ctx)
+    assert request.partition_key == "nightly-2026-11-29"
+    assert "nightly-2026-11-29" in instance.get_dynamic_partitions("session_groups")
+    assert request.run_config["ops"]["battle_sessions"]["config"]["n_battles"] > 0
