@@ -42,6 +42,11 @@ def main() -> int:
     import gc
     import importlib
 
+    import os
+
+    from ..procs import die_with
+
+    die_with(os.getppid())  # a parent killed mid-chunk: stop now, not after the chunk
     module, _, name = (sys.argv[1] if len(sys.argv) > 1 else DEFAULT_TASK).partition(":")
     task = getattr(importlib.import_module(module), name)
 
