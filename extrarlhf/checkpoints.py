@@ -21,7 +21,10 @@ bytes are exactly the bytes checked.
 Protection: the promoted checkpoint and every checkpoint a rollback could restore are never
 overwritten (``checkpoint_protected``, naming the pointer or history that protects it); the
 check is :meth:`CheckpointRegistry.check_replaceable`, held under the promotion lock while an
-overwrite is written (``extrarlhf.promotion.promotion_guard``).
+overwrite is written (``extrarlhf.promotion.promotion_guard``). While a promotion record is
+damaged (``corrupt_record``: a history line, ``promoted.json``) nobody can tell which
+checkpoints a rollback could restore, so no overwrite is allowed until it is fixed (the refusal
+names the damaged record).
 
 A registered name is a valid actor spec: ``registry.policy(name, seed)`` builds a
 :class:`adapters.ModelPolicy` that checks the recorded weights hash when it loads and, on a
@@ -236,6 +239,8 @@ class CheckpointRegistry:
 
     def _refuse_protected(self, name: str, protected: dict[str, str]) -> None:
         if name in protected:
+            if getattr(protected, "unknowable", False) and not dict.__contains__(protected, name):
+                raise ProtectedCheckpoint(f"checkpoint {name!r} {protected[name]}; it is not overwritten until then")
             raise ProtectedCheckpoint(f"checkpoint {name!r} {protected[name]}; it is never overwritten: register or "
                                       f"train the new model under another name, benchmark it and promote it")
 

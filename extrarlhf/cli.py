@@ -22,6 +22,7 @@ from .runtime.series import run_series
 from .datasets.commands import add_parser as add_datasets_parser
 from .production.commands import add_parser as add_production_parser
 from .cleanup import add_parser as add_gc_parser
+from .check import add_parser as add_check_parser
 from .training.commands import add_parser as add_training_parser
 from .runtime.sessions import SessionStore
 
@@ -83,17 +84,27 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_sessions_list(args: argparse.Namespace) -> int:
     store = SessionStore(args.sessions_dir)
     groups = store.list_groups()
+    rows = {g: _row_or_error(store, g) for g in groups}
     if args.json:
-        print(json.dumps([{"group": g, **_row(store, g)} for g in groups], indent=2))
+        print(json.dumps([{"group": g, **row} for g, row in rows.items()], indent=2))
         return 0
     if not groups:
         print(f"no session groups under {store.root}")
         return 0
     print(f"{'group':<32}{'battles':>8}{'finished':>10}{'p1 W/D/L':>14}{'decisions':>11}  configuration")
-    for g in groups:
-        row = _row(store, g)
+    for g, row in rows.items():
+        if "error" in row:  # one damaged group is reported, the others still listed
+            print(f"{g:<32}  error [{row['error']['code']}]: {row['error']['message']}")
+            continue
         print(f"{g:<32}{row['battles']:>8}{row['finished']:>10}{row['wdl']:>14}{row['decisions']:>11}  {row['config']}")
     return 0
+
+
+def _row_or_error(store: SessionStore, group: str) -> dict[str, Any]:
+    try:
+        return _row(store, group)
+    except RLHFError as exc:
+        return {"error": {"code": exc.code, "message": str(exc)}}
 
 
 def _row(store: SessionStore, group: str) -> dict[str, Any]:
@@ -180,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_parser(sub)  # train, benchmark, promote, pipeline
     add_production_parser(sub)  # production status|export-v5|export-timestamp (opt-in)
     add_gc_parser(sub)  # gc: temp folders, unfinished publications and unused locks of dead processes
+    add_check_parser(sub)  # check (alias fsck): every problem of sessions, datasets, checkpoints; --repair
     return parser
 
 

@@ -157,3 +157,73 @@ class Cancelled(RLHFError):
     whatever it was building was not published."""
 
     code = "cancelled"
+
+
+class StaleCard(RLHFError):
+    """A model card that describes other weights than the checkpoint registered under its name
+    now (the card's ``weights_hash`` is not the registry's): e.g. an overwriting
+    ``train_policy`` killed between registration and the card write."""
+
+    code = "stale_card"
+
+
+class CorruptRecord(RLHFError):
+    """A damaged session record (a catalog line, a group manifest, ``summary.json``, a group
+    lease): not valid JSON, not an object, a missing key, a wrong type or an unknown value.
+    ``path``, ``line`` (1-based, None for a whole file) and ``field`` (dotted, None when the
+    record as a whole is unreadable) say where; ``details`` carries them for the facades.
+    Nothing acts on a damaged record: readers stop, writers repair only what is provably safe."""
+
+    code = "corrupt_record"
+
+    def __init__(self, message: str, path: str | os.PathLike[str], line: int | None = None,
+                 field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.path = os.fspath(path)
+        self.line = line
+        self.field = field
+        self.details = {"path": self.path, "line": line, "field": field}
+
+
+class GroupBusy(RLHFError):
+    """A session group is owned by another running series (its lease is live); ``owner``
+    names that owner (pid, host, codename, since, last heartbeat)."""
+
+    code = "group_busy"
+
+    def __init__(self, message: str, owner: dict | None = None, code: str | None = None) -> None:
+        super().__init__(message, code)
+        self.owner = dict(owner) if owner else None
+        self.details = {"owner": self.owner}
+
+
+class PathOutsideSessionsDir(RLHFError):
+    """A session group (or a file or folder in it) resolves, through a symlink, outside the
+    sessions dir."""
+
+    code = "path_outside_sessions_dir"
+
+
+class GroupMissing(NotFound):
+    """A session group's folder (or the sessions dir itself) vanished while something was
+    about to write into it; nothing was written."""
+
+    code = "group_missing"
+
+
+def corrupt_record(why: str, *, path: str | os.PathLike[str], line: int | None = None, field: str | None = None,
+                   hint: str | None = None) -> "CorruptRecord":
+    """A :class:`CorruptRecord` whose message starts with where the record is
+    (``<path> line N, field 'f': why; hint``); ``why`` is kept as ``error.why``."""
+    where = os.fspath(path) + (f" line {line}" if line is not None else "") + \
+        (f", field {field!r}" if field is not None else "")
+    error = CorruptRecord(f"{where}: {why}" + (f"; {hint}" if hint else ""), path, line, field)
+    error.why = why  # type: ignore[attr-defined]
+    return error
+
+
+def record_problem(error: "CorruptRecord") -> dict:
+    """A damaged record as a JSON-ready problem: ``code``, ``path``, ``line``, ``field``,
+    ``problem`` (what is wrong) and ``message`` (where, what, what to do)."""
+    return {"code": error.code, "path": error.path, "line": error.line, "field": error.field,
+            "problem": getattr(error, "why", str(error)), "message": str(error)}

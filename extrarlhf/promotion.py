@@ -67,6 +67,21 @@ itself. What cannot be repaired is reported by :func:`promotion_status` (``consi
 false`` and ``torn``, each problem in words) and refuses promotion and rollback with the
 check ``history_consistent``. On a read-only directory readers report instead of repairing.
 
+Damaged records
+---------------
+A record that is not what a crash can leave -- ``promoted.json`` that is not JSON or lacks a
+field (``name``, ``weights_hash``...), a history line that is not JSON, not an event or lacks
+a field, anywhere in the file -- is *damaged*: every reader reports it as
+``corrupt_record`` naming the file, the line and the field (:func:`read_promoted` and
+:func:`current_incumbent` raise it; :func:`promotion_status` lists it in ``damaged`` with
+``consistent`` and ``history_consistent`` false; :func:`promotion_history` reports the lines
+it leaves out), and nothing acts on it: it is never repaired (a person fixes the line, see
+``extrarlhf check``), promotion and rollback refuse (``history_consistent``; a rollback must
+never pop a stack it cannot read: it would restore the wrong checkpoint), and no checkpoint
+may be overwritten (nobody can tell which ones a rollback could restore). The one torn line
+that is *not* damage is the one a crash leaves mid-write: half of a line, completed by the
+repair on the next line (or about to be, while its intent is pending).
+
 Test hook: when the environment variable ``RLHF_TEST_CRASH_AT`` names one of
 :data:`CRASH_POINTS`, the process SIGKILLs itself at that point of a promotion or rollback
 (``mid_history`` first writes half of the history line). It is read only here and is inert
@@ -79,6 +94,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
@@ -86,7 +102,8 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import CheckpointRegistry
-from .errors import InvalidArgument, NotFound, ResourceError, RLHFError, UnsupportedSchema
+from .errors import (CorruptRecord, InvalidArgument, NotFound, ResourceError, RLHFError, UnsupportedSchema,
+                     corrupt_record, record_problem)
 from .fileio import append_line_locked, atomic_write_json, fsync_dir, locked
 from .runtime.trace import utc_now
 
@@ -205,17 +222,60 @@ def benchmark_blockers(report: dict[str, Any], policy: PromotionPolicy | None = 
 
 
 # ---------------------------------------------------------------------------- reading
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_FIX_POINTER = (f"restore it from the pointer of the last line of {HISTORY} (or move it aside when nothing should "
+                f"be promoted); until then promotion, rollback and checkpoint overwrites are refused")
+_FIX_HISTORY = ("repair that line by hand (one JSON event per line: event, at, name, weights_hash, from, pointer) or "
+                "restore the file from a backup; until then promotion, rollback and checkpoint overwrites are "
+                "refused")
+
+
+def _pointer_problem(doc: Any, prefix: str = "") -> tuple[str | None, str] | None:
+    """(field, why) for the first thing wrong with a pointer document, or None when it is well
+    formed (``prefix`` qualifies the field, e.g. ``pointer.`` inside a history line)."""
+    if not isinstance(doc, dict):
+        return (prefix.rstrip(".") or None), "is not a JSON object"
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        return f"{prefix}name", f"is missing or not a text (got {name!r})"
+    if not isinstance(doc.get("weights_hash"), str) or not _HEX64.fullmatch(doc["weights_hash"]):
+        return f"{prefix}weights_hash", f"is missing or not a sha256 hex digest (got {doc.get('weights_hash')!r})"
+    if not isinstance(doc.get("promoted_at"), str):
+        return f"{prefix}promoted_at", f"is missing or not a text (got {doc.get('promoted_at')!r})"
+    for key in ("previous", "rolled_back"):
+        ref = doc.get(key)
+        if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name"), str)
+                                    and isinstance(ref.get("weights_hash"), str)):
+            return f"{prefix}{key}", f"must be null or an object with name and weights_hash (got {ref!r})"
+    if "restored_by" in doc and not isinstance(doc.get("restored_at"), str):
+        return f"{prefix}restored_at", f"is missing or not a text in a restored pointer (got {doc.get('restored_at')!r})"
+    return None
+
+
 def _read_pointer(root: Path) -> dict[str, Any] | None:
+    """The pointer document, None when there is none; a damaged one is
+    :class:`~extrarlhf.errors.CorruptRecord` (naming the file and field), another
+    schema_version :class:`UnsupportedSchema`."""
     path = root / POINTER
+    where = path.absolute()
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UnsupportedSchema(f"{path} is not valid JSON ({exc}); restore it from {HISTORY}") from None
-    if not isinstance(doc, dict) or doc.get("schema_version") != POINTER_SCHEMA_VERSION:
-        raise UnsupportedSchema(f"{path}: schema_version {doc.get('schema_version') if isinstance(doc, dict) else None!r}"
-                                f" is not supported (this version reads {POINTER_SCHEMA_VERSION})")
+        raise corrupt_record(f"not valid JSON ({exc})", path=where, hint=_FIX_POINTER) from None
+    if not isinstance(doc, dict):
+        raise corrupt_record("not a JSON object", path=where, hint=_FIX_POINTER)
+    version = doc.get("schema_version")
+    if version is None or isinstance(version, bool) or not isinstance(version, int):
+        raise corrupt_record(f"is missing or not an integer (got {version!r})", path=where, field="schema_version",
+                            hint=_FIX_POINTER)
+    if version != POINTER_SCHEMA_VERSION:
+        raise UnsupportedSchema(f"{path}: schema_version {version!r} is not supported (this version reads "
+                                f"{POINTER_SCHEMA_VERSION})")
+    problem = _pointer_problem(doc)
+    if problem is not None:
+        raise corrupt_record(problem[1], path=where, field=problem[0], hint=_FIX_POINTER)
     return doc
 
 
@@ -231,28 +291,119 @@ def _read_intent(root: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not (isinstance(doc, dict) and doc.get("schema_version") == INTENT_SCHEMA_VERSION
             and doc.get("kind") == "promotion_intent" and doc.get("event") in ("promote", "rollback")
             and isinstance(doc.get("pointer"), dict) and isinstance(doc.get("history_line"), dict)
-            and (doc.get("replaces") is None or isinstance(doc.get("replaces"), dict))):
+            and (doc.get("replaces") is None or isinstance(doc.get("replaces"), dict))
+            and _pointer_problem(doc["pointer"]) is None
+            and (doc["replaces"] is None or _pointer_problem(doc["replaces"]) is None)
+            and _line_problem(doc["history_line"]) is None):
         return None, f"{path} is not a promotion intent this version reads (schema_version {INTENT_SCHEMA_VERSION})"
     return doc, None
 
 
-def promotion_history(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> list[dict[str, Any]]:
-    """Every promotion event, oldest first (torn or foreign lines are skipped)."""
-    path = Path(checkpoints_dir) / HISTORY
+def _line_problem(event: Any) -> tuple[str | None, str] | None:
+    """(field, why) for the first thing wrong with a parsed history line, or None."""
+    if not isinstance(event, dict):
+        return None, f"is not a JSON object (got {type(event).__name__})"
+    if event.get("event") not in ("promote", "rollback"):
+        return "event", f"must be 'promote' or 'rollback' (got {event.get('event')!r})"
+    if not isinstance(event.get("at"), str):
+        return "at", f"is missing or not a text (got {event.get('at')!r})"
+    problem = _pointer_problem(event.get("pointer"), "pointer.")
+    if problem is not None:
+        return problem if problem[0] else ("pointer", "is missing or not a JSON object")
+    ref = event.get("from")
+    if ref is not None and not (isinstance(ref, dict) and isinstance(ref.get("name"), str)
+                                and isinstance(ref.get("weights_hash"), str)):
+        return "from", f"must be null or an object with name and weights_hash (got {ref!r})"
+    for key in ("name", "weights_hash"):
+        if event.get(key) != event["pointer"][key]:
+            return key, f"is {event.get(key)!r}, not the {key} of the pointer it installed ({event['pointer'][key]!r})"
+    return None
+
+
+@dataclass
+class _History:
+    """``promoted_history.jsonl`` as read: the well-formed events, the damaged lines
+    (:class:`~extrarlhf.errors.CorruptRecord`, each naming its line and field) and a torn last
+    line (a write interrupted before its newline: ``(line number, text, damage)``), which is
+    damage only when no pending repair completes it."""
+
+    events: list[dict[str, Any]]
+    damaged: list[CorruptRecord]
+    tail: tuple[int, str, CorruptRecord] | None
+
+
+def _completes(torn: str, whole: str) -> bool:
+    """True when ``torn`` is the interrupted first part of the history line ``whole``: a strict
+    prefix reaching into its pointer document (so the timestamp, event, name and previous
+    pointer all agree: the same event, written again whole)."""
+    start = whole.find('"pointer": ')
+    return start >= 0 and len(whole) > len(torn) >= start + len('"pointer": ') and whole.startswith(torn)
+
+
+def _read_history(root: Path) -> _History:
+    path = root / HISTORY
+    where = path.absolute()
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
-        return []
-    events = []
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
+        return _History([], [], None)
+    raw = data.split(b"\n")
+    torn_end = not data.endswith(b"\n")
+    if not torn_end:
+        raw = raw[:-1]  # the empty piece after the final newline
+    parsed: list[tuple[int, str, dict[str, Any] | None, CorruptRecord | None]] = []
+    for number, chunk in enumerate(raw, 1):
+        if not chunk.strip():
             continue
-        if isinstance(event, dict) and event.get("event") in ("promote", "rollback") and \
-                isinstance(event.get("pointer"), dict):
-            events.append(event)
-    return events
+        try:
+            text = chunk.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            parsed.append((number, "", None, corrupt_record(f"is not UTF-8 text ({exc})", path=where, line=number,
+                                                           hint=_FIX_HISTORY)))
+            continue
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError as exc:
+            parsed.append((number, text, None, corrupt_record(f"is not valid JSON ({exc})", path=where, line=number,
+                                                             hint=_FIX_HISTORY)))
+            continue
+        problem = _line_problem(event)
+        if problem is not None:
+            parsed.append((number, text, None, corrupt_record(problem[1], path=where, line=number, field=problem[0],
+                                                             hint=_FIX_HISTORY)))
+        else:
+            parsed.append((number, text, event, None))
+    events: list[dict[str, Any]] = []
+    damaged: list[CorruptRecord] = []
+    tail = None
+    for i, (number, text, event, problem) in enumerate(parsed):
+        if problem is None:
+            events.append(event)  # type: ignore[arg-type]
+            continue
+        following = parsed[i + 1] if i + 1 < len(parsed) else None
+        if following is not None and following[3] is None and following[0] == number + 1 and \
+                _completes(text, following[1]):
+            continue  # a torn write the repair completed on the next line: not damage
+        if following is None and torn_end:
+            tail = (number, text, problem)
+        else:
+            damaged.append(problem)
+    return _History(events, damaged, tail)
+
+
+def promotion_history(checkpoints_dir: str | os.PathLike[str] = "checkpoints",
+                      problems: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every well-formed promotion event, oldest first. A damaged line is never guessed at:
+    it is left out and, when ``problems`` is given, reported there (``code``, ``path``,
+    ``line``, ``field``, ``problem``, ``message``), a torn last line included; :func:`promotion_status`
+    reports the same, and promotion and rollback refuse while any line is damaged. A torn line
+    that a crash repair completed on the next line is not damage and is skipped."""
+    history = _read_history(Path(checkpoints_dir))
+    if problems is not None:
+        problems.extend(record_problem(d) for d in history.damaged)
+        if history.tail is not None:
+            problems.append(record_problem(history.tail[2]))
+    return history.events
 
 
 def _stack(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -291,19 +442,51 @@ def _rollback_line(pointer: dict[str, Any]) -> dict[str, Any]:
 def _reconcile(root: Path, *, write: bool) -> dict[str, Any]:
     """The promotion state of ``root`` after repairing what a crash left (``write=True``;
     the caller holds the lock) or as found (``write=False``): ``pointer``, ``events``,
-    ``stack``, ``torn`` (each problem found, in words), ``repaired`` (what was done) and
-    ``consistent`` (nothing left torn)."""
+    ``stack``, ``torn`` (each problem found, in words), ``repaired`` (what was done),
+    ``consistent`` (nothing left torn) and ``damaged`` (damaged records, each naming its file,
+    line and field; ``pointer_error`` is the pointer's own damage). A damaged record is never
+    repaired or acted on: the state is reported as it is, and inconsistent."""
+    pointer_error: CorruptRecord | None = None
+    try:
+        pointer = _read_pointer(root)
+    except CorruptRecord as exc:
+        pointer, pointer_error = None, exc
+    history = _read_history(root)
+    intent, intent_problem = _read_intent(root)
+    damaged = ([pointer_error] if pointer_error else []) + history.damaged
+    if not damaged and history.tail is not None:
+        number, text, problem = history.tail
+        planned = _reconcile_core(root, pointer, list(history.events), intent, intent_problem, write=False)
+        if not any(_completes(text, line) for line in planned["appended"]):
+            why = getattr(problem, "why", str(problem))
+            damaged.append(corrupt_record(f"{why}: a torn last line that no unfinished promotion explains",
+                                          path=problem.path, line=number, field=problem.field, hint=_FIX_HISTORY))
+    if damaged:
+        torn = [str(d) for d in damaged]
+        if intent is not None or intent_problem is not None:
+            torn.append(f"{INTENT} records an unfinished promotion; it is repaired once the damaged record is fixed")
+        return {"pointer": pointer, "events": history.events, "stack": _stack(history.events), "torn": torn,
+                "repaired": [], "unresolved": list(torn), "consistent": False, "unrepairable": list(torn),
+                "damaged": [record_problem(d) for d in damaged], "pointer_error": pointer_error}
+    state = _reconcile_core(root, pointer, list(history.events), intent, intent_problem, write=write)
+    del state["appended"]
+    return {**state, "damaged": [], "pointer_error": None}
+
+
+def _reconcile_core(root: Path, pointer: dict[str, Any] | None, events: list[dict[str, Any]],
+                    intent: dict[str, Any] | None, intent_problem: str | None, *, write: bool) -> dict[str, Any]:
+    """:func:`_reconcile` for well-formed records; ``appended`` lists the history lines the
+    repair writes (or would write)."""
     torn: list[str] = []
     repaired: list[str] = []
     unresolved: list[str] = []
-    pointer = _read_pointer(root)
-    events = promotion_history(root)
-    intent, intent_problem = _read_intent(root)
+    appended: list[str] = []
 
     pending: list[dict[str, Any]] = []  # history lines a repair adds (in memory only when not writing)
 
     def append(line: dict[str, Any]) -> None:
         text = json.dumps(line, sort_keys=True)
+        appended.append(text)
         if write:
             append_line_locked(root / HISTORY, text)
             events.append(json.loads(text))
@@ -372,18 +555,20 @@ def _reconcile(root: Path, *, write: bool) -> dict[str, Any]:
             problem = f"{intent_problem}; cannot tell whether its promotion happened"
             torn.append(problem)
             unresolved.append(problem)
+    unrepairable = list(unresolved)  # what a repair could not do (the rest it does)
     if not write:
         unresolved = list(torn)
     stack = _stack(events)  # what is on disk now
     return {"pointer": pointer, "events": events, "stack": stack, "torn": torn, "repaired": repaired,
-            "unresolved": unresolved, "consistent": not unresolved}
+            "unresolved": unresolved, "consistent": not unresolved, "appended": appended,
+            "unrepairable": unrepairable}
 
 
 def _state(root: Path, *, repair: bool = True) -> dict[str, Any]:
     """The reconciled state, taking the lock to repair when something needs it. On a
     read-only (or otherwise unwritable) directory the state is reported unrepaired."""
     found = _reconcile(root, write=False)
-    if found["consistent"] or not repair:
+    if found["consistent"] or not repair or found["damaged"]:  # damage is never repaired here
         return found
     try:
         with locked(root / POINTER):
@@ -397,8 +582,13 @@ def _state(root: Path, *, repair: bool = True) -> dict[str, Any]:
 def read_promoted(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> dict[str, Any] | None:
     """The promoted pointer document, or None when nothing is promoted (after repairing a
     state a crash left, see the module docstring). ``promoted.json`` is replaced atomically,
-    so the document read is always one that was fully written."""
-    return _state(Path(checkpoints_dir))["pointer"]
+    so the document read is always one that was fully written. A damaged pointer is
+    :class:`~extrarlhf.errors.CorruptRecord` (naming the file and field): nobody reads
+    "nothing promoted" out of it."""
+    state = _state(Path(checkpoints_dir))
+    if state["pointer_error"] is not None:
+        raise state["pointer_error"]
+    return state["pointer"]
 
 
 def current_incumbent(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> str:
@@ -412,8 +602,10 @@ def promotion_status(checkpoints_dir: str | os.PathLike[str] = "checkpoints", *,
                      repair: bool = True) -> dict[str, Any]:
     """The promoted pointer (checked against the registry), the incumbent spec, the history
     and the consistency of the three files: ``consistent`` (nothing torn is left), ``torn``
-    (each problem found, in words), ``repaired`` (what this call repaired). ``repair=False``
-    only looks."""
+    (each problem found, in words), ``repaired`` (what this call repaired), ``damaged``
+    (each damaged record: ``code``, ``path``, ``line``, ``field``, ``problem``, ``message``;
+    never repaired; ``history_consistent`` is false while there is one, and ``incumbent`` is
+    null while ``promoted.json`` itself is damaged). ``repair=False`` only looks."""
     root = Path(checkpoints_dir)
     state = _state(root, repair=repair)
     doc = state["pointer"]
@@ -423,18 +615,73 @@ def promotion_status(checkpoints_dir: str | os.PathLike[str] = "checkpoints", *,
     stack = state["stack"]
     intent, _ = _read_intent(root)
     out = {"checkpoints_dir": str(root.absolute()), "promoted": doc,
-           "incumbent": doc["name"] if doc else DEFAULT_INCUMBENT,
+           "incumbent": doc["name"] if doc else (None if state["pointer_error"] else DEFAULT_INCUMBENT),
            "promoted_intact": None if doc is None else not check,
            "promoted_problems": check or [],
            "consistent": state["consistent"], "torn": state["unresolved"],
            "repaired": state["repaired"], "pending_intent": intent,
-           "history_consistent": (not stack and doc is None) or (bool(stack) and doc is not None and
-                                                                  _same(stack[-1], doc)),
-           "can_roll_back_to": stack[-2]["name"] if len(stack) >= 2 else None,
-           "history": state["events"]}
+           "history_consistent": not state["damaged"] and (
+               (not stack and doc is None) or (bool(stack) and doc is not None and _same(stack[-1], doc))),
+           "can_roll_back_to": stack[-2]["name"] if len(stack) >= 2 and not state["damaged"] else None,
+           "damaged": state["damaged"], "history": state["events"]}
     if "repair_error" in state:
         out["repair_error"] = state["repair_error"]
     return out
+
+
+def check_promotion(checkpoints_dir: str | os.PathLike[str] = "checkpoints", *,
+                    repair: bool = False) -> dict[str, Any]:
+    """The promotion records' problems for ``extrarlhf check``: ``problems`` (each ``code``,
+    ``severity``, ``path``, ``line``, ``field``, ``message`` and ``repairable``: whether the
+    crash repair every reader runs would fix it) and ``repaired`` (what ``repair=True`` fixed:
+    only the states a crash left, as :func:`promotion_status` repairs them; a damaged record is
+    never repaired). ``repair=False`` writes nothing."""
+    root = Path(checkpoints_dir)
+    problems: list[dict[str, Any]] = []
+    try:
+        state = _state(root, repair=repair)
+    except UnsupportedSchema as exc:
+        return {"problems": [{"code": exc.code, "severity": "error", "path": str((root / POINTER).absolute()),
+                              "line": None, "field": "schema_version", "message": str(exc), "repairable": False}],
+                "repaired": []}
+    for damage in state["damaged"]:
+        problems.append({**damage, "severity": "error", "repairable": False})
+    damaged_text = {d["message"] for d in state["damaged"]}
+    for text in state["unresolved"]:
+        if text in damaged_text:
+            continue
+        problems.append({"code": "promotion_torn", "severity": "error", "path": str(root.absolute()), "line": None,
+                         "field": None, "message": text, "repairable": text not in state["unrepairable"]})
+    if "repair_error" in state:
+        problems.append({"code": "promotion_not_repaired", "severity": "error", "path": str(root.absolute()),
+                         "line": None, "field": None, "message": state["repair_error"], "repairable": False})
+    pointer = state["pointer"]
+    if pointer is not None:
+        try:
+            found = _registered_problems(CheckpointRegistry(root), pointer["name"], pointer["weights_hash"])
+        except RLHFError as exc:  # the registry's index itself: reported by the registry check
+            found = [f"the promoted checkpoint cannot be checked ({exc.code}: {exc})"]
+        for text in found:
+            problems.append({"code": "promoted_checkpoint_unusable", "severity": "error",
+                             "path": str((root / POINTER).absolute()), "line": None, "field": None,
+                             "message": f"the promoted checkpoint ({POINTER}): {text}", "repairable": False})
+    return {"problems": problems, "repaired": list(state["repaired"])}
+
+
+class _EveryName(dict):
+    """The protection mapping while the promotion records are damaged: every name is in it."""
+
+    unknowable = True
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+    def __missing__(self, name: str) -> str:
+        return self.why
 
 
 @contextlib.contextmanager
@@ -442,7 +689,9 @@ def promotion_guard(checkpoints_dir: str | os.PathLike[str]) -> Iterator[dict[st
     """Hold the promotion lock and yield ``{name: why}`` for the checkpoints that must never be
     overwritten: the promoted one, every one a rollback could restore, and any named by an
     unfinished promotion. The registry holds it while it replaces a checkpoint, so a promotion
-    never interleaves with an overwrite."""
+    never interleaves with an overwrite. While a promotion record is damaged nobody can tell
+    which checkpoints a rollback could restore, so every name is protected (the mapping
+    contains every name; ``unknowable`` is true and each reason names the damaged record)."""
     root = Path(checkpoints_dir)
     root.mkdir(parents=True, exist_ok=True)
     with locked(root / POINTER):
@@ -450,7 +699,10 @@ def promotion_guard(checkpoints_dir: str | os.PathLike[str]) -> Iterator[dict[st
             state = _reconcile(root, write=True)
         except (OSError, ResourceError):
             state = _reconcile(root, write=False)
-        protected: dict[str, str] = {}
+        protected: dict[str, str] = {} if not state["damaged"] else _EveryName(
+            "cannot be checked for protection: " + "; ".join(d["message"] for d in state["damaged"])
+            + " (the promotion records cannot tell whether a rollback could restore it; fix them first, "
+              "`extrarlhf check` lists every damaged record)")
         for doc in reversed(state["stack"][:-1]):
             protected.setdefault(doc["name"], f"can be restored by rollback_promotion (it was promoted before, "
                                               f"see {(root / HISTORY).absolute()})")

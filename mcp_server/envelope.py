@@ -14,6 +14,7 @@ validate error results against it as well as successes.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 from typing import Any, Annotated
@@ -86,8 +87,15 @@ class Envelope(BaseModel):
 EnvelopeResult = Annotated[CallToolResult, Envelope]
 
 
+def _dumps(envelope: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(envelope, default=str).decode()
+    except TypeError:  # orjson stops at 64-bit integers; JSON (and the caller's own arguments) do not
+        return json.dumps(envelope, default=str, ensure_ascii=False, separators=(",", ":"))
+
+
 def _result(envelope: dict[str, Any], is_error: bool) -> CallToolResult:
-    text = orjson.dumps(envelope, default=str).decode()
+    text = _dumps(envelope)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=envelope,
                           is_error=is_error)
 

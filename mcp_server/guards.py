@@ -11,6 +11,10 @@
   refused and why, and locates them by position -- ``<argument 3>`` for a name the tool does
   not accept, ``policy.<key 2>`` for a key its input schema does not declare -- never by
   the name, key or value sent.
+* Arguments reach the tool exactly as sent: :func:`take_arguments_as_sent` turns off the
+  SDK's re-parsing of string arguments as JSON (it made a rationale ``"null"`` None, a group
+  ``"null"`` the default group and refused a rationale ``"{}"``); a value of the wrong JSON
+  type (a string for an object, an array or a number) is refused by argument validation.
 * :func:`confine_path` keeps file arguments inside the directories the server was given.
 """
 
@@ -21,6 +25,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 
 from extrarlhf.errors import RLHFError
 
@@ -244,3 +250,23 @@ def confine_path(value: Any, roots: Iterable[str | os.PathLike[str]], what: str 
             return real
     raise GuardError(f"{what} {value!r} is outside the directories this server may read; put the file inside one "
                      f"of: {allowed}", "path_not_allowed", {"allowed_roots": [str(r) for r in roots]})
+
+
+class _ArgumentsAsSent(FuncMetadata):
+    """The SDK's argument metadata without its JSON pre-parsing of string values.
+
+    ``FuncMetadata.pre_parse_json`` decodes any string sent for a parameter not annotated
+    exactly ``str`` (so ``str | None`` too) when it decodes to an object, an array, a boolean
+    or null -- meant for clients that send objects as JSON text, it silently changes text
+    that merely looks like JSON. Here every argument is validated as the JSON value it was.
+    """
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        return dict(data)
+
+
+def take_arguments_as_sent(tool: Any) -> None:
+    """Make a registered SDK ``Tool`` validate its arguments without re-parsing strings."""
+    meta = tool.fn_metadata
+    tool.fn_metadata = _ArgumentsAsSent(arg_model=meta.arg_model, output_schema=meta.output_schema,
+                                        output_model=meta.output_model, wrap_output=meta.wrap_output)

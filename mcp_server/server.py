@@ -6,11 +6,16 @@ envelope of :mod:`mcp_server.envelope`. What happens around each call:
 1. :meth:`ExtraRLHFServer.call_tool` (the SDK's public per-call entry point, overridden)
    refuses unknown tools, forbidden arguments (salts, DSNs, passwords, raw user ids,
    ``include_players``) and unknown arguments before anything runs, and turns the SDK's
-   argument-validation failures into ``invalid_argument`` envelopes.
+   argument-validation failures into ``invalid_argument`` envelopes. Arguments are validated
+   as sent (strict JSON types, the core's own ranges; a string is never re-parsed as JSON).
 2. The tool body runs (sync tools in the SDK's worker threads; live matches are guarded
    by :class:`extrarlhf.runtime.live.MatchRegistry`'s per-match locks).
 3. Core business errors (``RLHFError`` and friends) become ``isError`` envelopes with
    their stable code; anything else is logged to stderr and reported as ``internal_error``.
+
+Below the tools, malformed JSON-RPC is answered per the spec (:mod:`mcp_server.conformance`,
+applied by :mod:`mcp_server.transport`) and ``-32601 Method not found`` does not repeat the
+method name.
 """
 
 import functools
@@ -27,17 +32,18 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import METHOD_NOT_FOUND, CallToolResult, ToolAnnotations
 from pydantic import Field, Strict, ValidationError
 
 from adapters import BASELINES, default_registry
+from engine import ACTION_SPACE_SIZE
 from extrarlhf.runtime import codenames
 from extrarlhf.runtime import series as core_series
 
 from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.errors import NotFound
 from extrarlhf.runtime.live import MatchRegistry
-from extrarlhf.runtime.match import Match
+from extrarlhf.runtime.match import MAX_SEED, Match
 from extrarlhf.runtime.replay import replay_battle as core_replay
 from extrarlhf.runtime.sessions import SessionStore
 
@@ -83,7 +89,7 @@ Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random'
                                                   "checkpoint name (see list_models).")]
 Codename = Annotated[str, Strict(), Field(description="Worker codename: starts with a letter; letters, digits, '_' or "
                                                       "'-'; 1-48 characters.")]
-SeedArg = Annotated[int, Strict(), Ge(0), Le((1 << 63) - 1)]
+SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
 
@@ -113,7 +119,7 @@ class ExtraRLHFServer(MCPServer):
 
     def __init__(self, config: ServerConfig) -> None:
         super().__init__(SERVER_NAME, title="ExtraRLHF", version=_version(), instructions=INSTRUCTIONS,
-                         log_level="WARNING")
+                         log_level="WARNING", middleware=[_unknown_method_not_repeated])
         self.config = config
         self.store = SessionStore(config.sessions_dir)
         self.matches = MatchRegistry(self.store, str(config.checkpoints_dir))  # live, process-local, locked per match
@@ -155,7 +161,9 @@ class ExtraRLHFServer(MCPServer):
                                                       destructive_hint=destructive, idempotent_hint=idempotent,
                                                       open_world_hint=False),
                           structured_output=True)
-            self.declared[name] = _declared_names(self._tool_manager.get_tool(name).parameters)
+            registered = self._tool_manager.get_tool(name)
+            guards.take_arguments_as_sent(registered)  # "null", "{}", "[1]" stay strings
+            self.declared[name] = _declared_names(registered.parameters)
             return fn
 
         return decorator
@@ -191,6 +199,17 @@ class ExtraRLHFServer(MCPServer):
             log.error("tool %s failed inside the SDK", name, exc_info=exc)
             return failure("internal_error", f"{name} failed with an internal error; the details are in the "
                                              f"server's log (stderr)")
+
+
+async def _unknown_method_not_repeated(ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+    """-32601 Method not found without the method name the SDK puts in ``error.data`` (it is
+    the caller's text, and no error repeats what the server does not accept)."""
+    try:
+        return await call_next(ctx)
+    except MCPError as exc:
+        if exc.code == METHOD_NOT_FOUND and exc.data is not None:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found") from None
+        raise
 
 
 def _declared_names(schema: Any, depth: int = 0) -> frozenset[str]:
@@ -334,7 +353,8 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     @tool(title="Play a move", destructive=False)
     def submit_action(
         match_id: MatchId,
-        action_id: Annotated[int, Strict(), Field(description="One action_id from legal_actions (0 is End turn).")],
+        action_id: Annotated[int, Strict(), Ge(0), Le(ACTION_SPACE_SIZE - 1),
+                             Field(description="One action_id from legal_actions (0 is End turn).")],
         rationale: Annotated[str | None, Strict(), Field(
             description="Why you chose this move, in a sentence or two (max 4000 characters); recorded in the "
                         "trace as training signal.")] = None,
@@ -437,26 +457,30 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         """How far a group is: target battles (series), battles by status (finished, abandoned,
         crashed, unfinished), results, degraded count, readiness, and the live codename leases
         working on it (the first 20 by codename; leases_total counts them all and
-        list_codenames pages through every lease). Computed fresh from the catalog, so it is safe
-        to poll during run_series."""
+        list_codenames pages through every lease). running/owner: whether a series (or a repair)
+        owns the group right now, and who (pid, host, codename, since, heartbeat). Computed fresh
+        from the catalog, so it is safe to poll during run_series."""
         manifest = store.read_manifest(group)
         summary = store.compute_summary(group)
         seeds = manifest["seeds"]
         target = seeds.get("n_battles")
         final = sum(summary["by_status"].get(s, 0) for s in ("finished", "abandoned", "crashed"))
         leases = [lease for lease in codenames.list_leases(config.sessions_dir) if lease["group"] == group]
+        from extrarlhf.runtime.ownership import current_owner
+
+        owner = current_owner(store, group)  # the running series (or repair) that owns the group, if any
         return {"group": group, "mode": seeds["mode"], "target_battles": target,
                 "complete": (final >= target) if target else None, "final_battles": final,
                 "configuration": manifest["configuration"], "codename": manifest.get("codename"),
+                "running": owner is not None, "owner": owner,
                 "leases": leases[:LEASES_SHOWN], "leases_total": len(leases), "summary": summary}
 
     @tool(title="Claim a codename")
     def claim_codename(
         codename: Codename,
         group: GroupName,
-        stale_after_s: Annotated[float, Strict(), Field(gt=0, le=86400, description="Seconds without heartbeat "
-                                                                                      "after which the lease is "
-                                                                                      "reaped (default 300).")]
+        stale_after_s: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False, description=(
+            "Seconds without heartbeat after which the lease is reaped (a positive number; default 300)."))]
         = codenames.DEFAULT_STALE_AFTER_S,
     ) -> dict[str, Any]:
         """Claim a worker codename for a group (a lease in agents_index.json held by this server
@@ -482,24 +506,36 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     # ------------------------------------------------------------------ sessions
     def group_row(name: str) -> dict[str, Any]:
+        from extrarlhf.errors import RLHFError
+
         try:
             manifest = store.read_manifest(name)
             summary = store.read_summary(name)
+            conf = manifest["configuration"]
+            return {"group": name, "created_at": manifest["created_at"], "battle_tag": conf["battle_tag"],
+                    "p1_actor_type": conf["p1_actor_type"], "opponent": conf["opponent"]["spec"],
+                    "p1_model": (conf.get("p1_model") or {}).get("spec"), "mode": manifest["seeds"]["mode"],
+                    "codename": manifest.get("codename"), "battles": summary["battles"],
+                    "by_status": summary["by_status"], "results": summary["results"],
+                    "degraded": summary["degraded"],
+                    "v5_policy_training_ready": summary["readiness"]["v5_policy_training_ready"]}
         except Exception as exc:  # noqa: BLE001 - one unreadable group does not hide the others
-            return {"group": name, "error": {"code": getattr(exc, "code", "internal_error"), "message": str(exc)}}
-        conf = manifest["configuration"]
-        return {"group": name, "created_at": manifest["created_at"], "battle_tag": conf["battle_tag"],
-                "p1_actor_type": conf["p1_actor_type"], "opponent": conf["opponent"]["spec"],
-                "p1_model": (conf.get("p1_model") or {}).get("spec"), "mode": manifest["seeds"]["mode"],
-                "codename": manifest.get("codename"), "battles": summary["battles"],
-                "by_status": summary["by_status"], "results": summary["results"], "degraded": summary["degraded"],
-                "v5_policy_training_ready": summary["readiness"].get("v5_policy_training_ready")}
+            if not isinstance(exc, RLHFError):
+                log.error("list_sessions: group %s could not be read", name, exc_info=exc)
+            code = exc.code if isinstance(exc, RLHFError) else "internal_error"
+            message = str(exc) if isinstance(exc, RLHFError) else \
+                f"the group could not be read ({type(exc).__name__}); the details are in the server's log (stderr)"
+            return {"group": name, "error": {"code": code, "message": message,
+                                             "details": getattr(exc, "details", None)}}
 
     @tool(title="List session groups", read_only=True, idempotent=True)
     def list_sessions(limit: limit_arg(50, "groups") = 50, cursor: Cursor = None) -> dict[str, Any]:
         """The session groups under the sessions directory with their configuration and headline
-        numbers (battles by status, results, degraded, v5 training readiness). Paged by group
-        name: total, returned, next_cursor (pass it as cursor for the next page)."""
+        numbers (battles by status, results, degraded, v5 training readiness). A group that cannot
+        be read is listed as {group, error: {code, message, details}} (e.g. corrupt_record with the
+        file, line and field; path_outside_sessions_dir for a symlinked group) and the others are
+        still listed. Paged by group name: total, returned, next_cursor (pass it as cursor for the
+        next page)."""
         page = paginate(store.list_groups(), tool="list_sessions", limit=limit, cursor=cursor,
                         key=lambda name: (name,), render=group_row)
         return {"sessions_dir": str(config.sessions_dir), **paged({}, "groups", page), "count": len(page.items)}
@@ -513,7 +549,9 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         """A group's manifest (configuration, versions, seeds), its summary recomputed from the
         catalog, and a page of the catalog by battle index (one entry per battle: battle_id,
         status, winner, turns, decisions, degraded, file hashes): total (= catalog_total),
-        returned, next_cursor (pass it as cursor for the next page)."""
+        returned, next_cursor (pass it as cursor for the next page). A damaged catalog line,
+        manifest or summary is refused with corrupt_record naming the file, line and field
+        (error.details); nothing past it is shown."""
         manifest = store.read_manifest(group)
         catalog = store.read_catalog(group)
         page = paginate(catalog, tool="inspect_session", limit=limit, cursor=cursor, scope=group,

@@ -34,8 +34,12 @@ Overwrite = Annotated[bool, Strict(), Field(description="Replace an existing ver
                                                         "new one is complete). Default false: refused.")]
 Promote = Annotated[str | None, Strict(), Field(description="Also point this pointer name at the result once it "
                                                             "validates.")]
-Fractions = Annotated[list[float] | None, Field(description="train/val/test fractions, e.g. [0.8, 0.1, 0.1] "
-                                                           "(default).")]
+# extrarlhf.datasets.assign.check_fractions: three finite numbers >= 0 summing to 1 (the core also takes
+# them by name; the tools take the one list form, which keeps argument errors plain: fractions[1])
+Fraction = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+Fractions = Annotated[list[Fraction] | None, Field(min_length=3, max_length=3,
+                                                   description="train/val/test fractions: three numbers >= 0 summing "
+                                                               "to 1, e.g. [0.8, 0.1, 0.1] (default).")]
 # Readiness overrides are a closed object: an unknown key is refused by argument validation,
 # located by position (policy.<key 2>) and never repeated (the core would name it).
 _Threshold = Annotated[int, Strict(), Ge(0)]
@@ -132,8 +136,8 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="Materialize a V5 dataset")
     async def materialize_v5_dataset(
-        groups: Annotated[list[str], Field(description="Session groups to read (from --sessions-dir).",
-                                           min_length=1)],
+        groups: Annotated[list[Annotated[str, Strict()]], Field(
+            description="Session groups to read (from --sessions-dir).", min_length=1)],
         name: NewName,
         ctx: Context,
         overwrite: Overwrite = False,

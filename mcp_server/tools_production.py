@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
 
 from extrarlhf import production
+from extrarlhf.production.reader import MAX_ROWS
 
 from .cancel import run_cancellable
 from .progress import progress_bridge
@@ -53,7 +54,7 @@ def register(server: "ExtraRLHFServer") -> None:
         ingested_before: Annotated[Instant | None, Field(description="Only rows ingested before this instant "
                                                                      "(not before end_at); default: the snapshot "
                                                                      "time.")] = None,
-        max_rows: Annotated[int | None, Strict(), Ge(1), Le(1_000_000),
+        max_rows: Annotated[int | None, Strict(), Ge(1), Le(MAX_ROWS),
                             Field(description="Row ceiling per raw stream (default and most 1,000,000).")] = None,
         publish_incomplete: Annotated[bool, Strict(), Field(description="Publish an export stopped by the row "
                                                                         "ceiling, for inspection (never ready). "

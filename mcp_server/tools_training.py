@@ -21,7 +21,9 @@ from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
 
 from extrarlhf import benchmarking, pipeline, promotion
-from extrarlhf.runtime.series import MAX_BATTLES, MAX_WORKERS
+from extrarlhf.runtime.match import MAX_SEED
+from extrarlhf.runtime.series import MAX_BATTLES
+from extrarlhf.runtime.series import MAX_WORKERS as SERIES_MAX_WORKERS
 
 from .paging import Cursor, limit_arg, paged, paginate
 from .cancel import run_cancellable
@@ -34,20 +36,28 @@ CheckpointName = Annotated[str, Strict(), Field(description="Checkpoint name: 1-
                                                             "starting with a letter or digit.")]
 ModelSpec = Annotated[str, Strict(), Field(description="A registered checkpoint name or a baseline spec "
                                                        "('baseline:random', 'baseline:greedy').")]
-Seed = Annotated[int, Strict(), Ge(0), Le((1 << 63) - 1)]
+# Every bound below is the core's own (tests/mcp_server/test_mcp_schemas.py calls the core at each
+# bound): the schema refuses exactly what the core would refuse, before any work starts --
+# run_pipeline in particular hands its arguments to stages that run hours apart.
+Seed = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 Imitate = Annotated[str, Strict(), Field(description="Decisions to imitate: 'all', 'winners' (the eventual winner's "
                                                      "decisions) or an actor spec such as 'baseline:greedy'.")]
-Epochs = Annotated[int, Strict(), Ge(1), Le(100), Field(description="Passes over the training split.")]
+# extrarlhf.training.bc.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, batch_size 1..65536, lr in (0, 1]
+Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split (1-1000).")]
+Width = Annotated[int, Strict(), Ge(1), Le(4096)]
 Pairs = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS),
                   Field(description="Maximum pairs of the SPRT match (each pair: one seed played twice, seats "
                                     "swapped); the SPRT usually stops earlier.")]
-BaselinePairs = Annotated[int, Strict(), Ge(0), Le(10_000),
+BaselinePairs = Annotated[int, Strict(), Ge(0), Le(benchmarking.MAX_PAIRS),
                           Field(description="Pairs each model plays against baseline:random and baseline:greedy "
                                             "(informative, fixed).")]
-Elo = Annotated[float, Field(ge=-1000, le=1000)]
-ErrorRate = Annotated[float, Field(gt=0, lt=0.5)]
-Workers = Annotated[int, Strict(), Ge(1), Le(MAX_WORKERS),
+Elo = Annotated[float, Strict(), Field(gt=-1000, lt=1000, allow_inf_nan=False)]  # benchmarking: open (-1000, 1000)
+ErrorRate = Annotated[float, Strict(), Field(gt=0, lt=0.5, allow_inf_nan=False)]  # open (0, 0.5)
+Workers = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_WORKERS),
                     Field(description="Worker processes (bounded); results do not depend on it.")]
+# run_pipeline's workers play the series and the benchmark: within both cores' bounds
+PipelineWorkers = Annotated[int, Strict(), Ge(1), Le(min(SERIES_MAX_WORKERS, benchmarking.MAX_WORKERS)),
+                            Field(description="Worker processes (bounded); results do not depend on it.")]
 ReadinessOverrides = Annotated[ReadinessThresholds | None, Field(
     description="Readiness threshold overrides (integers >= 0), e.g. {\"min_v5_battles\": 5, "
                 "\"min_v5_decisions\": 200}.")]
@@ -88,10 +98,12 @@ def register(server: Any) -> None:
                                                 "weights_hash.")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
-        hidden: Annotated[int, Strict(), Ge(8), Le(2048), Field(description="First hidden layer width.")] = 256,
-        hidden2: Annotated[int, Strict(), Ge(8), Le(2048), Field(description="Second hidden layer width.")] = 128,
-        lr: Annotated[float, Field(gt=0, le=1, description="Adam learning rate.")] = 1e-3,
-        batch_size: Annotated[int, Strict(), Ge(1), Le(8192), Field(description="Decisions per batch.")] = 128,
+        hidden: Annotated[Width, Field(description="First hidden layer width (1-4096).")] = 256,
+        hidden2: Annotated[Width, Field(description="Second hidden layer width (1-4096).")] = 128,
+        lr: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False,
+                                             description="Adam learning rate, in (0, 1].")] = 1e-3,
+        batch_size: Annotated[int, Strict(), Ge(1), Le(1 << 16), Field(description="Decisions per batch "
+                                                                                   "(1-65536).")] = 128,
         readiness_policy: ReadinessOverrides = None,
         overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that name (never "
                                                                "the promoted one).")] = False,
@@ -191,7 +203,7 @@ def register(server: Any) -> None:
                                                              "passed.")] = True,
         require_current_incumbent: Annotated[bool, Strict(), Field(
             description="Promotion requires the benchmark to be against the current incumbent.")] = True,
-        max_workers: Workers = 1,
+        max_workers: PipelineWorkers = 1,
         readiness_policy: ReadinessOverrides = None,
     ) -> dict[str, Any]:
         """The whole L0 loop: collect (run_series) -> materialize -> readiness -> train -> benchmark
@@ -213,3 +225,21 @@ def register(server: Any) -> None:
             promote=promote, require_current_incumbent=require_current_incumbent, max_workers=max_workers,
             readiness_policy=readiness_policy, sessions_dir=config.sessions_dir, datasets_dir=config.datasets_dir,
             checkpoints_dir=config.checkpoints_dir, progress=progress)
+
+    @tool(title="Check sessions, datasets and checkpoints", idempotent=True)
+    async def check_data(
+        repair: Annotated[bool, Strict(), Field(
+            description="Also repair what is provably safe (crash leftovers of promotions and dataset "
+                        "publications, stale model cards set aside, the session repairs); default false: only "
+                        "look, nothing is written.")] = False,
+    ) -> dict[str, Any]:
+        """Walk --sessions-dir, --datasets-dir and --checkpoints-dir and list every problem: damaged
+        records (with path, line and field), datasets failing validation, stale or dangling pointers,
+        missing or changed model files, stale model cards, torn promotion records, unreadable benchmark
+        reports. Read-only unless repair=true. Returns ok (no error left), problems (area, severity,
+        code, path, line, field, message, repairable), repaired (area, path, action), skipped (what
+        could not be checked, with why), checked (counts) and counts."""
+        from extrarlhf.check import check_all
+
+        return await anyio.to_thread.run_sync(functools.partial(
+            check_all, config.sessions_dir, config.datasets_dir, config.checkpoints_dir, repair=repair))

@@ -44,7 +44,7 @@ from ..readiness import ReadinessPolicy, contour_readiness
 from ..runtime.sessions import SessionStore, check_name
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
-from .pointers import manifest_sha256, write_pointer
+from .pointers import PointerStep
 from .publish import publish_version
 from .tables import Columns, StreamingTable
 from .validate import DecisionChecks, validate_dir
@@ -247,6 +247,7 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
     check_positive_int(row_group_rows, "row_group_rows")
     policy = ReadinessPolicy.coerce(policy)
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
+    pointer = PointerStep(dirs, promote, name) if promote else None  # its place is checked before any work
     store = SessionStore(sessions_dir)
     snapshots = [snapshot_group(store, g) for g in groups]
     for snap in snapshots:
@@ -314,11 +315,8 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                 "readiness": short_readiness(readiness)}
 
     result = publish_version(dirs, name, build, version=version, overwrite=overwrite,
-                             validate=lambda folder: validate_dir(folder, decisions=checks))
-    result["pointer"] = None
-    if promote:
-        path = Path(result["path"])
-        result["pointer"] = write_pointer(dirs, promote, name, result["version"], manifest_sha256(path))
+                             validate=lambda folder: validate_dir(folder, decisions=checks), before_commit=pointer)
+    result["pointer"] = pointer.doc if pointer else None
     return result
 
 

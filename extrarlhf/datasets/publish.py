@@ -11,7 +11,10 @@
    old one is renamed to ``.trash-...`` (the commit point) and deleted. Any error before the
    commit puts the old version back (rollback); the old version stays complete on disk the
    whole time.
-4. A pointer, if asked, is promoted last by atomic replace (see pointers.py).
+4. A pointer, if asked, is promoted last by atomic replace (see pointers.py), *before* the
+   commit point of an overwrite (``before_commit``): a pointer that cannot be written takes
+   the version back (a new version is removed, an overwritten one restored), so an error
+   return means nothing was published.
 
 A publisher killed at any step leaves no visible half version: a ``.tmp-`` folder (ignored by
 readers, deleted by the next publication), or an ``.old-`` folder that the next publication
@@ -168,12 +171,17 @@ def _sweep_siblings(dirs: DatasetsDir, name: str) -> list[str]:
 
 def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, int], dict[str, Any]], *,
                     version: int | None = None, overwrite: bool = False,
-                    validate: Callable[[Path], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+                    validate: Callable[[Path], list[dict[str, Any]]] | None = None,
+                    before_commit: Callable[[Path, dict[str, Any], int], None] | None = None) -> dict[str, Any]:
     """Build and publish ``<name>/v<N>``; returns ``build``'s result plus publication facts.
 
     ``build(tmp_dir, dataset_id, version)`` writes every file (``manifest.json`` last) into the
     temp folder. ``validate(folder)`` returns a list of failures; a non-empty list aborts the
-    publication with ValidationFailed (nothing visible changes).
+    publication with ValidationFailed (nothing visible changes). ``before_commit(path, result,
+    version)`` (the pointer step, pointers.PointerStep) runs once the version is in place at
+    ``path``, before the commit point: if it raises, the version is taken back (a new one is
+    removed, an overwritten one restored) and the error propagates, so an error return always
+    means nothing was published.
     """
     name = check_dataset_name(name)
     if version is not None:
@@ -211,19 +219,33 @@ def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, in
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         if not replaced:
-            os.rename(tmp, target)  # the commit point; refuses if the target appeared meanwhile
+            os.rename(tmp, target)  # the commit point (without a pointer step); refuses if the target appeared
             fsync_dir(folder)
+            if before_commit is not None:
+                try:
+                    before_commit(target, result, version)
+                except BaseException:  # take the new version back: nothing was published
+                    trash = folder / f".trash-{token}"
+                    os.rename(target, trash)
+                    fsync_dir(folder)
+                    shutil.rmtree(trash, ignore_errors=True)
+                    raise
         else:
             old = folder / f".old-{token}"
             os.rename(target, old)
             try:
                 os.rename(tmp, target)
                 fsync_dir(folder)
+                if before_commit is not None:
+                    before_commit(target, result, version)
             except BaseException:  # roll back: the old version goes back where it was
+                if target.exists() and not tmp.exists():  # the new version is in place: take it out first
+                    os.rename(target, folder / f".trash-{token}")
                 if not target.exists():
                     os.rename(old, target)
                 fsync_dir(folder)
                 shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(folder / f".trash-{token}", ignore_errors=True)
                 raise
             trash = folder / f".trash-{token}"
             os.rename(old, trash)  # the commit point of an overwrite

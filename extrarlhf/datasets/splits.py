@@ -42,7 +42,7 @@ from .assign import (DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, bucket, check
                      split_of)
 from .manifest import read_manifest, write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
-from .pointers import manifest_sha256, resolve, write_pointer
+from .pointers import PointerStep, manifest_sha256, resolve
 from .publish import publish_version
 from .tables import SCHEMAS, StreamingTable, iter_batches
 from .validate import validate_dir
@@ -218,6 +218,7 @@ def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: st
     name = check_dataset_name(name if name is not None else f"{resolved.name}-{default_suffix}")
     if name == resolved.name:
         raise InvalidArgument("a split is a new dataset: give it another name than its source")
+    pointer = PointerStep(dirs, promote, name) if promote else None  # its place is checked before any work
     readiness = contour_readiness((source_manifest.get("readiness") or {}).get("evidence") or {}, policy)
     contour_state = readiness["contours"][contour]
     if not contour_state["ready"]:
@@ -251,11 +252,9 @@ def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: st
         return {"kind": kind, "source": resolved.dataset_id, "row_counts": manifest["row_counts"],
                 "split": {k: split_block[k] for k in ("contour", "group_key", "fractions", "groups", "rows")}}
 
-    result = publish_version(dirs, name, build, version=version, overwrite=overwrite, validate=validate_dir)
-    result["pointer"] = None
-    if promote:
-        result["pointer"] = write_pointer(dirs, promote, name, result["version"],
-                                          manifest_sha256(Path(result["path"])))
+    result = publish_version(dirs, name, build, version=version, overwrite=overwrite, validate=validate_dir,
+                             before_commit=pointer)
+    result["pointer"] = pointer.doc if pointer else None
     return result
 
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 from ..datasets.manifest import write_manifest
 from ..datasets.materialize import TASK_BATTLES, TableBuilder, auto_workers, short_readiness
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
-from ..datasets.pointers import manifest_sha256, write_pointer
+from ..datasets.pointers import PointerStep
 from ..datasets.pool import map_chunks
 from ..datasets.publish import publish_version
 from ..datasets.validate import DecisionChecks, validate_dir
@@ -159,6 +159,8 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     checks = DecisionChecks(engine.OBS_VERSION)
     facts: dict[str, Any] = {}
 
+    # the pointer's place is checked before any work; it is written for a complete export only
+    pointer = PointerStep(dirs, promote, name, when=lambda built: built["complete"]) if promote else None
     reader = SnapshotReader(access, window, max_rows=ceiling, **pages)
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
@@ -242,7 +244,7 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
         snapshot = reader.start()
         facts["snapshot_at"] = _iso(snapshot["snapshot_at"])
         result = publish_version(dirs, name, build, overwrite=overwrite,
-                                 validate=lambda folder: validate_dir(folder, decisions=checks))
+                                 validate=lambda folder: validate_dir(folder, decisions=checks), before_commit=pointer)
     except _Stopped:
         stream = facts["stopped_on"]
         return {"published": False, "complete": False, "stop_reason": "row_ceiling", "stopped_stream": stream,
@@ -255,7 +257,5 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     finally:
         reader.close()
     result["published"] = True
-    result["pointer"] = None
-    if promote and result["complete"]:
-        result["pointer"] = write_pointer(dirs, promote, name, result["version"], manifest_sha256(Path(result["path"])))
+    result["pointer"] = pointer.doc if pointer else None
     return result

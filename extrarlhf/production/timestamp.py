@@ -25,7 +25,7 @@ import engine
 
 from ..datasets.manifest import read_manifest, write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name
-from ..datasets.pointers import manifest_sha256, resolve, write_pointer
+from ..datasets.pointers import PointerStep, manifest_sha256, resolve
 from ..datasets.publish import publish_version
 from ..datasets.tables import SCHEMAS, TIMESTAMP_INPUTS, StreamingTable, iter_batches
 from ..datasets.validate import validate_dir
@@ -102,6 +102,7 @@ def export_timestamp_dataset(source: str, name: str, *, datasets_dir: str | Path
     resolved, source_manifest = _production_source(dirs, source)
     if name == resolved.name:
         raise InvalidArgument("a TimeStamp dataset is a new dataset: give it another name than its source")
+    pointer = PointerStep(dirs, promote, name) if promote else None  # its place is checked before any work
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
         writers = {t: StreamingTable(folder / f"{t}.parquet", f"timestamp_{t}", ROW_GROUP_ROWS)
@@ -157,10 +158,8 @@ def export_timestamp_dataset(source: str, name: str, *, datasets_dir: str | Path
                 "approved_inputs": list(APPROVED_INPUTS), "timestamp_ready": readiness["timestamp_ready"],
                 "timestamp_blockers": readiness["timestamp_blockers"]}
 
-    result = publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir)
-    result["pointer"] = None
-    if promote:
-        result["pointer"] = write_pointer(dirs, promote, name, result["version"], manifest_sha256(Path(result["path"])))
+    result = publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir, before_commit=pointer)
+    result["pointer"] = pointer.doc if pointer else None
     return result
 
 

@@ -3,7 +3,10 @@
 - actors.py     actor specs (baseline:random, baseline:greedy, checkpoint names) -> actors; battle_tag
 - match.py      one battle: start -> submit/advance -> finish | abandon
 - trace.py      the V5 records of a battle (meta, turns, actions)
-- sessions.py   the on-disk session layout: writer and reader; names and reserved names
+- sessions.py   the on-disk session layout: writer, reader, reconcile/repair, check_sessions; names,
+                reserved names and confinement to the sessions dir
+- records.py    checks of catalog lines, manifests, summaries, group leases (field named on damage)
+- ownership.py  the group lease (lease.json): one series owner per group, reaped when dead
 - series.py     resumable, cancellable series on bounded worker processes
 - codenames.py  codename leases (agents_index.json), self-healing reap
 - live.py       live matches of one process (opaque, process-local ids, per-match locks)

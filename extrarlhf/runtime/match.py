@@ -8,6 +8,7 @@ battle to its end. Bots are baselines or models named by spec (see actors.py).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from adapters import Decision, decide
 from engine import IllegalActionError, derive_seed
 from engine.actions import check_action_id
 
+from . import ownership
 from .codenames import check_codename
 from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
 from ..errors import InvalidArgument, MatchError
@@ -96,6 +98,9 @@ class Match:
         self.status = "active"
         self.abandon_reason: str | None = None
         self.refresh_summary = False  # one-by-one matches refresh summary.json; series do it in bulk
+        # one-by-one matches publish under the group's allocation lock, so a repair never sees their
+        # trace folder without its final line; a series' battles are covered by its group lease
+        self.serialize_publish = False
         self.paths: dict[str, str] | None = None
         self._shown_at = time.perf_counter()
 
@@ -224,10 +229,15 @@ class Match:
         return self._publish("crashed", f"crashed: {type(error).__name__}")
 
     def _publish(self, status: str, reason: str | None = None) -> dict[str, Any]:
+        # The group must still be there (and confined) before anything is written: a trace written
+        # into a re-created folder would be invisible (no manifest). The match stays active, so the
+        # call can be retried once the folder is restored.
+        self.store.require_present(self.group, f"battle {self.battle_id} ({status}) was not recorded")
         files = self.recorder.finish(self.state, status, reason)
-        hashes = self.store.write_battle(self.group, self.battle_id, files)
-        entry = self.catalog_entry(status, hashes)
-        self.store.append_catalog(self.group, entry)
+        with self.store.allocation_lock(self.group) if self.serialize_publish else contextlib.nullcontext():
+            hashes = self.store.write_battle(self.group, self.battle_id, files)
+            entry = self.catalog_entry(status, hashes)
+            self.store.append_catalog(self.group, entry)
         if self.refresh_summary:
             self.store.write_summary(self.group)
         self.status = status
@@ -276,14 +286,19 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
     p1_actor_type, opponent_actor, p1_actor = resolve_players(p1_actor_type, opponent, p1_model, checkpoints_dir)
     if seed is not None:
         check_seed(seed)
+    store.confine_group(group)  # a group (or a file of it) symlinked out of the sessions dir is refused
+    owner = ownership.current_owner(store, group)
+    if owner is not None:  # a series or a repair owns the group right now
+        raise ownership.busy_error(group, owner, "a battle cannot be started in it meanwhile")
     store.ensure_group(group, configuration(p1_actor_type, opponent_actor, p1_actor), {"mode": "explicit"},
                        codename)
     with store.allocation_lock(group):
-        index = store.next_index(group)
+        index = store.reconcile(group)["next_index"]  # never acts on a damaged catalog, never reuses an index
         if seed is None:
             seed = derive_seed(index, f"group:{group}") >> 1
         match = Match(store, group, index, seed, p1_actor_type, opponent_actor, p1_actor, codename)
         match.refresh_summary = True
+        match.serialize_publish = True
         store.append_catalog(group, match.catalog_entry("started"))
     if p1_actor_type != "rl":
         match.advance()

@@ -18,9 +18,9 @@ from engine import derive_seed
 
 from adapters import decide_many
 
-from . import codenames
+from . import codenames, ownership
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
-from ..errors import InvalidArgument
+from ..errors import GroupBusy, InvalidArgument
 from .match import Match, check_seed, configuration, resolve_players
 from ..procs import cap_workers, process_pool
 from ..readiness import ReadinessPolicy
@@ -96,7 +96,16 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
                readiness: ReadinessPolicy | None = None,
                checkpoints_dir: str | os.PathLike[str] | None = None,
                cancel: Cancel | None = None) -> dict[str, Any]:
-    """Run (or resume) a series; returns ``{"ran", "skipped", "summary", "cancelled", ...}``.
+    """Run (or resume) a series; returns ``{"ran", "skipped", "summary", "cancelled", "repaired", ...}``.
+
+    The series owns its group while it runs (a lease in ``<group>/lease.json``, see
+    ownership.py): a second series (or a repair, or an interactive battle) on the same group is
+    refused at once with ``group_busy`` naming the owner; a dead owner's lease is reaped.
+    Before playing, the catalog is reconciled with the traces on disk
+    (:meth:`SessionStore.reconcile`): a battle whose trace is intact but whose catalog line is
+    damaged or missing gets its line rebuilt from the trace (``repaired`` counts them) and is
+    never played again; when that is not provably safe the series stops with the reason
+    (``corrupt_record``) before playing anything.
 
     ``max_workers`` 1 plays in this process; more uses that many worker processes, capped to
     the machine's cores (``workers`` in the result says how many ran); they exit when this
@@ -112,27 +121,42 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     _, opponent_actor, p1_actor = resolve_players("rl", opponent, p1_model, checkpoints_dir)
     store = SessionStore(sessions_dir)
     store.root.mkdir(parents=True, exist_ok=True)
+    store.confine_group(group)  # a group (or a file of it) symlinked out of the sessions dir is refused
+    owner = ownership.current_owner(store, group)  # refuse at once, before claiming or creating anything
+    if owner is not None:
+        raise ownership.busy_error(group, owner, "this series was refused")
     lease = codenames.claim(store.root, codename, group) if codename else None
     try:
-        store.ensure_group(group, configuration("rl", opponent_actor, p1_actor),
-                           {"mode": "series", "base_seed": seed, "n_battles": n_battles}, codename)
-        store.remove_stale_temp(group)
-        done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES}
-        todo = [i for i in range(n_battles) if i not in done]
-        started = time.perf_counter()
-        plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
-                "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
-        battles = [(i, series_seed(seed, i)) for i in todo]
-        chunks = [battles[k:k + CHUNK] for k in range(0, len(battles), CHUNK)]
-        workers = cap_workers(max_workers)
-        ran = _execute(plan, chunks, workers, store, lease, progress, cancel)
-        summary = store.write_summary(group, readiness)
-        elapsed = time.perf_counter() - started
+        with ownership.acquire(store, group, purpose="series", codename=codename) as group_lease:
+            store.ensure_group(group, configuration("rl", opponent_actor, p1_actor),
+                               {"mode": "series", "base_seed": seed, "n_battles": n_battles}, codename)
+            store.remove_stale_temp(group)
+            # a trace on disk without a valid final line gets its line back from the trace (or the
+            # series stops with the reason): a battle with a trace is never played again
+            repair = store.reconcile(group)
+            done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES}
+            todo = [i for i in range(n_battles) if i not in done]
+            started = time.perf_counter()
+            plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
+                    "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
+            battles = [(i, series_seed(seed, i)) for i in todo]
+            chunks = [battles[k:k + CHUNK] for k in range(0, len(battles), CHUNK)]
+            workers = cap_workers(max_workers)
+            user_cancel = cancel or (lambda: False)
+            ran = _execute(plan, chunks, workers, store, lease, progress,
+                           lambda: group_lease.lost or user_cancel())
+            summary = store.write_summary(group, readiness)
+            elapsed = time.perf_counter() - started
+            if group_lease.lost:
+                raise GroupBusy(f"this series lost its lease on group {group!r} (it was reaped: its heartbeat went "
+                                f"stale) and stopped after {ran} battle(s); run it again to resume",
+                                ownership.current_owner(store, group))
     finally:
         if lease:
             codenames.release(store.root, codename)
     return {"group": group, "ran": ran, "skipped": n_battles - len(todo), "n_battles": n_battles,
             "cancelled": ran < len(todo), "remaining": len(todo) - ran,
+            "repaired": len(repair["rebuilt"]), "dropped_lines": len(repair["dropped_lines"]),
             "workers": workers if len(chunks) > 1 else 1, "max_workers": max_workers,
             "seconds": round(elapsed, 3), "battles_per_s": round(ran / elapsed, 2) if elapsed and ran else None,
             "codename": codename, "summary": summary}

@@ -1,44 +1,77 @@
-"""The on-disk session layout (DESIGN section 6): writer and reader.
+"""The on-disk session layout (DESIGN section 6): writer, reader and checker.
 
 ```
 <sessions>/agents_index.json                codename leases (see codenames.py)
 <sessions>/<group>/manifest.json            what the group is
 <sessions>/<group>/summary.json             aggregates, readiness
 <sessions>/<group>/catalog.jsonl            one line per battle event (started, then final status)
+<sessions>/<group>/lease.json               the group's owner while a series or a repair runs (ownership.py)
+<sessions>/<group>/catalog-repairs.jsonl    what repairs dropped or rebuilt (only after a repair)
 <sessions>/<group>/battles/<battle_id>/v5/{meta,turns,actions}.jsonl
 ```
 
 The catalog is an append-only log: a battle gets a ``started`` line when it begins and a
 final line (``finished``, ``abandoned`` or ``crashed``) once its trace is in place; readers
 fold it by ``battle_id``, so a battle whose process died shows as ``unfinished``. Battle
-folders appear by an atomic rename of a complete temp folder. Every file carries a
-``schema_version`` and readers refuse versions they do not know.
+folders appear by an atomic rename of a complete temp folder and are never replaced. Every
+file carries a ``schema_version`` and readers refuse versions they do not know.
+
+**Damaged records.** Every reader checks what it reads (records.py): a catalog line, a
+manifest or a ``summary.json`` that is not valid JSON, misses a key, has a wrong type or an
+unknown status is :class:`~extrarlhf.errors.CorruptRecord` (``corrupt_record``) naming the
+file, the line and the field, and nothing is read past it. The one exception is an
+unterminated last catalog line that does not parse: an append in progress (readers take no
+lock) or one torn by a killed writer; it is skipped, and its battle shows as unfinished.
+Writers never act on a damaged record: before a series or an interactive battle adds to a
+group, :meth:`SessionStore.reconcile` makes the catalog account for every trace on disk --
+a trace folder without a valid final line gets its line rebuilt from the trace when the
+trace is intact (its ``meta.jsonl`` and the three files' sha256 give every field), damaged
+lines are dropped into ``catalog-repairs.jsonl`` -- or stops with the reason. A trace folder
+is never overwritten. :func:`check_sessions` lists every problem of a sessions dir.
+
+**Confinement.** Like datasets (datasets/paths.py), every group, file and folder used is
+checked to resolve (symlinks followed) inside the real sessions dir, with a separator
+boundary; a symlink that leads out is :class:`~extrarlhf.errors.PathOutsideSessionsDir`.
+The sessions dir itself may be a symlink. A writer whose group folder vanished is
+:class:`~extrarlhf.errors.GroupMissing` before it writes anything (nothing is re-created).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import gc
 import hashlib
 import json
 import os
 import re
 import secrets
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import orjson
+
 import engine
 
-from ..errors import GroupConflict, InvalidArgument, NotFound, UnsupportedSchema
-from ..fileio import append_line_locked, atomic_write_json, check_version, fsync_dir, locked, read_json_document
+from ..errors import (CorruptRecord, GroupBusy, GroupConflict, GroupMissing, IntegrityError, InvalidArgument,
+                      NotFound, PathOutsideSessionsDir, RLHFError, UnsupportedSchema)
+from ..fileio import append_line_locked, atomic_write_bytes, atomic_write_json, check_version, fsync_dir, locked
 from ..procs import pid_alive
 from ..readiness import ReadinessPolicy, session_readiness
+from . import ownership, records
+from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
 
 SESSIONS_SCHEMA_VERSION = 1
-TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
-FINAL_STATUSES = ("finished", "abandoned", "crashed")
+REPAIRS_LOG = "catalog-repairs.jsonl"
+LEASE_NAME = "lease.json"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# What a message about a damaged catalog tells the user to do.
+REPAIR_HINT = ("resume the series (it rebuilds a battle's line from its intact trace) or run `extrarlhf check "
+               "--repair` (extrarlhf.runtime.sessions.check_sessions(sessions_dir, repair=True)); the damaged lines "
+               f"are kept in {REPAIRS_LOG}. Or restore the file from a backup")
 
 
 # Names the project's own bookkeeping files take beside groups, datasets and checkpoints: a
@@ -123,10 +156,127 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
 
 def read_meta(battle_dir: Path) -> dict[str, Any]:
     path = battle_dir / "v5" / "meta.jsonl"
-    records = list(iter_records(path))
-    if len(records) != 1:
-        raise UnsupportedSchema(f"{path}: expected exactly one record, found {len(records)}")
-    return records[0]
+    found = list(iter_records(path))
+    if len(found) != 1:
+        raise UnsupportedSchema(f"{path}: expected exactly one record, found {len(found)}")
+    return found[0]
+
+
+
+
+def _within(path: str, root: str) -> bool:
+    """True when ``path`` is ``root`` or inside it (both absolute and normalized)."""
+    root = root.rstrip(os.sep) or os.sep
+    return path == root or path.startswith(root if root.endswith(os.sep) else root + os.sep)
+
+
+# --------------------------------------------------------------------------- catalog lines
+@dataclass
+class CatalogLine:
+    """One non-blank line of a catalog as read: its valid entry, or the error that makes it damaged."""
+
+    number: int  # 1-based
+    raw: bytes  # without its newline
+    entry: dict[str, Any] | None
+    error: RLHFError | None  # CorruptRecord (damaged) or UnsupportedSchema (another version)
+    terminated: bool  # False: the last line, without its newline
+
+
+def _record_error(path: Path, line: int | None, exc: records.Bad, what: str) -> CorruptRecord:
+    where = f"{path} line {line}" if line is not None else str(path)
+    subject = f"field {exc.field!r}" if exc.field else f"the {what}"
+    return CorruptRecord(f"{where}: {subject} {exc.why}", path, line, exc.field)
+
+
+def parse_catalog_line(path: Path, number: int, raw: bytes, terminated: bool = True) \
+        -> tuple[dict[str, Any] | None, RLHFError | None]:
+    """(entry, None) for a valid catalog line, else (None, the error naming file, line and field)."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        tail = "" if terminated else (" (the file ends in the middle of this line: a writer was killed while "
+                                      "appending it, or is appending it right now)")
+        return None, CorruptRecord(f"{path} line {number}: the line is not valid JSON ({exc}){tail}", path, number)
+    try:
+        return records.check_catalog_entry(doc, SESSIONS_SCHEMA_VERSION), None
+    except records.OtherVersion as exc:
+        return None, UnsupportedSchema(f"{path} line {number}: {exc}; upgrade ExtraRLHF to read it")
+    except records.Bad as exc:
+        return None, _record_error(path, number, exc, "line")
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many acyclic objects (parsed lines) are built:
+    its repeated full passes over the growing list would otherwise triple the time of reading
+    a large catalog."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def scan_catalog(path: Path) -> list[CatalogLine]:
+    """Every non-blank line of a catalog file, parsed and checked (nothing raised for a bad line)."""
+    with _gc_paused():
+        return _scan_catalog(path)
+
+
+def _scan_catalog(path: Path) -> list[CatalogLine]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except IsADirectoryError:
+        raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
+    pieces = data.split(b"\n")
+    if pieces and pieces[-1] == b"":
+        pieces.pop()
+        ends_clean = True
+    else:
+        ends_clean = False
+    out = []
+    for number, raw in enumerate(pieces, 1):
+        if not raw.strip():
+            continue
+        terminated = ends_clean or number < len(pieces)
+        entry, error = parse_catalog_line(path, number, raw, terminated)
+        out.append(CatalogLine(number, raw, entry, error, terminated))
+    return out
+
+
+def _reader_error(error: RLHFError) -> RLHFError:
+    """The error a reader raises for a bad catalog line: with what to do about it."""
+    if isinstance(error, CorruptRecord):
+        return CorruptRecord(f"{error}. The catalog is damaged and was not read: {REPAIR_HINT}", error.path,
+                             error.line, error.field)
+    return error
+
+
+def problem(group: str | None, path: Path | str, line: int | None, field_name: str | None, code: str, message: str,
+            repairable: bool) -> dict[str, Any]:
+    """One entry of :func:`check_sessions`' list."""
+    return {"group": group, "path": str(path), "line": line, "field": field_name, "code": code, "message": message,
+            "repairable": repairable, "repaired": False}
+
+
+@dataclass
+class _Diagnosis:
+    """What is wrong with a group's catalog and traces, and what a repair would do."""
+
+    lines: list[CatalogLine]
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    drop: list[CatalogLine] = field(default_factory=list)  # damaged lines a repair removes
+    rebuilt: dict[str, dict[str, Any]] = field(default_factory=dict)  # battle_id -> final line from its trace
+    blockers: list[str] = field(default_factory=list)  # why a repair is not provably safe
+    top_index: int = -1  # highest battle index seen (lines and folders)
+
+    @property
+    def needs_repair(self) -> bool:
+        return bool(self.drop or self.rebuilt)
 
 
 class SessionStore:
@@ -139,19 +289,102 @@ class SessionStore:
         self.root = Path(root)
         self.fsync = os.environ.get("RLHF_FSYNC") == "1" if fsync is None else fsync
 
-    # ------------------------------------------------------------------ paths
+    # ------------------------------------------------------------------ paths (confined)
+    def _confine(self, path: Path, what: str) -> Path:
+        """``path`` when its real path (symlinks followed; missing components appended as they
+        are) lies inside the real sessions dir, else PathOutsideSessionsDir."""
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        if not _within(real, root):
+            raise PathOutsideSessionsDir(
+                f"{what} ({path}) resolves to {real}, outside the sessions dir {root} (through a symlink); session "
+                f"groups are confined to the sessions dir: remove the link, or move the group's folder inside")
+        return path
+
     def group_dir(self, group: str) -> Path:
-        return self.root / check_name(group, "group")
+        name = check_name(group, "group")
+        return self._confine(self.root / name, f"session group {name!r}")
+
+    def _in_group(self, group: str, *parts: str) -> Path:
+        path = self.group_dir(group).joinpath(*parts)
+        return self._confine(path, f"{'/'.join(parts)} of session group {group!r}")
+
+    def manifest_path(self, group: str) -> Path:
+        return self._in_group(group, "manifest.json")
+
+    def summary_path(self, group: str) -> Path:
+        return self._in_group(group, "summary.json")
+
+    def catalog_path(self, group: str) -> Path:
+        return self._in_group(group, "catalog.jsonl")
+
+    def lease_path(self, group: str) -> Path:
+        return self._in_group(group, LEASE_NAME)
+
+    def repairs_path(self, group: str) -> Path:
+        return self._in_group(group, REPAIRS_LOG)
+
+    def battles_path(self, group: str) -> Path:
+        return self._in_group(group, "battles")
 
     def battle_dir(self, group: str, battle_id: str) -> Path:
-        return self.group_dir(group) / "battles" / check_name(battle_id, "battle")
+        return self._in_group(group, "battles", check_name(battle_id, "battle"))
+
+    def confine_group(self, group: str) -> Path:
+        """Check the group folder and every file and folder of it that ExtraRLHF uses (before a
+        writer starts, so that it does not stop half-way); returns the group folder."""
+        folder = self.group_dir(group)
+        for name in ("manifest.json", "summary.json", "catalog.jsonl", LEASE_NAME, REPAIRS_LOG, "battles"):
+            self._in_group(group, name)
+        return folder
 
     def _require_group(self, group: str) -> Path:
-        path = self.group_dir(group)
-        if not (path / "manifest.json").is_file():
+        """The group's manifest path; NotFound when the group does not exist."""
+        path = self.manifest_path(group)
+        if not path.is_file():
             known = ", ".join(self.list_groups()) or "none yet"
             raise NotFound(f"session group {group!r} does not exist under {self.root} (groups: {known})")
         return path
+
+    def require_present(self, group: str, doing: str) -> None:
+        """Before writing into an existing group: its folder, manifest and battles folder are
+        still there (and confined). GroupMissing otherwise, naming what vanished; nothing is
+        written and nothing is re-created."""
+        if not self.root.is_dir():
+            raise GroupMissing(f"{doing}: the sessions dir {self.root} no longer exists (it was deleted or moved); "
+                               f"nothing was written. Restore it and retry, or start again in a new sessions dir")
+        folder = self.group_dir(group)
+        missing = [p for p in (self.manifest_path(group), self.battles_path(group)) if not p.exists()]
+        if not folder.is_dir() or missing:
+            what = folder if not folder.is_dir() else missing[0]
+            raise GroupMissing(f"{doing}: {what} no longer exists (the session group {group!r} was deleted or moved); "
+                               f"nothing was written. Restore the group's folder and retry, or start again in "
+                               f"another group")
+
+    # ------------------------------------------------------------------ record files
+    def _read_record_file(self, path: Path, check: Any, what: str, fix: str) -> dict[str, Any]:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"{path} does not exist") from None
+        except IsADirectoryError:
+            raise CorruptRecord(f"{path} is a directory, not the group's {what}; move it aside", path) from None
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise CorruptRecord(f"{path}: the {what} is not valid JSON ({exc}); {fix}", path) from None
+        try:
+            return check(doc, SESSIONS_SCHEMA_VERSION)
+        except records.OtherVersion as exc:
+            raise UnsupportedSchema(f"{path}: {exc}; upgrade ExtraRLHF to read it") from None
+        except records.Bad as exc:
+            error = _record_error(path, None, exc, what)
+            raise CorruptRecord(f"{error}; {fix}", path, None, exc.field) from None
+
+    def _read_manifest_file(self, path: Path) -> dict[str, Any]:
+        return self._read_record_file(path, records.check_manifest, "manifest",
+                                      "restore it from a backup (a group's configuration cannot be rebuilt from its "
+                                      "traces)")
 
     # ------------------------------------------------------------------ writing
     def ensure_group(self, group: str, configuration: dict[str, Any], seeds: dict[str, Any],
@@ -161,12 +394,11 @@ class SessionStore:
         ``seeds`` is ``{"mode": "series", "base_seed": s, "n_battles": n}`` (a series; ``n`` may
         grow) or ``{"mode": "explicit"}`` (battles started one by one with their own seeds).
         """
-        path = self.group_dir(group)
-        (path / "battles").mkdir(parents=True, exist_ok=True)
-        manifest_path = path / "manifest.json"
-        with locked(path / "manifest.json"):
+        self.battles_path(group).mkdir(parents=True, exist_ok=True)
+        manifest_path = self.manifest_path(group)
+        with locked(manifest_path):
             if manifest_path.exists():
-                manifest = read_json_document(manifest_path, SESSIONS_SCHEMA_VERSION)
+                manifest = self._read_manifest_file(manifest_path)
                 if manifest["configuration"] != configuration:
                     raise GroupConflict(
                         f"group {group!r} was created for {_describe(manifest['configuration'])}, not "
@@ -199,28 +431,42 @@ class SessionStore:
     def append_catalog(self, group: str, entry: dict[str, Any]) -> None:
         line = json.dumps({"schema_version": SESSIONS_SCHEMA_VERSION, **entry}, separators=(",", ":"),
                           ensure_ascii=False)
-        append_line_locked(self.group_dir(group) / "catalog.jsonl", line, fsync=self.fsync)
+        path = self.catalog_path(group)
+        try:
+            append_line_locked(path, line, fsync=self.fsync)
+        except FileNotFoundError:
+            raise GroupMissing(f"cannot record battle {entry.get('battle_id')} of group {group!r}: the group's folder "
+                               f"{path.parent} no longer exists (deleted or moved); nothing was appended") from None
 
     def next_index(self, group: str) -> int:
-        """Next free battle index of a group (callers hold the group's allocation lock)."""
-        entries = self.read_catalog_raw(group)
-        return 1 + max((e["index"] for e in entries), default=-1)
+        """Next free battle index of a group (callers hold the group's allocation lock): above
+        every index in the catalog and every battle folder, so an index is never reused."""
+        top = max((e["index"] for e in self.read_catalog_raw(group)), default=-1)
+        for name in self._battle_folders(group):
+            top = max(top, int(BATTLE_ID.fullmatch(name).group(1)))  # type: ignore[union-attr]
+        return top + 1
 
     def allocation_lock(self, group: str):
-        """Serializes index allocation for battles started one by one (MCP matches)."""
-        return locked(self.group_dir(group) / "battles")
+        """Serializes index allocation and the publication of battles started one by one (MCP
+        matches) with repairs of the group."""
+        return locked(self.battles_path(group))
 
     def write_battle(self, group: str, battle_id: str, files: dict[str, bytes]) -> dict[str, str]:
         """Publish a battle's trace folder atomically; returns the sha256 of each file.
 
-        A folder already at the target was never catalogued as final (callers check the
-        catalog first): it is a leftover of a killed writer and is replaced.
+        A trace folder is written once: one already at the target is never replaced
+        (IntegrityError; :meth:`reconcile` accounts for such folders before a series plays).
+        A group folder that vanished is GroupMissing, and nothing is re-created.
         """
-        battles = self.group_dir(group) / "battles"
-        final = battles / check_name(battle_id, "battle")
+        battles = self.battles_path(group)
+        final = self.battle_dir(group, battle_id)
+        if os.path.lexists(final):
+            raise IntegrityError(f"battle {battle_id} of group {group!r} already has a trace folder {final}; a trace "
+                                 f"is written once and it was not overwritten (check the group with check_sessions)")
         tmp = battles / f".tmp-{battle_id}-{os.getpid()}-{secrets.token_hex(4)}"
         try:
-            (tmp / "v5").mkdir(parents=True)
+            tmp.mkdir()  # no parents: a vanished group is not re-created
+            (tmp / "v5").mkdir()
             hashes = {}
             for name in TRACE_FILES:
                 data = files[name]
@@ -232,9 +478,17 @@ class SessionStore:
                 hashes[name] = hashlib.sha256(data).hexdigest()
             if self.fsync:
                 fsync_dir(tmp / "v5")
-            if final.exists():
-                shutil.rmtree(final)
-            os.rename(tmp, final)
+            try:
+                os.rename(tmp, final)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise IntegrityError(f"battle {battle_id} of group {group!r} got a trace folder {final} while "
+                                         f"this one was written; it was not overwritten") from None
+                raise
+        except FileNotFoundError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise GroupMissing(f"cannot write the trace of battle {battle_id}: the folder {battles} of session group "
+                               f"{group!r} no longer exists (deleted or moved); nothing was written") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -244,7 +498,7 @@ class SessionStore:
 
     def remove_stale_temp(self, group: str) -> int:
         """Delete temp folders left by writers that died (their pid is gone)."""
-        battles = self.group_dir(group) / "battles"
+        battles = self.battles_path(group)
         removed = 0
         for tmp in battles.glob(".tmp-*"):
             pid = tmp.name.rsplit("-", 2)[-2]
@@ -255,8 +509,9 @@ class SessionStore:
 
     def write_summary(self, group: str, policy: ReadinessPolicy | None = None) -> dict[str, Any]:
         summary = self.compute_summary(group, policy)
-        with locked(self.group_dir(group) / "summary.json"):
-            atomic_write_json(self.group_dir(group) / "summary.json", summary)
+        path = self.summary_path(group)
+        with locked(path):
+            atomic_write_json(path, summary)
         return summary
 
     # ------------------------------------------------------------------ reading
@@ -267,33 +522,35 @@ class SessionStore:
                       if p.is_dir() and _is_name(p.name) and (p / "manifest.json").is_file())
 
     def read_manifest(self, group: str) -> dict[str, Any]:
-        return read_json_document(self._require_group(group) / "manifest.json", SESSIONS_SCHEMA_VERSION)
+        return self._read_manifest_file(self._require_group(group))
 
     def read_summary(self, group: str) -> dict[str, Any]:
-        path = self._require_group(group) / "summary.json"
+        self._require_group(group)
+        path = self.summary_path(group)
         if not path.exists():
             return self.compute_summary(group)
-        return read_json_document(path, SESSIONS_SCHEMA_VERSION)
+        return self._read_record_file(path, records.check_summary, "summary",
+                                      "it is recomputed from the catalog by the group's next battle or series, or "
+                                      "by `extrarlhf check --repair`")
 
     def read_catalog_raw(self, group: str) -> list[dict[str, Any]]:
-        """Every catalog line in order (a torn last line from a killed writer is skipped)."""
-        path = self.group_dir(group) / "catalog.jsonl"
-        if not path.exists():
-            return []
+        """Every valid catalog line in order. A damaged line is CorruptRecord (file, line, field),
+        another schema_version UnsupportedSchema; an unterminated last line that does not parse
+        (an append in progress, or torn by a killed writer) is skipped."""
         entries = []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by a killed writer; the battle shows as unfinished
-            entries.append(check_version(entry, path.with_name(f"catalog.jsonl:{number}"),
-                                          SESSIONS_SCHEMA_VERSION))
-        return entries
+        for line in scan_catalog(self.catalog_path(group)):
+            if line.error is None:
+                entries.append(line.entry)
+            elif line.terminated or not isinstance(line.error, CorruptRecord):
+                raise _reader_error(line.error)
+        return entries  # type: ignore[return-value]
 
     def read_catalog(self, group: str) -> list[dict[str, Any]]:
         """One entry per battle (its latest line), ``started`` shown as ``unfinished``; by index."""
+        with _gc_paused():
+            return self._read_catalog(group)
+
+    def _read_catalog(self, group: str) -> list[dict[str, Any]]:
         self._require_group(group)
         folded: dict[str, dict[str, Any]] = {}
         for entry in self.read_catalog_raw(group):
@@ -362,6 +619,389 @@ class SessionStore:
             **counts,
             "readiness": session_readiness(counts, policy),
         }
+
+    # ------------------------------------------------------------------ traces -> catalog lines
+    def _battle_folders(self, group: str) -> list[str]:
+        """Names of the battle folders of a group (temp folders and stray names left out)."""
+        try:
+            with os.scandir(self.battles_path(group)) as entries:
+                return sorted(e.name for e in entries if BATTLE_ID.fullmatch(e.name))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def _trace_records(self, path: Path, data: bytes) -> list[dict[str, Any]]:
+        out = []
+        for number, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                doc = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise CorruptRecord(f"{path} line {number}: the record is not valid JSON ({exc})", path,
+                                    number) from None
+            try:
+                out.append(records.check_object(doc, V5_SCHEMA_VERSION))
+            except records.OtherVersion as exc:
+                raise UnsupportedSchema(f"{path} line {number}: {exc}") from None
+            except records.Bad as exc:
+                raise _record_error(path, number, exc, "record") from None
+        return out
+
+    def rebuild_entry(self, group: str, battle_id: str) -> dict[str, Any]:
+        """The final catalog line of a battle, rebuilt from its trace folder alone.
+
+        The trace must be intact: three files, one meta record naming this group and battle
+        (with index and seed that give this battle id), one actions record per recorded
+        decision in order, turns that end at the recorded final state. Otherwise
+        CorruptRecord / IntegrityError (file, line, field) and nothing is rebuilt."""
+        v5 = self.battle_dir(group, battle_id) / "v5"
+        data: dict[str, bytes] = {}
+        for name in TRACE_FILES:
+            try:
+                data[name] = (v5 / name).read_bytes()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                raise CorruptRecord(f"{v5 / name} is missing: the trace of battle {battle_id} is incomplete",
+                                    v5 / name) from None
+        meta_path = v5 / "meta.jsonl"
+        metas = self._trace_records(meta_path, data["meta.jsonl"])
+        if len(metas) != 1:
+            raise CorruptRecord(f"{meta_path}: expected exactly one record, found {len(metas)}", meta_path)
+        try:
+            meta = records.check_meta(metas[0], V5_SCHEMA_VERSION)
+        except records.Bad as exc:
+            raise _record_error(meta_path, 1, exc, "record") from None
+        for key, expected in (("battle_id", battle_id), ("group", group)):
+            if meta[key] != expected:
+                raise IntegrityError(f"{meta_path} line 1: field {key!r} is {meta[key]!r}, not {expected!r} (the "
+                                     f"folder it is in)")
+        if battle_id_for(group, meta["index"], meta["seed"]) != battle_id:
+            raise IntegrityError(f"{meta_path} line 1: fields 'index' {meta['index']} and 'seed' {meta['seed']} do not "
+                                 f"give battle id {battle_id!r}")
+        result = meta["result"]
+        final_hash = result["final_state_hash"]
+        actions_path = v5 / "actions.jsonl"
+        actions = self._trace_records(actions_path, data["actions.jsonl"])
+        if len(actions) != result["decisions"]:
+            raise IntegrityError(f"{actions_path}: {len(actions)} decision records, but {meta_path} field "
+                                 f"'result.decisions' says {result['decisions']}")
+        for i, record in enumerate(actions):
+            if record.get("battle_id") != battle_id or record.get("decision_index") != i:
+                raise IntegrityError(f"{actions_path} line {i + 1}: field 'decision_index' (or 'battle_id') is not "
+                                     f"decision {i} of battle {battle_id}", )
+        if actions and actions[-1].get("state_hash_after") != final_hash:
+            raise IntegrityError(f"{actions_path} line {len(actions)}: field 'state_hash_after' is not the final "
+                                 f"state hash recorded in {meta_path}")
+        turns_path = v5 / "turns.jsonl"
+        turns = self._trace_records(turns_path, data["turns.jsonl"])
+        if not turns or any(t.get("battle_id") != battle_id for t in turns):
+            raise IntegrityError(f"{turns_path}: no turn records, or records of another battle")
+        if turns[-1].get("state_end_hash") != final_hash:
+            raise IntegrityError(f"{turns_path} line {len(turns)}: field 'state_end_hash' is not the final state hash "
+                                 f"recorded in {meta_path}")
+        actors = meta["actors"]
+        return {
+            "battle_id": battle_id, "index": meta["index"], "status": result["status"], "seed": meta["seed"],
+            "battle_tag": meta["battle_tag"], "codename": meta["codename"],
+            "winner": result["winner"], "turns": result["turns"], "decisions": result["decisions"],
+            "degraded": meta["degraded"], "policy_warnings": len(meta["policy_warnings"]),
+            "omniscient_peeks": len(meta["omniscient_peeks"]),
+            "weights_hashes": sorted({a["weights_hash"] for a in (actors["p1"], actors["p2"]) if a["weights_hash"]}),
+            "deck_ids": [meta["deck_ids"]["p1"], meta["deck_ids"]["p2"]],
+            "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
+        }
+
+    def _diagnose(self, group: str, *, settled: bool, folders: bool = True, hashes: bool = False) -> _Diagnosis:
+        """What is wrong with a group's catalog and its trace folders (nothing is changed).
+
+        ``settled``: no append can be in progress (the caller holds the locks, or nobody
+        writes), so an unterminated last line that does not parse is damage. ``folders``:
+        look for trace folders without a final line (off while a series writes the group).
+        ``hashes``: check the trace files of final lines against their sha256."""
+        with _gc_paused():
+            return self._diagnose_paused(group, settled=settled, folders=folders, hashes=hashes)
+
+    def _diagnose_paused(self, group: str, *, settled: bool, folders: bool, hashes: bool) -> _Diagnosis:
+        path = self.catalog_path(group)
+        diag = _Diagnosis(scan_catalog(path))
+        for line in diag.lines:
+            error = line.error
+            if error is None:
+                diag.top_index = max(diag.top_index, line.entry["index"])  # type: ignore[index]
+            elif isinstance(error, UnsupportedSchema):
+                diag.problems.append(problem(group, path, line.number, "schema_version", error.code, str(error), False))
+                diag.blockers.append(f"line {line.number} has a schema_version this ExtraRLHF does not read (such a "
+                                     f"line is never dropped)")
+            elif line.terminated or settled:
+                assert isinstance(error, CorruptRecord)
+                diag.drop.append(line)
+                diag.problems.append(problem(group, path, line.number, error.field, error.code, str(error), True))
+        folded: dict[str, dict[str, Any]] = {}
+        numbers: dict[str, int] = {}  # battle_id -> number of its folded line
+        seen: dict[str, list[dict[str, Any]]] = {}
+        for line in diag.lines:
+            if line.entry is not None:
+                folded[line.entry["battle_id"]] = line.entry
+                numbers[line.entry["battle_id"]] = line.number
+                seen.setdefault(line.entry["battle_id"], []).append(line.entry)
+        on_disk = set(self._battle_folders(group))
+        battles = self.battles_path(group)
+        for battle_id, entry in folded.items():
+            if entry["status"] not in FINAL_STATUSES or (battle_id in on_disk and not hashes):
+                continue
+            folder = battles / battle_id
+            if hashes:
+                try:
+                    self.battle_dir(group, battle_id)
+                except PathOutsideSessionsDir as exc:
+                    diag.problems.append(problem(group, folder, None, None, exc.code, str(exc), False))
+                    continue
+            if battle_id not in on_disk:
+                diag.problems.append(problem(
+                    group, folder, None, None, IntegrityError.code,
+                    f"battle {battle_id} is {entry['status']} in {path} but its trace folder {folder} is missing; "
+                    f"restore it from a backup (datasets refuse the group until then)", False))
+            elif hashes:
+                self._check_trace(group, battle_id, entry, path, numbers[battle_id], folder, diag)
+        for battle_id in sorted(on_disk):
+            diag.top_index = max(diag.top_index, int(BATTLE_ID.fullmatch(battle_id).group(1)))  # type: ignore
+            if not folders or (battle_id in folded and folded[battle_id]["status"] in FINAL_STATUSES):
+                continue
+            folder = battles / battle_id
+            try:
+                entry = self.rebuild_entry(group, battle_id)
+            except (CorruptRecord, IntegrityError, UnsupportedSchema, PathOutsideSessionsDir) as exc:
+                where = getattr(exc, "details", None) or {}
+                diag.problems.append(problem(
+                    group, where.get("path", folder), where.get("line"), where.get("field"), exc.code,
+                    f"battle {battle_id} has a trace folder but no final catalog line, and its trace is not intact: "
+                    f"{exc}", False))
+                diag.blockers.append(f"the trace folder {folder} has no final catalog line and is not intact "
+                                     f"({exc}): restore it from a backup, or delete that folder so that the battle "
+                                     f"is played again")
+                continue
+            clash = [e for e in seen.get(battle_id, ()) if (e["index"], e["seed"], e["battle_tag"]) !=
+                     (entry["index"], entry["seed"], entry["battle_tag"])]
+            if clash:
+                diag.blockers.append(f"the trace of battle {battle_id} disagrees with its catalog line (index, seed "
+                                     f"or battle_tag)")
+                diag.problems.append(problem(group, folder, None, None, IntegrityError.code,
+                                             f"the trace of battle {battle_id} disagrees with its catalog line "
+                                             f"(index, seed or battle_tag); restore one of them", False))
+                continue
+            diag.rebuilt[battle_id] = entry
+            diag.problems.append(problem(
+                group, folder, None, None, "uncatalogued_trace",
+                f"battle {battle_id} has an intact trace ({entry['status']}) but no valid final line in {path}; a "
+                f"repair rebuilds the line from the trace", True))
+        if diag.blockers:
+            for item in diag.problems:
+                if item["repairable"]:
+                    item["repairable"] = False
+                    item["message"] += f" (not repaired automatically: {'; '.join(diag.blockers)})"
+        return diag
+
+    def _check_trace(self, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
+                     folder: Path, diag: _Diagnosis) -> None:
+        """A final line against its trace: each file's sha256, then every other field against
+        the line rebuilt from the trace (report only: neither is repaired)."""
+        try:
+            rebuilt: dict[str, Any] | None = self.rebuild_entry(group, battle_id)
+            error: RLHFError | None = None
+        except (CorruptRecord, IntegrityError, UnsupportedSchema) as exc:
+            rebuilt, error = None, exc
+        for name in TRACE_FILES:
+            file = folder / "v5" / name
+            if rebuilt is not None:
+                digest = rebuilt["files"][name]
+            else:
+                try:
+                    digest = hashlib.sha256(file.read_bytes()).hexdigest()
+                except OSError:
+                    digest = None
+            if digest != entry["files"][name]:
+                state = "is missing" if digest is None else "does not match the sha256 in its catalog line"
+                diag.problems.append(problem(
+                    group, file, None, None, IntegrityError.code,
+                    f"{file} {state} (battle {battle_id}); restore the trace from a backup (datasets refuse the "
+                    f"group until then)", False))
+                return
+        if rebuilt is None:  # the files are those the line describes, yet the trace does not read
+            details = getattr(error, "details", None) or {}
+            diag.problems.append(problem(
+                group, details.get("path", folder), details.get("line"), details.get("field"),
+                getattr(error, "code", IntegrityError.code), f"the trace of battle {battle_id} matches its recorded "
+                f"sha256 but is not a valid trace: {error}", False))
+            return
+        for key, value in rebuilt.items():
+            if key != "files" and entry.get(key, 0 if key == "omniscient_peeks" else None) != value:
+                diag.problems.append(problem(
+                    group, catalog, number, key, IntegrityError.code,
+                    f"{catalog} line {number}: field {key!r} of battle {battle_id} is {entry.get(key)!r}, but its "
+                    f"trace (which matches the recorded sha256) says {value!r}; the line was altered after it was "
+                    f"written: restore the catalog from a backup", False))
+                return
+
+    def _apply_repair(self, group: str, diag: _Diagnosis) -> None:
+        """Rewrite the catalog without the damaged lines, plus the rebuilt final lines (callers
+        hold the group's locks and checked there are no blockers). What is dropped or rebuilt
+        is appended to ``catalog-repairs.jsonl`` first."""
+        path = self.catalog_path(group)
+        log = self.repairs_path(group)
+        now = utc_now()
+        for line in diag.drop:
+            append_line_locked(log, json.dumps({
+                "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "dropped",
+                "line": line.number, "problem": str(line.error), "text": line.raw.decode("utf-8", "replace")},
+                ensure_ascii=False, separators=(",", ":")), fsync=True)
+        for battle_id, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"]):
+            append_line_locked(log, json.dumps({
+                "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "rebuilt_from_trace",
+                "battle_id": battle_id, "entry": entry}, ensure_ascii=False, separators=(",", ":")), fsync=True)
+        kept = [line.raw + b"\n" for line in diag.lines if line.entry is not None]
+        rebuilt = [json.dumps({"schema_version": SESSIONS_SCHEMA_VERSION, **entry}, separators=(",", ":"),
+                              ensure_ascii=False).encode() + b"\n"
+                   for _, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"])]
+        atomic_write_bytes(path, b"".join(kept + rebuilt))
+
+    def reconcile(self, group: str) -> dict[str, Any]:
+        """Before adding battles to a group: make its catalog account for every trace on disk.
+
+        A trace folder without a valid final line gets that line rebuilt from its intact trace,
+        and damaged lines are dropped (kept in ``catalog-repairs.jsonl``), when that is provably
+        safe; otherwise CorruptRecord (file, line, field) with every reason, and nothing is
+        changed. Callers own the group (its lease, or its allocation lock for battles started
+        one by one). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line numbers],
+        "next_index": int}``."""
+        path = self.catalog_path(group)
+        with locked(path):
+            diag = self._diagnose(group, settled=True)
+            if diag.blockers:
+                first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
+                                                                          "unsupported_schema")), None)
+                reasons = "; ".join(diag.blockers)
+                damaged = "; ".join(p["message"] for p in diag.problems if p["code"] == "corrupt_record")
+                raise CorruptRecord(
+                    f"session group {group!r} needs a repair that is not provably safe, so nothing was played and "
+                    f"nothing was overwritten: {reasons}" + (f". Damaged: {damaged}" if damaged else ""),
+                    first["path"] if first else path, first["line"] if first else None,
+                    first["field"] if first else None)
+            if diag.needs_repair:
+                self._apply_repair(group, diag)
+        return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
+                "next_index": diag.top_index + 1}
+
+
+def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *,
+                   hashes: bool = True) -> list[dict[str, Any]]:
+    """Check every group of a sessions dir; returns the list of problems found (empty: all good).
+
+    Each problem is a dict::
+
+        {"group":      str | None,  the group (None: the sessions dir's own files)
+         "path":       str,         the file or folder at fault
+         "line":       int | None,  1-based line of a .jsonl file, None for a whole file/folder
+         "field":      str | None,  dotted field of the record (e.g. "configuration.opponent.spec",
+                                    "files.meta.jsonl", "winner"); None when the record as a whole is bad
+         "code":       str,         stable: corrupt_record, unsupported_schema, integrity_error,
+                                    uncatalogued_trace, path_outside_sessions_dir, group_busy,
+                                    corrupt_index (agents_index.json)
+         "message":    str,         what is wrong and what to do
+         "repairable": bool,        repair=True fixes it (it is provably safe)
+         "repaired":   bool}        it was fixed by this call (always False when repair=False)
+
+    What is checked: ``agents_index.json``; for each group its folder (a symlink leading out
+    of the sessions dir is refused, not followed), ``manifest.json``, ``summary.json``, the
+    group lease, every catalog line, every final line's trace folder (and, with ``hashes``,
+    its files against their sha256 and the line's fields against the trace), and trace
+    folders without a final line. Read-only unless ``repair``; then, per group and holding
+    its lease: damaged catalog lines are dropped (kept in ``catalog-repairs.jsonl``) and the
+    final lines of intact traces rebuilt (see :meth:`SessionStore.reconcile`), and a damaged
+    ``summary.json`` is recomputed. Damaged manifests, traces and leases are
+    never repaired. A group owned by a running series is checked without its in-flight
+    writes (trace folders not yet catalogued, a line being appended) and not repaired
+    (``group_busy``). A sessions dir that does not exist has no problems.
+    """
+    from . import codenames  # codenames imports this module
+
+    store = SessionStore(sessions_dir)
+    root = store.root
+    if not root.is_dir():
+        return []
+    problems: list[dict[str, Any]] = []
+    index = codenames.index_path(root)
+    if os.path.lexists(index):
+        try:
+            codenames._load(index)
+        except RLHFError as exc:
+            problems.append(problem(None, index, None, None, exc.code, str(exc), False))
+    for child in sorted(root.iterdir(), key=lambda p: p.name):
+        if child.name.startswith(".") or not _is_name(child.name) or not child.is_dir():
+            continue
+        problems += _check_group(store, child.name, repair, hashes)
+    return problems
+
+
+def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) -> list[dict[str, Any]]:
+    try:
+        store.confine_group(group)
+    except PathOutsideSessionsDir as exc:
+        return [problem(group, store.root / group, None, None, exc.code, str(exc), False)]
+    manifest, catalog = store.manifest_path(group), store.catalog_path(group)
+    found: list[dict[str, Any]] = []
+    if not manifest.is_file():
+        if catalog.exists() or store._battle_folders(group):
+            found.append(problem(group, manifest, None, None, CorruptRecord.code,
+                                 f"{manifest} is missing but the folder holds battles; restore it from a backup",
+                                 False))
+        return found
+    try:
+        store.read_manifest(group)
+    except RLHFError as exc:
+        found.append(problem(group, manifest, None, getattr(exc, "field", None), exc.code, str(exc), False))
+    busy = None
+    try:
+        busy = ownership.current_owner(store, group)
+    except RLHFError as exc:
+        found.append(problem(group, store.lease_path(group), None, getattr(exc, "field", None), exc.code, str(exc),
+                             False))
+    try:
+        diag = store._diagnose(group, settled=busy is None, folders=busy is None, hashes=hashes)
+    except RLHFError as exc:
+        return found + [problem(group, catalog, None, None, exc.code, str(exc), False)]
+    found += diag.problems
+    summary_path = store.summary_path(group)
+    summary_bad = None
+    if summary_path.exists():
+        try:
+            store.read_summary(group)
+        except RLHFError as exc:
+            summary_bad = problem(group, summary_path, None, getattr(exc, "field", None), exc.code, str(exc),
+                                  isinstance(exc, CorruptRecord) and not diag.blockers)
+            found.append(summary_bad)
+    if not repair or not any(p["repairable"] for p in found):
+        return found
+    if busy is not None:
+        found.append(problem(group, store.lease_path(group), None, None, GroupBusy.code,
+                             f"not repaired: session group {group!r} is owned by a running "
+                             f"{busy['purpose']} (pid {busy['owner_pid']} on host {busy['owner_host']}); repair it "
+                             f"when that ends", False))
+        return found
+    try:
+        with ownership.acquire(store, group, purpose="repair"), store.allocation_lock(group):
+            store.reconcile(group)  # diagnosed again under the locks; raises if no longer provably safe
+            if summary_bad is not None or diag.needs_repair:
+                store.write_summary(group)
+    except GroupBusy as exc:
+        found.append(problem(group, store.lease_path(group), None, None, exc.code, f"not repaired: {exc}", False))
+        return found
+    except RLHFError as exc:
+        found.append(problem(group, catalog, getattr(exc, "line", None), getattr(exc, "field", None), exc.code,
+                             f"not repaired: {exc}", False))
+        return found
+    for item in found:
+        if item["repairable"]:
+            item["repaired"] = True
+    return found
 
 
 def _describe(configuration: dict[str, Any]) -> str:

@@ -16,6 +16,12 @@ Steps (each refusal is an :class:`~extrarlhf.errors.RLHFError` with a stable cod
 4. behaviour cloning (bc.py) with numpy on one BLAS thread (blas.py);
 5. export to ONNX and verify it against numpy (export.py), register it as kind ``v5`` and
    write the model card next to it (card.py).
+
+The card records the weights_hash it describes, and every reader checks it against the
+registry (card.read_card: ``stale_card``): a process killed between the registration of an
+overwrite and the card write leaves the previous card next to the new weights, and that card
+is reported as stale, never read as the new model's. Test hook: ``RLHF_TEST_CRASH_AT=before_card``
+SIGKILLs the process right there (inert when unset; tests/training/test_card_staleness.py).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -161,6 +168,8 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
         raise RLHFError(f"registered weights_hash {checkpoint.weights_hash} differs from the exported "
                         f"{exported['weights_hash']}", "integrity_error")
 
+    if os.environ.get("RLHF_TEST_CRASH_AT") == "before_card":  # test hook (module docstring)
+        os.kill(os.getpid(), signal.SIGKILL)
     data = {"split": split_info, **{s: d.describe() for s, d in splits.items()}}
     dataset_block = {"dataset_id": info["dataset_id"], "kind": info["kind"], "manifest_sha256": info["manifest_sha256"],
                      "path": str(info["path"]), "row_counts": info["manifest"].get("row_counts"),

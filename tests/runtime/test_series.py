@@ -382,9 +382,17 @@ def test_sigkill_mid_series_leaves_a_readable_resumable_group(tmp_path: Path, wo
     # the dead owner's codename lease is reaped
     assert codenames.list_leases(root) == []
 
+    # a battle killed between its trace's rename and its final catalog line has an intact trace: the
+    # resume rebuilds its line from the trace and never plays it again (issue 14)
+    traced = {e["battle_id"]: trace_bytes(store, group, e["battle_id"]) for e in unfinished
+              if (root / group / "battles" / e["battle_id"]).is_dir()}
+
     # resume: plays the rest, duplicates nothing, finishes everything
     result = run_series(root, group, n, max_workers=workers, codename=codename)
-    assert result["ran"] == n - len(finished) and result["skipped"] == len(finished)
+    assert result["repaired"] == len(traced)
+    assert result["ran"] == n - len(finished) - len(traced) and result["skipped"] == len(finished) + len(traced)
+    for battle_id, files in traced.items():
+        assert trace_bytes(store, group, battle_id) == files, "an intact trace was played over"
     entries = store.read_catalog(group)
     assert [e["index"] for e in entries] == list(range(n))
     assert all(e["status"] == "finished" for e in entries)

@@ -15,6 +15,8 @@ import time
 
 import dagster as dg
 
+from extrarlhf.errors import RLHFError
+
 from ...metadata import upstream_metadata
 from ...partitions import session_groups
 from ...resources import SessionsResource
@@ -30,7 +32,10 @@ def finished_groups(sessions: SessionsResource, now: float | None = None) -> dic
         catalog = store.group_dir(group) / "catalog.jsonl"
         if not catalog.exists() or now - catalog.stat().st_mtime < sessions.settle_seconds:
             continue
-        entries = store.read_catalog(group)
+        try:
+            entries = store.read_catalog(group)
+        except RLHFError:  # a damaged group is reported by `check`, never recorded as finished
+            continue
         if not entries or any(e["status"] == "unfinished" for e in entries):
             continue
         out[group] = catalog_digest(store.group_dir(group))
