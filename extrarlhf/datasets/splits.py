@@ -36,16 +36,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgument, NotReady, ValidationFailed
+from ..errors import InvalidArgument, NotReady
 from ..readiness import ReadinessPolicy, contour_readiness
 from .assign import (DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, bucket, check_fractions, check_split_key,
                      split_of)
-from .manifest import read_manifest, write_manifest
+from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
-from .pointers import PointerStep, manifest_sha256, resolve
+from .pointers import PointerStep, manifest_sha256
 from .publish import publish_version
 from .tables import SCHEMAS, StreamingTable, iter_batches
-from .validate import validate_dir
+from .validate import validate_dir, validated_source
 
 __all__ = ["split_v5_training_dataset", "split_nemesis_training_dataset", "nemesis_rows"]
 
@@ -190,16 +190,10 @@ _NEMESIS_SOURCE_COLUMNS = ["battle_id", "group", "decision_index", "turn", "play
 
 
 def _source(dirs: DatasetsDir, dataset: str) -> tuple[Any, dict[str, Any]]:
-    resolved = resolve(dirs, dataset)
-    manifest = read_manifest(resolved.path)
-    if manifest.get("kind") != "v5_decisions":
-        raise InvalidArgument(f"{resolved.dataset_id} is a {manifest.get('kind')} dataset; splits are made from a "
-                              f"v5_decisions dataset (materialize_v5_dataset)")
-    failures = validate_dir(resolved.path, expected_id=resolved.dataset_id)
-    if failures:
-        raise ValidationFailed(f"{resolved.dataset_id} fails validation; fix or re-materialize it before splitting: "
-                               + "; ".join(f"[{f['code']}] {f['message']}" for f in failures[:3]), failures)
-    return resolved, manifest
+    return validated_source(
+        dirs, dataset, lambda m: None if m.get("kind") == "v5_decisions" else
+        f"is a {m.get('kind')} dataset; splits are made from a v5_decisions dataset (materialize_v5_dataset)",
+        "fix or re-materialize it before splitting")
 
 
 def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: str, key_name: str, default_suffix: str,

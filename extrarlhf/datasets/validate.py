@@ -33,12 +33,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..errors import RLHFError
+from ..errors import InvalidArgument, RLHFError, ValidationFailed
 from .assign import bucket, split_of
 from .manifest import KINDS, MANIFEST, read_manifest
 from .paths import DatasetsDir
@@ -47,7 +47,7 @@ from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, schema_type
 
 MAX_PER_CODE = 20
 
-__all__ = ["validate_dataset", "validate_dir", "DecisionChecks", "MAX_PER_CODE"]
+__all__ = ["validate_dataset", "validate_dir", "validated_source", "DecisionChecks", "MAX_PER_CODE"]
 
 
 class _Report:
@@ -368,6 +368,23 @@ def _check_split(folder: Path, manifest: dict[str, Any], report: _Report) -> Non
         if rows != seen:
             report.add("split_rows_mismatch", f"group {group_key}: assignments record {rows} rows, {split} holds "
                                               f"{seen}", group_key=group_key)
+
+
+def validated_source(dirs: DatasetsDir, dataset: str, refuse: Callable[[dict[str, Any]], str | None],
+                     fix: str) -> tuple[Any, dict[str, Any]]:
+    """(resolved reference, manifest) of a dataset another step reads: ``refuse(manifest)`` says
+    why it is the wrong kind of dataset (raised as ``invalid_argument``, prefixed with its id), a
+    failed validation is ``validation_failed`` ending with ``fix`` (what to do)."""
+    resolved = resolve(dirs, dataset)
+    manifest = read_manifest(resolved.path)
+    why = refuse(manifest)
+    if why:
+        raise InvalidArgument(f"{resolved.dataset_id} {why}")
+    failures = validate_dir(resolved.path, expected_id=resolved.dataset_id)
+    if failures:
+        raise ValidationFailed(f"{resolved.dataset_id} fails validation; {fix}: "
+                               + "; ".join(f"[{f['code']}] {f['message']}" for f in failures[:3]), failures)
+    return resolved, manifest
 
 
 def validate_dataset(dataset: str, *, datasets_dir: str | Path | DatasetsDir = "datasets") -> dict[str, Any]:

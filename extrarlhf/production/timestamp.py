@@ -23,12 +23,12 @@ import pyarrow as pa
 
 import engine
 
-from ..datasets.manifest import read_manifest, write_manifest
+from ..datasets.manifest import write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name
-from ..datasets.pointers import PointerStep, manifest_sha256, resolve
+from ..datasets.pointers import PointerStep, manifest_sha256
 from ..datasets.publish import publish_version
 from ..datasets.tables import SCHEMAS, TIMESTAMP_INPUTS, StreamingTable, iter_batches
-from ..datasets.validate import validate_dir
+from ..datasets.validate import validate_dir, validated_source
 from ..errors import InvalidArgument, NotReady, ValidationFailed
 from ..readiness import ReadinessPolicy, contour_readiness
 from .gate import open_gate
@@ -50,17 +50,16 @@ def _deck_features(deck: list[int]) -> tuple[float, int]:
     return sum(c.cost for c in cards) / len(cards), sum(c.type == "creature" for c in cards)
 
 
+def _not_production(manifest: dict[str, Any]) -> str | None:
+    if manifest.get("kind") == "v5_decisions" and (manifest.get("sources") or {}).get("kind") == "production":
+        return None
+    return (f"is not a production V5 export (kind {manifest.get('kind')!r}, source "
+            f"{(manifest.get('sources') or {}).get('kind')!r}); TimeStamp labels exist only in exports of the "
+            f"production database (export_production_v5_dataset)")
+
+
 def _production_source(dirs: DatasetsDir, source: str) -> tuple[Any, dict[str, Any]]:
-    resolved = resolve(dirs, source)
-    manifest = read_manifest(resolved.path)
-    if manifest.get("kind") != "v5_decisions" or (manifest.get("sources") or {}).get("kind") != "production":
-        raise InvalidArgument(f"{resolved.dataset_id} is not a production V5 export (kind {manifest.get('kind')!r}, "
-                              f"source {(manifest.get('sources') or {}).get('kind')!r}); TimeStamp labels exist only "
-                              f"in exports of the production database (export_production_v5_dataset)")
-    failures = validate_dir(resolved.path, expected_id=resolved.dataset_id)
-    if failures:
-        raise ValidationFailed(f"{resolved.dataset_id} fails validation; re-export it: "
-                               + "; ".join(f"[{f['code']}] {f['message']}" for f in failures[:3]), failures)
+    resolved, manifest = validated_source(dirs, source, _not_production, "re-export it")
     if not manifest.get("complete", False):
         raise NotReady(f"{resolved.dataset_id} is an incomplete export (stop_reason {manifest.get('stop_reason')!r}); "
                        f"it is never training-ready: export a shorter window", ["incomplete export"])
@@ -172,15 +171,10 @@ def load_inputs(dataset: str, *, columns: list[str] | None = None,
             raise InvalidArgument(f"column(s) {refused} are not approved TimeStamp inputs (labels and audit never "
                                   f"reach a model); approved: {list(APPROVED_INPUTS)}")
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
-    resolved = resolve(dirs, dataset)
-    manifest = read_manifest(resolved.path)
-    if manifest.get("kind") != "timestamp":
-        raise InvalidArgument(f"{resolved.dataset_id} is a {manifest.get('kind')} dataset; load_inputs reads "
-                              f"TimeStamp datasets only (export_timestamp_dataset)")
-    failures = validate_dir(resolved.path, expected_id=resolved.dataset_id)
-    if failures:
-        raise ValidationFailed(f"{resolved.dataset_id} fails validation: "
-                               + "; ".join(f"[{f['code']}] {f['message']}" for f in failures[:3]), failures)
+    resolved, _manifest = validated_source(
+        dirs, dataset, lambda m: None if m.get("kind") == "timestamp" else
+        f"is a {m.get('kind')} dataset; load_inputs reads TimeStamp datasets only (export_timestamp_dataset)",
+        "re-export it")
     import pyarrow.parquet as pq
 
     path = resolved.path / "inputs.parquet"
