@@ -82,6 +82,28 @@ def _stage_progress(ctx: Context, label: str) -> tuple[Callable[[float, float, s
     return report, sent
 
 
+MAX_PAIR_RESULTS = 200  # per tally in a tool result; the report file keeps them all
+
+
+def bounded_report(report: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark report for a tool result: each tally's per-pair ``pair_results`` (one entry per
+    pair, up to 100,000) cut to its first MAX_PAIR_RESULTS, with the total and where the whole
+    list is (the report file); every other figure is unchanged."""
+    def cut(tally: dict[str, Any]) -> dict[str, Any]:
+        pairs = tally.get("pair_results") or []
+        if len(pairs) <= MAX_PAIR_RESULTS:
+            return tally
+        return {**tally, "pair_results": pairs[:MAX_PAIR_RESULTS], "pair_results_total": len(pairs),
+                "pair_results_truncated": f"first {MAX_PAIR_RESULTS} of {len(pairs)}; all of them in report_path"}
+
+    out = dict(report)
+    if isinstance(out.get("match"), dict):
+        out["match"] = cut(out["match"])
+    if isinstance(out.get("baselines"), list):
+        out["baselines"] = [cut(b) for b in out["baselines"]]
+    return out
+
+
 def register(server: Any) -> None:
     """Add the L0 tools to ``server`` (an :class:`mcp_server.server.ExtraRLHFServer`)."""
     config = server.config
@@ -144,11 +166,11 @@ def register(server: Any) -> None:
         markdown table in `markdown`) is stored under <checkpoints>/benchmarks/. passed=true only
         when valid and the SPRT accepted H1."""
         against = incumbent if incumbent is not None else promotion.current_incumbent(config.checkpoints_dir)
-        return await run_cancellable(
+        return bounded_report(await run_cancellable(
             benchmarking.benchmark_models, candidate, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1,
             alpha=alpha, beta=beta, baseline_pairs=baseline_pairs, max_workers=max_workers,
             checkpoints_dir=config.checkpoints_dir,
-            progress=progress_bridge(ctx, "benchmark_models", "battles played"))
+            progress=progress_bridge(ctx, "benchmark_models", "battles played")))
 
     @tool(title="Promote a checkpoint")
     def promote_checkpoint(

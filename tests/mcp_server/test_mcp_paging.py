@@ -298,3 +298,14 @@ async def test_default_pages_over_the_real_stdio_server(world):
                                 ("inspect_dataset", {"dataset": "multi"})):
             text, result = await _text(client, tool, arguments)
             assert len(text) < BUDGET_CHARS and result["next_cursor"], tool
+
+
+def test_benchmark_results_keep_a_bounded_list_of_pair_results():
+    from mcp_server.tools_training import MAX_PAIR_RESULTS, bounded_report
+
+    report = {"match": {"pairs": 5000, "pair_results": ["WL"] * 5000}, "report_path": "r.json",
+              "baselines": [{"pairs": 20, "pair_results": ["WW"] * 20}]}
+    out = bounded_report(report)
+    assert len(out["match"]["pair_results"]) == MAX_PAIR_RESULTS and out["match"]["pair_results_total"] == 5000
+    assert "report_path" in out["match"]["pair_results_truncated"]
+    assert out["baselines"] == report["baselines"] and report["match"]["pair_results"] == ["WL"] * 5000
