@@ -43,6 +43,8 @@ class ReadinessPolicy:
       production battles and their distinct decks for Nemesis Standard.
     - ``min_metronome_labels``: observed human decision times (production) for Metronome.
     - ``min_timestamp_labels``: observed battle durations (production) for TimeStamp.
+    - ``min_returnclock_rows`` / ``min_returnclock_events``: organic (untreated) ReturnClock
+      rows and, among them, observed returns (event 1) for the ReturnClock contour.
 
     Thresholds only ever add blockers: a source that lacks a contour's labels (headless data
     for Metronome/TimeStamp, anything but human-vs-human production rows for Standard) is
@@ -57,6 +59,8 @@ class ReadinessPolicy:
     min_nemesis_standard_decks: int = 20
     min_metronome_labels: int = 1000
     min_timestamp_labels: int = 500
+    min_returnclock_rows: int = 200
+    min_returnclock_events: int = 50
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -206,3 +210,26 @@ def contour_readiness(evidence: dict[str, Any], policy: "ReadinessPolicy | Mappi
         "timestamp_blockers": timestamp,
         "contours": contours,
     }
+
+
+def returnclock_readiness(evidence: Mapping[str, Any], policy: "ReadinessPolicy | Mapping[str, Any] | None" = None
+                          ) -> dict[str, Any]:
+    """Readiness of the ReturnClock contour (DESIGN section 10) from a ReturnClock export's
+    evidence: ``source_kind`` (must be ``production``), ``organic_rows`` (untreated rows),
+    ``organic_events`` (their returns), ``complete`` (no row ceiling hit) and
+    ``integrity_failures``. An incomplete export is never ready."""
+    policy = ReadinessPolicy.coerce(policy)
+    blockers = [f"integrity: {r}" for r in evidence.get("integrity_failures", [])]
+    if evidence.get("source_kind") != "production":
+        blockers.append("not production data: ReturnClock needs observed player sessions from production")
+    if not evidence.get("complete", False):
+        blockers.append("incomplete export (the row ceiling was hit): never training-ready; export a shorter window")
+    rows, events = evidence.get("organic_rows", 0), evidence.get("organic_events", 0)
+    if rows < max(1, policy.min_returnclock_rows):
+        blockers.append(f"{rows} organic (untreated) return rows; need {max(1, policy.min_returnclock_rows)}")
+    if events < max(1, policy.min_returnclock_events):
+        blockers.append(f"{events} observed returns (event 1) among organic rows; need "
+                        f"{max(1, policy.min_returnclock_events)}")
+    return {"policy": policy.as_dict(), "evidence": dict(evidence), "returnclock_ready": not blockers,
+            "returnclock_blockers": blockers, "contours": {"returnclock": {"ready": not blockers,
+                                                                           "blockers": blockers}}}

@@ -89,3 +89,45 @@ def register(server: "ExtraRLHFServer") -> None:
         any column not on the approved list."""
         return await in_thread(production.export_timestamp_dataset, source, name, overwrite=overwrite,
                                promote=promote, policy=policy, **where)
+
+    @tool(title="Export ReturnClock sessions (natural return)")
+    async def export_returnclock_dataset(
+        end_at: Instant,
+        name: NewName,
+        start_at: Annotated[Instant | None, Field(description="Sessions that ended at or after this instant "
+                                                              "(default: all before end_at).")] = None,
+        ingested_before: Annotated[Instant | None, Field(description="Only rows ingested before this instant "
+                                                                     "(not before end_at); default: the snapshot "
+                                                                     "time.")] = None,
+        max_rows: Annotated[int | None, Strict(), Ge(1), Le(1_000_000),
+                            Field(description="Row ceiling per raw stream (default and most 1,000,000).")] = None,
+        publish_incomplete: Annotated[bool, Strict(), Field(description="Publish an export stopped by the row "
+                                                                        "ceiling, for inspection (never ready). "
+                                                                        "Default false.")] = False,
+        overwrite: Overwrite = False,
+    ) -> dict[str, Any]:
+        """Opt-in, read-only ReturnClock export: one row per player session that ended in
+        [start_at, end_at), the clock starting at ended_at; event 1 with duration_seconds = the gap
+        when the player's next session started before end_at, else censored (event 0) at end_at.
+        A treatment assigned in [ended_at, min(next_start, end_at)) marks the row treated whatever
+        its later status (status and exposed kept as audit). One snapshot, streamed; player ids are
+        keyed pseudonyms. Trainers never read this raw export: split it with
+        split_returnclock_training_dataset."""
+        return await run_cancellable(production.export_returnclock_dataset, start_at, end_at, name=name,
+                                     ingested_before=ingested_before, max_rows=max_rows,
+                                     publish_incomplete=publish_incomplete, overwrite=overwrite, **where)
+
+    @tool(title="Split a ReturnClock export (organic only)")
+    async def split_returnclock_training_dataset(
+        dataset: DatasetRef,
+        name: Annotated[str | None, Strict(), Field(description="Name of the split dataset (default "
+                                                                "<source>-split).")] = None,
+        overwrite: Overwrite = False,
+    ) -> dict[str, Any]:
+        """Organic-only (treated rows dropped) train/val/test files of a complete ReturnClock export,
+        grouped by player pseudonym with the keyed hash (a player never straddles splits), with
+        lifelines-ready columns duration_seconds (> 0) and event (1 returned, 0 censored). The only
+        trainer input (load_returnclock_training refuses the raw export). Refused with its blockers
+        while the export is incomplete or too small."""
+        return await in_thread(production.split_returnclock_training_dataset, dataset, name=name,
+                               overwrite=overwrite, **where)

@@ -23,7 +23,8 @@ from ..runtime.trace import utc_now
 from .tables import DATASET_SCHEMA_VERSION, TABLES, describe_columns, sha256_file
 
 MANIFEST = "manifest.json"
-KINDS = ("v5_decisions", "v5_policy_split", "nemesis_lite_split", "nemesis_standard_split", "timestamp")
+KINDS = ("v5_decisions", "v5_policy_split", "nemesis_lite_split", "nemesis_standard_split", "timestamp",
+         "returnclock_export", "returnclock_split")
 
 __all__ = ["MANIFEST", "KINDS", "code_version", "write_manifest", "read_manifest"]
 

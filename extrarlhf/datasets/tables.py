@@ -240,10 +240,46 @@ TIMESTAMP_AUDIT = [
     ("ingested_at", _UTC, False, "when its row reached the database"),
 ]
 
+RETURNCLOCK = [
+    ("player", pa.string(), False, "the player's pseudonym (p-..., keyed HMAC): the split group key"),
+    ("session_key", pa.string(), False, "keyed id of the session whose end starts the clock (s-...)"),
+    ("started_at", _UTC, False, "when that session started"),
+    ("ended_at", _UTC, False, "when it ended: the clock starts here"),
+    ("next_start", _UTC, True, "the player's next session start before end_at (null: censored)"),
+    ("duration_seconds", pa.float64(), False, "next_start - ended_at (event) or end_at - ended_at (censored); > 0"),
+    ("event", pa.int8(), False, "1 the player returned before end_at, 0 censored at end_at"),
+    ("session_seconds", pa.float64(), False, "covariate known at ended_at: ended_at - started_at"),
+    ("end_hour_utc", pa.float64(), False, "covariate known at ended_at: hour of day of ended_at, UTC, 0..24"),
+    ("treated", pa.bool_(), False, "a treatment was assigned to the player in [ended_at, min(next_start, end_at))"),
+    ("treatments", pa.int16(), False, "audit: how many such assignments"),
+    ("treatment", pa.string(), True, "audit: the first such assignment's treatment"),
+    ("treatment_status", pa.string(), True, "audit: its status in the snapshot (assigned, sent, delivered, ...)"),
+    ("exposed", pa.bool_(), False, "audit: any such assignment is sent or delivered"),
+]
+
+RETURNCLOCK_EXCLUDED = [
+    ("player", pa.string(), False, "the player's pseudonym"),
+    ("session_key", pa.string(), False, "keyed id of a session that ended in the window but gives no row"),
+    ("ended_at", _UTC, False, "when it ended"),
+    ("reason", pa.string(), False, "overlapped: another session of the player was running at its end (or started "
+                                   "at that very instant), so the player did not leave"),
+]
+
+RETURNCLOCK_TRAIN = [
+    ("player", pa.string(), False, "the player's pseudonym: the split group key"),
+    ("session_key", pa.string(), False, "keyed id of the session whose end starts the clock"),
+    ("duration_seconds", pa.float64(), False, "lifelines duration: > 0"),
+    ("event", pa.int8(), False, "lifelines event: 1 returned, 0 censored"),
+    ("session_seconds", pa.float64(), False, "covariate: length of the session that ended"),
+    ("end_hour_utc", pa.float64(), False, "covariate: hour of day (UTC) of the session end"),
+]
+
 TABLES = {"decisions": DECISIONS, "turns": TURNS, "battles": BATTLES, "excluded": EXCLUDED,
           "assignments": ASSIGNMENTS, "nemesis": NEMESIS, "production_excluded": PRODUCTION_EXCLUDED,
           "production_battles": PRODUCTION_BATTLES, "metronome": METRONOME, "timestamp_inputs": TIMESTAMP_INPUTS,
-          "timestamp_labels": TIMESTAMP_LABELS, "timestamp_audit": TIMESTAMP_AUDIT}
+          "timestamp_labels": TIMESTAMP_LABELS, "timestamp_audit": TIMESTAMP_AUDIT,
+          "returnclock": RETURNCLOCK, "returnclock_excluded": RETURNCLOCK_EXCLUDED,
+          "returnclock_train": RETURNCLOCK_TRAIN}
 
 
 def schema_of(columns: list[tuple]) -> pa.Schema:

@@ -12,6 +12,8 @@ Modules:
 - replay.py      production battles -> V5 rows through the engine (worker task)
 - export.py      ``export_production_v5_dataset``
 - timestamp.py   ``export_timestamp_dataset`` and ``load_inputs`` (the only TimeStamp loader)
+- returnclock.py ``export_returnclock_dataset``, ``split_returnclock_training_dataset``,
+                 ``load_returnclock_training`` (the only ReturnClock trainer loader)
 - commands.py    ``python -m extrarlhf production ...``
 - fixture.py     ``python -m extrarlhf.production.fixture``: a realistic backend database for tests
 
@@ -26,6 +28,8 @@ from typing import Any
 _EXPORTS = {
     "export_production_v5_dataset": "export", "export_timestamp_dataset": "timestamp", "load_inputs": "timestamp",
     "gate_status": "gate", "open_gate": "gate", "ProductionDisabled": "gate", "production_status": "status",
+    "export_returnclock_dataset": "returnclock", "split_returnclock_training_dataset": "returnclock",
+    "load_returnclock_training": "returnclock",
 }
 
 __all__ = sorted(_EXPORTS)

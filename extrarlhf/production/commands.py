@@ -86,6 +86,39 @@ def _cmd_export_timestamp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export_returnclock(args: argparse.Namespace) -> int:
+    from .returnclock import export_returnclock_dataset
+
+    result = export_returnclock_dataset(args.start_at, args.end_at, name=args.name,
+                                        ingested_before=args.ingested_before, datasets_dir=args.datasets_dir,
+                                        max_rows=args.max_rows, overwrite=args.overwrite,
+                                        publish_incomplete=args.publish_incomplete,
+                                        policy=parse_policy_overrides(args.policy))
+    if args.json:
+        _dump(result)
+        return 0
+    if not result["published"]:
+        print(result["message"])
+        return 0
+    print(f"{result['dataset_id']}: ReturnClock sessions ended in [{result['window']['start_at'] or '-'}, "
+          f"{result['window']['end_at']}); snapshot at {result['snapshot_at']}")
+    print("  rows: " + ", ".join(f"{k} {n}" for k, n in result["row_counts"].items()))
+    print(f"  complete: {result['complete']}; pseudonymized with key {result['pseudonym_key_id']} (not anonymous)")
+    print(f"  at {result['path']}")
+    return 0
+
+
+def _cmd_split_returnclock(args: argparse.Namespace) -> int:
+    from .returnclock import split_returnclock_training_dataset
+
+    result = split_returnclock_training_dataset(args.dataset, name=args.name, datasets_dir=args.datasets_dir,
+                                                overwrite=args.overwrite, policy=parse_policy_overrides(args.policy))
+    _dump(result) if args.json else print(f"{result['dataset_id']}: organic-only split: "
+                                         + ", ".join(f"{k} {n}" for k, n in result["row_counts"].items())
+                                         + f"\n  at {result['path']}")
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``production`` command group to the CLI's subparsers."""
     production = sub.add_parser("production", help="opt-in, read-only, pseudonymized exports of the production "
@@ -124,3 +157,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--promote", default=None, metavar="POINTER", help="promote this pointer to the new version")
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
     p.set_defaults(func=_cmd_export_timestamp)
+
+    p = common(psub.add_parser("export-returnclock", help="player sessions ended in a window -> a pseudonymized "
+                                                          "ReturnClock export (raw, treated rows flagged)"))
+    p.add_argument("--end-at", required=True, help="end of the window (exclusive), ISO 8601 with a timezone")
+    p.add_argument("--start-at", default=None, help="start of the window (inclusive; default: the beginning)")
+    p.add_argument("--ingested-before", default=None,
+                   help="only rows ingested before this instant (default: the snapshot time); not before --end-at")
+    p.add_argument("--name", required=True, help="dataset name")
+    p.add_argument("--max-rows", type=int, default=None, help="row ceiling per raw stream (default and most: 1000000)")
+    p.add_argument("--publish-incomplete", action="store_true", help="publish an export stopped by the row ceiling")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+    p.set_defaults(func=_cmd_export_returnclock)
+
+    p = common(psub.add_parser("split-returnclock", help="a ReturnClock export -> organic-only train/val/test "
+                                                         "grouped by player (the only trainer input)"))
+    p.add_argument("dataset", help="the ReturnClock export: NAME, NAME/vN or @POINTER")
+    p.add_argument("--name", default=None, help="name of the split (default: <source>-split)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing version")
+    p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
+    p.set_defaults(func=_cmd_split_returnclock)

@@ -9,8 +9,20 @@ real backend it has unfinished battles, late-ingested battles and actions, and a
 deliberately broken battles (each :data:`DEFECTS` kind at least once) that an export must
 catch and exclude.
 
-The rows depend only on (seed, battles, players, days, start): every battle draws from its
-own generator ``numpy.random.default_rng([seed, index])`` and the shared pools from
+With ``--sessions-per-player K`` (``sessions_per_player=K``; 0 by default) it also fills
+``player_sessions`` (about K sessions per player: lognormal lengths and gaps of hours to days,
+players with one session only, last sessions still open, overlapping sessions, next sessions
+starting at the very instant the previous ended, late-ingested sessions) and
+``return_treatments`` (return nudges assigned after some session ends -- between the end and
+the next start, at either boundary, after the next start, before the end, after the last
+session -- whose status moved on after assignment, some rows ingested late). Each edge case is
+forced on one player when there are enough players (SESSION_ROLES), so a tiny fixture has them
+all. Player ``p``'s sessions and treatments draw only from ``default_rng([sessions seed, p])``;
+with sessions, ``--battles 0`` is allowed.
+
+The rows depend only on (seed, battles, players, days, start, sessions_per_player): every
+battle draws from its own generator ``numpy.random.default_rng([seed, index])`` (the battles
+of a seed do not change with sessions_per_player) and the shared pools from
 ``engine.derive_seed`` streams -- no wall clock, no global random state -- so the number of
 worker processes changes nothing. Rows are written with COPY, in one transaction: a failed
 build leaves the database as it was.
@@ -33,7 +45,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from itertools import islice
 from multiprocessing import get_context
@@ -62,6 +74,32 @@ LATE_US = 3 * 86_400 * 1_000_000  # how late a late row is ingested after the ba
 BOT_GREEDY_SHARE = {"bot": 0.85, "model": 0.97}  # humans draw theirs per battle
 BOT_MS = {"bot": (200, 900), "model": (80, 400)}  # time a bot / model takes per action
 CHUNK_BATTLES = 200  # battles per worker task and per COPY batch
+
+# Player sessions and return treatments (drawn only when sessions_per_player > 0).
+SECOND_US, DAY_US = 1_000_000, 86_400 * 1_000_000
+ONE_SESSION_SHARE = 0.05  # players who came once and never again
+OPEN_SHARE = 0.03  # players whose last session is still open (ended_at NULL)
+OVERLAP_SHARE = 0.01  # transitions where the next session starts before the previous ended
+SAME_INSTANT_SHARE = 0.01  # transitions where the next session starts exactly at the previous ended_at
+LATE_SESSION_SHARE = 0.02  # ended sessions ingested LATE_US after they ended
+TREATED_PLAYER_SHARE = 0.5  # players in the return-nudge programme
+TREAT_SESSION_SHARE = 0.3  # share of their ended sessions followed by a nudge
+LATE_TREATMENT_SHARE = 0.05  # treatment rows ingested LATE_US after their last status update
+TREATMENTS = ("push_reminder", "email_comeback", "daily_bonus")
+TREATMENT_STATUSES = ("assigned", "sent", "delivered", "cancelled", "failed")
+STATUS_SHARES = (0.08, 0.15, 0.55, 0.12, 0.10)
+# Where assigned_at falls relative to the session whose end prompted the nudge (ended_at E, the
+# player's next start N): before_end (< E), at_end (= E), between (E < t < N), at_next_start (= N),
+# after_next_start (> N); after_last (> E, no next session). Drawn with these shares.
+PLACEMENT_SHARES = (("between", 0.70), ("at_end", 0.06), ("at_next_start", 0.04), ("after_next_start", 0.12),
+                    ("before_end", 0.08))
+PLACEMENTS = ("before_end", "at_end", "between", "at_next_start", "after_next_start", "after_last")
+# One player each (when players >= len(SESSION_ROLES) and sessions_per_player >= 2) is forced to
+# show each edge case, so even a tiny fixture has every one of them.
+SESSION_ROLES = ("one_session", "open", "overlap", "same_instant", "late_session",
+                 *(f"treat_{p}" for p, _ in PLACEMENT_SHARES), "treat_late",
+                 *(f"status_{s}" for s in TREATMENT_STATUSES))
+CHUNK_PLAYERS = 2000  # players per worker task and per COPY batch
 
 _GREEDY = GreedyPolicy()  # stateless
 
@@ -101,6 +139,8 @@ class Plan:
     player_cdf: tuple[float, ...]  # cumulative pick weights: a few players play much more
     player_decks: tuple[tuple[int, ...], ...]  # indexes into ``decks`` each player plays
     defects: dict[int, str]  # battle index -> defect
+    sessions_per_player: int = 0  # mean sessions per player; 0: no sessions nor treatments
+    session_roles: dict[int, str] = field(default_factory=dict)  # player index -> forced edge case
 
 
 class Played(NamedTuple):
@@ -127,7 +167,8 @@ def player_id(seed: int, index: int) -> str:
     return "player-" + hashlib.sha256(f"fixture:{seed}:player:{index}".encode()).hexdigest()[:12]
 
 
-def make_plan(seed: int, battles: int, players: int, days: int, start: datetime) -> Plan:
+def make_plan(seed: int, battles: int, players: int, days: int, start: datetime,
+              sessions_per_player: int = 0) -> Plan:
     decks = tuple(_deck(engine.random_deck(engine.SplitMix64(engine.derive_seed(seed, f"fixture:deck:{k}"))))
                   for k in range(DECK_POOL_SIZE))
     rng = np.random.default_rng(engine.derive_seed(seed, "fixture:players"))
@@ -136,7 +177,9 @@ def make_plan(seed: int, battles: int, players: int, days: int, start: datetime)
     return Plan(seed=seed, battles=battles, days=days, start=start, decks=decks,
                 player_ids=tuple(player_id(seed, i) for i in range(players)),
                 player_cdf=tuple(np.cumsum(weights / weights.sum()).tolist()),
-                player_decks=player_decks, defects=_pick_defects(seed, battles))
+                player_decks=player_decks, defects=_pick_defects(seed, battles),
+                sessions_per_player=sessions_per_player,
+                session_roles=_pick_session_roles(seed, players) if sessions_per_player else {})
 
 
 def _favourite_decks(rng: np.random.Generator) -> tuple[int, ...]:
@@ -153,6 +196,13 @@ def _pick_defects(seed: int, battles: int) -> dict[int, str]:
     rng = np.random.default_rng(engine.derive_seed(seed, f"fixture:defects:{battles}"))
     chosen = rng.choice(battles, size=min(battles, per_defect * len(DEFECTS)), replace=False).tolist()
     return {index: DEFECTS[k % len(DEFECTS)] for k, index in enumerate(chosen)}
+
+
+def _pick_session_roles(seed: int, players: int) -> dict[int, str]:
+    """Distinct players forced to show each edge case (as many roles as there are players)."""
+    rng = np.random.default_rng(engine.derive_seed(seed, f"fixture:session-roles:{players}"))
+    chosen = rng.permutation(players)[:len(SESSION_ROLES)].tolist()
+    return {index: role for index, role in zip(chosen, SESSION_ROLES, strict=False)}
 
 
 def battle_id(seed: int, index: int) -> str:
@@ -316,6 +366,172 @@ def _with_illegal_action(rng: np.random.Generator, final: engine.State, moves: l
     return moves
 
 
+# ---------------------------------------------------------------------------- sessions and treatments
+
+class SessionChunk(NamedTuple):
+    """The session and treatment rows of a range of players and what the summary counts about them."""
+
+    sessions: list[tuple]
+    treatments: list[tuple]
+    counts: Counter[str]
+    last_us: int  # the latest session start or end, in microseconds after the start (-1: none)
+
+
+def session_id(seed: int, player: int, index: int) -> str:
+    return f"s-{seed}-{player:07d}-{index:05d}"
+
+
+def assignment_id(seed: int, player: int, session_index: int) -> str:
+    """At most one nudge per ended session: the id names the session that prompted it."""
+    return f"t-{seed}-{player:07d}-{session_index:05d}"
+
+
+def placement(assigned_us: int, ended_us: int, next_start_us: int | None) -> str:
+    """Where an assignment falls relative to a session's end and the player's next start (PLACEMENTS)."""
+    if assigned_us < ended_us:
+        return "before_end"
+    if assigned_us == ended_us:
+        return "at_end"
+    if next_start_us is None:
+        return "after_last"
+    if assigned_us < next_start_us:
+        return "between"
+    return "at_next_start" if assigned_us == next_start_us else "after_next_start"
+
+
+def _session_seed(seed: int) -> int:
+    return engine.derive_seed(seed, "fixture:sessions")
+
+
+def player_session_rows(plan: Plan, player: int, counts: Counter[str]) -> tuple[list[tuple], list[tuple], int]:
+    """Draw player ``player``'s sessions and treatments from ``default_rng([session seed, player])``.
+
+    Returns (session rows, treatment rows, latest start/end in us) and adds to ``counts``.
+    Sessions follow each other (lognormal lengths around 20 min, lognormal gaps scaled so the
+    player's sessions fit in ``days``); a transition is an overlap (the next session starts
+    inside the previous one and ends after it) or a same-instant restart now and then; the last
+    session may be still open. Every later session starts after every earlier one ended, except
+    for the overlap transitions.
+    """
+    rng = np.random.default_rng([_session_seed(plan.seed), player])
+    role = plan.session_roles.get(player, "")
+    spp, span = plan.sessions_per_player, plan.days * DAY_US
+    u_one, u_open, u_programme, activity = rng.random(), rng.random(), rng.random(), rng.lognormal(0.0, 0.4)
+    one = spp == 1 or role == "one_session" or (u_one < ONE_SESSION_SHARE and not role)
+    n = 1 if one else max(2, 1 + int(rng.poisson(spp - 1)))
+    lengths = np.clip(rng.lognormal(math.log(20 * 60), 0.8, size=n), 30, 6 * 3600) * SECOND_US
+    gaps = rng.lognormal(math.log(0.4 * activity * span / spp), 1.0, size=n - 1)
+    scale = min(1.0, 0.95 * span / (lengths.sum() + gaps.sum()))
+    lengths_us = np.maximum((lengths * scale).astype(np.int64), SECOND_US).tolist()
+    gaps_us = np.maximum((gaps * scale).astype(np.int64), SECOND_US).tolist()
+    first = int(rng.integers(0, max(1, span - sum(lengths_us) - sum(gaps_us))))
+    u_transition, fraction = rng.random(n - 1).tolist(), rng.uniform(0.2, 0.9, size=n - 1).tolist()
+    u_late, jitter = rng.random(n).tolist(), rng.integers(500_000, 20 * SECOND_US, size=n).tolist()
+    u_treat = rng.random(n).tolist()
+    if n >= 2 and role:  # the first transition shows the role's edge case, or is a plain gap
+        u_transition[0] = {"overlap": 0.0, "same_instant": OVERLAP_SHARE}.get(role, 1.0)
+    starts, ends = [first], [first + lengths_us[0]]
+    for i in range(1, n):
+        prev_start, prev_end = starts[-1], ends[-1]
+        if u_transition[i - 1] < OVERLAP_SHARE:
+            start = min(prev_start + max(1, int((prev_end - prev_start) * fraction[i - 1])), prev_end - 1)
+            end = max(start + lengths_us[i], prev_end + SECOND_US)
+            counts["sessions_overlapping"] += 1
+        else:
+            same = u_transition[i - 1] < OVERLAP_SHARE + SAME_INSTANT_SHARE
+            start = prev_end if same else prev_end + gaps_us[i - 1]
+            end = start + lengths_us[i]
+            counts["sessions_same_instant_next"] += same
+        starts.append(start)
+        ends.append(end)
+    is_open = role == "open" or u_open < OPEN_SHARE
+    ended: list[int | None] = list(ends)
+    if is_open:
+        ended[-1] = None
+    sessions = []
+    for i in range(n):
+        if ended[i] is None:
+            ingested = starts[i] + jitter[i]
+        elif u_late[i] < LATE_SESSION_SHARE or (role == "late_session" and i == 0):
+            ingested = ended[i] + LATE_US + jitter[i]
+            counts["sessions_late"] += 1
+        else:
+            ingested = ended[i] + jitter[i]
+        sessions.append((session_id(plan.seed, player, i), plan.player_ids[player], _at(plan, starts[i]),
+                         None if ended[i] is None else _at(plan, ended[i]), _at(plan, ingested)))
+    counts["sessions"] += n
+    counts["sessions_open"] += is_open
+    counts["one_session_players"] += n == 1
+    forced = role.startswith(("treat_", "status_"))
+    in_programme = forced or u_programme < TREATED_PLAYER_SHARE
+    treatments = []
+    for i in range(n):
+        end = ended[i]
+        if end is None or not in_programme or not (u_treat[i] < TREAT_SESSION_SHARE or (forced and i == 0)):
+            continue
+        forced_here = forced and i == 0
+        next_start = starts[i + 1] if i + 1 < n else None
+        kind = role[len("treat_"):] if forced_here and role.startswith("treat_") else None
+        kind = kind if kind in dict(PLACEMENT_SHARES) else _draw(rng, PLACEMENT_SHARES)
+        assigned = _assigned_at(rng, kind, starts[i], end, next_start)
+        status = role[len("status_"):] if forced_here and role.startswith("status_") else \
+            _draw(rng, tuple(zip(TREATMENT_STATUSES, STATUS_SHARES, strict=True)))
+        updated = assigned if status == "assigned" else assigned + int(rng.lognormal(math.log(300 * SECOND_US), 1.0))
+        if status == "delivered":
+            updated += int(rng.lognormal(math.log(30 * SECOND_US), 1.0))
+        ingested = updated + int(rng.integers(500_000, 20 * SECOND_US))
+        if rng.random() < LATE_TREATMENT_SHARE or (forced_here and role == "treat_late"):
+            ingested += LATE_US
+            counts["treatments_late"] += 1
+        treatments.append((assignment_id(plan.seed, player, i), plan.player_ids[player],
+                           TREATMENTS[int(rng.integers(len(TREATMENTS)))], _at(plan, assigned), status,
+                           _at(plan, updated), _at(plan, ingested)))
+        counts["treatments"] += 1
+        counts[f"status:{status}"] += 1
+        counts[f"placement:{placement(assigned, end, next_start)}"] += 1
+    return sessions, treatments, max(starts[-1], ends[-1] if not is_open else starts[-1])
+
+
+def _draw(rng: np.random.Generator, shares: tuple[tuple[str, float], ...]) -> str:
+    u = rng.random()
+    for name, share in shares:
+        if u < share:
+            return name
+        u -= share
+    return shares[-1][0]
+
+
+def _assigned_at(rng: np.random.Generator, kind: str, start: int, end: int, next_start: int | None) -> int:
+    """An assignment time of the drawn ``kind`` (the time's actual placement is counted apart)."""
+    v = rng.random()
+    if kind == "before_end":
+        return start + min(end - start - 1, max(0, int((end - start) * (0.1 + 0.8 * v))))
+    if kind == "at_end":
+        return end
+    if next_start is None:  # after the player's last session: minutes to a day later
+        return end + SECOND_US + int(v * DAY_US)
+    if kind == "at_next_start":
+        return next_start
+    if kind == "after_next_start":
+        return next_start + SECOND_US + int(v * 6 * 3600 * SECOND_US)
+    if next_start <= end + 1:  # no room between (overlap or same instant): at the end
+        return end
+    return end + 1 + int(v * (min(next_start, end + 2 * DAY_US) - end - 1))
+
+
+def session_range(plan: Plan, lo: int, hi: int) -> SessionChunk:
+    sessions: list[tuple] = []
+    treatments: list[tuple] = []
+    counts: Counter[str] = Counter()
+    last = -1
+    for player in range(lo, hi):
+        rows, nudges, player_last = player_session_rows(plan, player, counts)
+        sessions.extend(rows)
+        treatments.extend(nudges)
+        last = max(last, player_last)
+    return SessionChunk(sessions, treatments, counts, last)
+
+
 # ---------------------------------------------------------------------------- many battles
 
 def play_range(plan: Plan, lo: int, hi: int) -> list[Played]:
@@ -330,29 +546,41 @@ def _init_worker(plan: Plan) -> None:
     _WORKER_PLAN = plan
 
 
-def _worker_play_range(lo: int, hi: int) -> list[Played]:
+def _worker_range(fn: Callable[[Plan, int, int], Any], lo: int, hi: int) -> Any:
     assert _WORKER_PLAN is not None, "the worker was started without _init_worker"
-    return play_range(_WORKER_PLAN, lo, hi)
+    return fn(_WORKER_PLAN, lo, hi)
 
 
-def played_chunks(plan: Plan, workers: int) -> Iterator[list[Played]]:
-    """Chunks of played battles in battle-index order, played on ``workers`` processes.
+def _ordered_chunks(plan: Plan, workers: int, total: int, size: int,
+                    fn: Callable[[Plan, int, int], Any]) -> Iterator[Any]:
+    """``fn(plan, lo, hi)`` over ``[0, total)`` in chunks of ``size``, in index order, on ``workers`` processes.
 
     At most ``2 * workers`` chunks are in flight, so memory does not grow with the fixture.
     """
-    ranges = ((lo, min(lo + CHUNK_BATTLES, plan.battles)) for lo in range(0, plan.battles, CHUNK_BATTLES))
+    ranges = ((lo, min(lo + size, total)) for lo in range(0, total, size))
     if workers == 1:
-        yield from (play_range(plan, lo, hi) for lo, hi in ranges)
+        yield from (fn(plan, lo, hi) for lo, hi in ranges)
         return
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker, initargs=(plan,))
     try:
-        pending = deque(pool.submit(_worker_play_range, lo, hi) for lo, hi in islice(ranges, 2 * workers))
+        pending = deque(pool.submit(_worker_range, fn, lo, hi) for lo, hi in islice(ranges, 2 * workers))
         while pending:
             chunk = pending.popleft().result()
-            pending.extend(pool.submit(_worker_play_range, lo, hi) for lo, hi in islice(ranges, 1))
+            pending.extend(pool.submit(_worker_range, fn, lo, hi) for lo, hi in islice(ranges, 1))
             yield chunk
     finally:
         pool.shutdown(cancel_futures=True)
+
+
+def played_chunks(plan: Plan, workers: int) -> Iterator[list[Played]]:
+    """Chunks of played battles in battle-index order, played on ``workers`` processes."""
+    return _ordered_chunks(plan, workers, plan.battles, CHUNK_BATTLES, play_range)
+
+
+def session_chunks(plan: Plan, workers: int) -> Iterator[SessionChunk]:
+    """Chunks of player sessions and treatments in player-index order, drawn on ``workers`` processes."""
+    total = len(plan.player_ids) if plan.sessions_per_player else 0
+    return _ordered_chunks(plan, workers, total, CHUNK_PLAYERS, session_range)
 
 
 # ---------------------------------------------------------------------------- the database
@@ -366,6 +594,12 @@ class _Tally:
         self.statuses: Counter[str] = Counter()
         self.broken: list[dict[str, str]] = []
         self.last_finished: datetime | None = None
+        self.session_counts: Counter[str] = Counter()
+        self.last_session_us = -1
+
+    def add_sessions(self, chunk: SessionChunk) -> None:
+        self.session_counts.update(chunk.counts)
+        self.last_session_us = max(self.last_session_us, chunk.last_us)
 
     def add(self, played: Played) -> None:
         row = dict(zip(TABLE_COLUMNS["battles"], played.battle, strict=True))
@@ -400,7 +634,8 @@ async def _create_schema(conn: asyncpg.Connection, reset: bool) -> None:
 
 
 async def _fill(conn: asyncpg.Connection, plan: Plan, workers: int,
-                progress: Callable[[int, int], None] | None) -> _Tally:
+                progress: Callable[[int, int], None] | None,
+                session_progress: Callable[[int, int], None] | None = None) -> _Tally:
     tally = _Tally()
     with closing(played_chunks(plan, workers)) as chunks:  # a failed COPY cancels the queued chunks
         for chunk in chunks:
@@ -412,38 +647,68 @@ async def _fill(conn: asyncpg.Connection, plan: Plan, workers: int,
                 tally.add(played)
             if progress is not None:
                 progress(tally.battles, plan.battles)
+    with closing(session_chunks(plan, workers)) as chunks:
+        done = 0
+        for chunk in chunks:
+            await conn.copy_records_to_table("player_sessions", records=chunk.sessions,
+                                             columns=TABLE_COLUMNS["player_sessions"])
+            await conn.copy_records_to_table("return_treatments", records=chunk.treatments,
+                                             columns=TABLE_COLUMNS["return_treatments"])
+            tally.add_sessions(chunk)
+            done = min(done + CHUNK_PLAYERS, len(plan.player_ids))
+            if session_progress is not None:
+                session_progress(done, len(plan.player_ids))
     return tally
 
 
 async def _build(dsn: str, plan: Plan, workers: int, reset: bool,
-                 progress: Callable[[int, int], None] | None) -> _Tally:
+                 progress: Callable[[int, int], None] | None,
+                 session_progress: Callable[[int, int], None] | None = None) -> _Tally:
     conn = await _connect(dsn)
     try:
         async with conn.transaction():
             await _create_schema(conn, reset)
-            return await _fill(conn, plan, workers, progress)
+            return await _fill(conn, plan, workers, progress, session_progress)
     finally:
         await conn.close()
 
 
 def _summary(plan: Plan, players: int, tally: _Tally) -> dict[str, Any]:
     # The window ends at the first whole hour after the last finished battle.
-    end = (tally.last_finished or plan.start).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    # With sessions, the last session start or end counts too.
+    last = tally.last_finished
+    if tally.last_session_us >= 0:
+        last = max(filter(None, (last, _at(plan, tally.last_session_us))))
+    end = (last or plan.start).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    c = tally.session_counts
     return {
         "params": {"seed": plan.seed, "battles": plan.battles, "players": players, "days": plan.days,
-                   "start": plan.start.isoformat()},
+                   "start": plan.start.isoformat(), "sessions_per_player": plan.sessions_per_player},
         "counts": {"battles": tally.battles, "actions": tally.actions, "kinds": dict(sorted(tally.kinds.items())),
                    "unfinished": tally.statuses["unfinished"], "late": tally.statuses["late"],
-                   "late_actions": tally.statuses["late_actions"], "broken": len(tally.broken)},
+                   "late_actions": tally.statuses["late_actions"], "broken": len(tally.broken),
+                   "sessions": {"total": c["sessions"], "open": c["sessions_open"],
+                                "overlapping": c["sessions_overlapping"],
+                                "same_instant_next": c["sessions_same_instant_next"],
+                                "one_session_players": c["one_session_players"], "late": c["sessions_late"]},
+                   "treatments": {"total": c["treatments"],
+                                  "by_status": {s: c[f"status:{s}"] for s in TREATMENT_STATUSES},
+                                  "by_placement": {p: c[f"placement:{p}"] for p in PLACEMENTS},
+                                  "late": c["treatments_late"]}},
         "broken": tally.broken,
         "window": {"start_at": plan.start.isoformat(), "end_at": end.isoformat()},
         "player_ids": list(plan.player_ids),
     }
 
 
-def _check_args(battles: int, players: int, days: int, seed: int, start: datetime, workers: int) -> None:
-    for name, value, low in (("battles", battles, len(DEFECTS)), ("players", players, 2), ("days", days, 1),
-                             ("seed", seed, 0), ("workers", workers, 1)):
+def _check_args(battles: int, players: int, days: int, seed: int, start: datetime, workers: int,
+                sessions_per_player: int = 0) -> None:
+    # Without sessions the fixture is its battles: at least one of each defect. With sessions,
+    # battles may be 0 (a sessions-only fixture); any other count still carries every defect.
+    min_battles = 0 if sessions_per_player and battles == 0 else len(DEFECTS)
+    for name, value, low in (("battles", battles, min_battles), ("players", players, 2), ("days", days, 1),
+                             ("seed", seed, 0), ("workers", workers, 1),
+                             ("sessions_per_player", sessions_per_player, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidArgument(f"{name} must be an integer >= {low}, got {value!r}")
     if seed >= 2**63:
@@ -454,17 +719,21 @@ def _check_args(battles: int, players: int, days: int, seed: int, start: datetim
 
 def build_fixture(dsn: str, *, battles: int, players: int, days: int, seed: int,
                   start: datetime = DEFAULT_START, workers: int | None = None, reset: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                  progress: Callable[[int, int], None] | None = None, sessions_per_player: int = 0,
+                  session_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Create the production schema in ``dsn`` and fill it; returns the summary.
 
-    Raises :class:`FixtureRefused` when the tables already hold rows and ``reset`` is false,
-    :class:`FixtureConnectError` (exception class only) when the database cannot be reached.
-    ``progress(done, total)`` is called with battles written.
+    ``sessions_per_player`` (mean sessions per player, 0 by default: no sessions, no
+    treatments) also fills ``player_sessions`` and ``return_treatments``; then ``battles`` may
+    be 0. Raises :class:`FixtureRefused` when the tables already hold rows and ``reset`` is
+    false, :class:`FixtureConnectError` (exception class only) when the database cannot be
+    reached. ``progress(done, total)`` is called with battles written,
+    ``session_progress(done, total)`` with players whose sessions are written.
     """
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
-    _check_args(battles, players, days, seed, start, workers)
-    plan = make_plan(seed, battles, players, days, start.astimezone(timezone.utc))
-    tally = asyncio.run(_build(dsn, plan, workers, reset, progress))
+    _check_args(battles, players, days, seed, start, workers, sessions_per_player)
+    plan = make_plan(seed, battles, players, days, start.astimezone(timezone.utc), sessions_per_player)
+    tally = asyncio.run(_build(dsn, plan, workers, reset, progress, session_progress))
     return _summary(plan, players, tally)
 
 
@@ -490,6 +759,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--start", type=_parse_start, default=DEFAULT_START,
                         help="first possible battle start, ISO (default 2026-01-01, UTC when no offset)")
+    parser.add_argument("--sessions-per-player", type=int, default=0, metavar="K",
+                        help="mean player sessions per player (with return treatments); 0 (default): none. "
+                             "With K > 0, --battles may be 0")
     parser.add_argument("--workers", type=int, default=None, help="processes playing battles (default min(2, cpus))")
     parser.add_argument("--reset", action="store_true", help="drop the four production tables first")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -512,8 +784,20 @@ def _readable(summary: dict[str, Any]) -> str:
         f"kinds: {kinds}",
         f"unfinished {counts['unfinished']}  late {counts['late']}  late_actions {counts['late_actions']}",
         f"broken {counts['broken']}: {broken}",
+        *_readable_sessions(counts),
         f"window [{summary['window']['start_at']}, {summary['window']['end_at']})",
     ])
+
+
+def _readable_sessions(counts: dict[str, Any]) -> list[str]:
+    sessions, treatments = counts["sessions"], counts["treatments"]
+    if not sessions["total"]:
+        return []
+    statuses = ", ".join(f"{s} {n}" for s, n in treatments["by_status"].items())
+    return [(f"sessions {sessions['total']:,}  open {sessions['open']}  overlapping {sessions['overlapping']}  "
+             f"same_instant_next {sessions['same_instant_next']}  one_session_players "
+             f"{sessions['one_session_players']}  late {sessions['late']}"),
+            f"treatments {treatments['total']:,}  late {treatments['late']}  ({statuses})"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -526,7 +810,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = build_fixture(dsn, battles=args.battles, players=args.players, days=args.days, seed=args.seed,
                                 start=args.start, workers=args.workers, reset=args.reset,
-                                progress=ProgressLine("fixture"))
+                                progress=ProgressLine("fixture"), sessions_per_player=args.sessions_per_player,
+                                session_progress=ProgressLine("fixture sessions", unit="players"))
     except FixtureConnectError as exc:
         print(f"error [{exc.code}]: could not connect to the database named by ${args.dsn_env} "
               f"({exc.exception_class})", file=sys.stderr)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-__all__ = ["player_pseudonym", "battle_key", "PSEUDONYM_RULE"]
+__all__ = ["player_pseudonym", "battle_key", "session_key", "PSEUDONYM_RULE"]
 
 PSEUDONYM_RULE = "'p-' + hex(HMAC-SHA256(salt, 'player:' + player_id))[:32]"
 
@@ -29,3 +29,8 @@ def player_pseudonym(salt: bytes, raw_id: str | None) -> str | None:
 def battle_key(salt: bytes, battle_id: str) -> str:
     """The dataset's key for a production battle id."""
     return _keyed(salt, "b", "battle", battle_id)
+
+
+def session_key(salt: bytes, session_id: str) -> str:
+    """The dataset's key for a production session id (``"s-"`` + ``"session:"``)."""
+    return _keyed(salt, "s", "session", session_id)

@@ -31,7 +31,8 @@ from .gate import DSN_VAR, ProductionAccess
 from .schema import TABLE_COLUMNS
 
 __all__ = ["Window", "SnapshotReader", "ProductionUnavailable", "ProductionReadError", "ProductionSchemaError",
-           "MAX_ROWS", "check_schema"]
+           "MAX_ROWS", "check_schema",
+           "connect_production", "open_snapshot", "is_server_error"]
 
 MAX_ROWS = 1_000_000
 CONNECT_TIMEOUT_S = 15.0
@@ -253,14 +254,7 @@ class SnapshotReader:
                                    f"published")
 
     async def _connect(self) -> Any:
-        import asyncpg
-
-        try:
-            return await asyncpg.connect(self.access.dsn, timeout=CONNECT_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - never repeat the DSN: name the class only
-            raise ProductionUnavailable(f"could not connect to the production database named by {DSN_VAR} "
-                                        f"({type(exc).__name__}); nothing was read. Check that the server is up "
-                                        f"and the variable names it") from None
+        return await connect_production(self.access)
 
     async def _read(self) -> None:
         leader = await self._connect()
@@ -333,6 +327,43 @@ class SnapshotReader:
         if page and at < len(page) and not self.streams["battles"].ceiling:
             raise ProductionReadError(f"action rows of battle stream order were left after the last battle (page "
                                       f"{actions.pages}); the streams disagree")
+
+
+async def connect_production(access: ProductionAccess) -> Any:
+    """One asyncpg connection to the production database; failures name the exception class only."""
+    import asyncpg
+
+    try:
+        return await asyncpg.connect(access.dsn, timeout=CONNECT_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - never repeat the DSN: name the class only
+        raise ProductionUnavailable(f"could not connect to the production database named by {DSN_VAR} "
+                                    f"({type(exc).__name__}); nothing was read. Check that the server is up "
+                                    f"and the variable names it") from None
+
+
+async def open_snapshot(access: ProductionAccess, tables: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """Two connections in one ``REPEATABLE READ READ ONLY`` snapshot (the leader exports it, the
+    follower imports it as its first statement), after checking the schema of ``tables``.
+    Returns ``(leader, follower, snapshot_at)``; the caller terminates both connections."""
+    leader = await connect_production(access)
+    follower = None
+    try:
+        await check_schema(leader, tables)
+        follower = await connect_production(access)
+        await leader.transaction(isolation="repeatable_read", readonly=True).start()
+        row = await leader.fetchrow("SELECT now() AS snapshot_at, pg_export_snapshot() AS snapshot")
+        await follower.transaction(isolation="repeatable_read", readonly=True).start()
+        await follower.execute(f"SET TRANSACTION SNAPSHOT '{row['snapshot']}'")
+    except BaseException:
+        for conn in (follower, leader):
+            if conn is not None:
+                conn.terminate()
+        raise
+    return leader, follower, row["snapshot_at"]
+
+
+def is_server_error(exc: BaseException) -> bool:
+    return _is_server_error(exc)
 
 
 def _is_server_error(exc: BaseException) -> bool:

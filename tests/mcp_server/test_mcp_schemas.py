@@ -92,6 +92,7 @@ def _probes(tmp: Path) -> Callable[[Leaf], list[Probe]]:
         "start_battle.seed": [lambda v: _accepts(lambda: check_seed(v), "^seed must be")],
         "claim_codename.stale_after_s": [lease],
         "export_production_v5_dataset.max_rows": [lambda v: _accepts(lambda: check_max_rows(v), "max_rows")],
+        "export_returnclock_dataset.max_rows": [lambda v: _accepts(lambda: check_max_rows(v), "max_rows")],
         "run_pipeline.n_battles": [series("n_battles")],
         "run_pipeline.epochs": [train("epochs")],
         "run_pipeline.n_pairs": [bench("n_pairs")],
