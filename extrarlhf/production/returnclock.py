@@ -128,6 +128,7 @@ WHERE ingested_at < $3::timestamptz AND assigned_at >= $2::timestamptz AND assig
 ORDER BY player_id COLLATE "C", assigned_at, assignment_id
 """
 
+_SECOND = timedelta(seconds=1)
 _NEG_INF = datetime(1, 1, 2, tzinfo=timezone.utc)  # below any real instant; asyncpg sends it as a timestamptz
 _POS_INF = datetime(9999, 12, 30, tzinfo=timezone.utc)
 
@@ -145,14 +146,19 @@ class _Stream:
         self.rows = 0
         self.ceiling = False
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
+    async def batches(self) -> AsyncIterator[list]:
+        """Rows a prefetch batch at a time (one await per batch, not per row), cut at the ceiling."""
         try:
-            async for row in self.conn.cursor(self.sql, *self.args, prefetch=self.prefetch):
-                if self.rows == self.max_rows:
-                    self.ceiling = True
+            cursor = await self.conn.cursor(self.sql, *self.args)
+            while not self.ceiling:
+                rows = await cursor.fetch(self.prefetch)
+                if not rows:
                     return
-                self.rows += 1
-                yield row
+                if self.rows + len(rows) > self.max_rows:
+                    rows, self.ceiling = rows[:self.max_rows - self.rows], True
+                self.rows += len(rows)
+                if rows:
+                    yield rows
         except RLHFError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
@@ -175,55 +181,70 @@ async def _export_rows(sessions: _Stream, treatments: _Stream, end_at: datetime,
                        progress: Callable[[int, int], None] | None, cancel: Callable[[], bool] | None) -> str | None:
     """Merge both streams into the tables; returns the stream that hit the ceiling (or None)."""
     out, excluded = Columns("returnclock"), Columns("returnclock_excluded")
-    t_iter = treatments.__aiter__()
-    t = await anext(t_iter, None)
+    t_batches = treatments.batches()
+    t_rows: list = []
+    t_at = 0
+
+    async def next_treatment() -> Any:
+        nonlocal t_rows, t_at
+        t_at += 1
+        if t_at >= len(t_rows):
+            t_rows, t_at = await anext(t_batches, []), 0
+        return t_rows[t_at] if t_rows else None
+
+    t_rows = await anext(t_batches, [])
+    t = t_rows[0] if t_rows else None
     pseudo_of: tuple[str, str] | None = None
     stopped: str | None = None
-    async for row in sessions:
-        raw_player = row[0]
-        if pseudo_of is None or pseudo_of[0] != raw_player:
-            pseudo_of = (raw_player, player_pseudonym(salt, raw_player))
-        player, key, ended = pseudo_of[1], session_key(salt, row[1]), row[3]
-        if not row[5]:
-            excluded.append({"player": player, "session_key": key, "ended_at": ended, "reason": "overlapped"})
-            counts["excluded"] += 1
-        else:
-            next_start = row[4]
-            stop = next_start if next_start is not None else end_at
-            while t is not None and (t[0] < raw_player or (t[0] == raw_player and t[1] < ended)):
-                t = await anext(t_iter, None)
-            matched = []
-            while t is not None and t[0] == raw_player and t[1] < stop:
-                matched.append(t)
-                t = await anext(t_iter, None)
-            if t is None and treatments.ceiling:
-                stopped = treatments.name  # this row's treatments may lie past the cut-off stream
-                break
-            event = next_start is not None
-            first = matched[0] if matched else None
-            out.append({"player": player, "session_key": key, "started_at": row[2], "ended_at": ended,
-                        "next_start": next_start, "duration_seconds": (stop - ended) / timedelta(seconds=1),
-                        "event": int(event), "session_seconds": (ended - row[2]) / timedelta(seconds=1),
-                        "end_hour_utc": _hour(ended), "treated": bool(matched), "treatments": len(matched),
-                        "treatment": first[2] if first else None, "treatment_status": first[3] if first else None,
-                        "exposed": any(m[3] in EXPOSED_STATUSES for m in matched)})
-            counts["rows"] += 1
-            counts["events"] += event
-            if not matched:
-                counts["organic_rows"] += 1
-                counts["organic_events"] += event
+    done = 0
+    async for batch in sessions.batches():
+        for row in batch:
+            raw_player = row[0]
+            if pseudo_of is None or pseudo_of[0] != raw_player:
+                pseudo_of = (raw_player, player_pseudonym(salt, raw_player))
+            player, key, ended = pseudo_of[1], session_key(salt, row[1]), row[3]
+            if not row[5]:
+                excluded.append({"player": player, "session_key": key, "ended_at": ended, "reason": "overlapped"})
+                counts["excluded"] += 1
             else:
-                counts["treated_rows"] += 1
-                counts["exposed_rows"] += any(m[3] in EXPOSED_STATUSES for m in matched)
-        if len(out) >= row_group_rows:
-            tables["returnclock"].write(out.arrays())
-        if len(excluded) >= row_group_rows:
-            tables["excluded"].write(excluded.arrays())
-        done = sessions.rows
-        if progress and done % 10_000 == 0:
-            progress(done, 0)
-        if cancel is not None and done % 1_000 == 0 and cancel():
-            raise Cancelled(f"ReturnClock export cancelled after {done} sessions; nothing was published")
+                next_start = row[4]
+                stop = next_start if next_start is not None else end_at
+                while t is not None and (t[0] < raw_player or (t[0] == raw_player and t[1] < ended)):
+                    t = await next_treatment()
+                matched = []
+                while t is not None and t[0] == raw_player and t[1] < stop:
+                    matched.append(t)
+                    t = await next_treatment()
+                if t is None and treatments.ceiling:
+                    stopped = treatments.name  # this row's treatments may lie past the cut-off stream
+                    break
+                event = next_start is not None
+                first = matched[0] if matched else None
+                out.append({"player": player, "session_key": key, "started_at": row[2], "ended_at": ended,
+                            "next_start": next_start, "duration_seconds": (stop - ended) / _SECOND,
+                            "event": int(event), "session_seconds": (ended - row[2]) / _SECOND,
+                            "end_hour_utc": _hour(ended), "treated": bool(matched), "treatments": len(matched),
+                            "treatment": first[2] if first else None, "treatment_status": first[3] if first else None,
+                            "exposed": any(m[3] in EXPOSED_STATUSES for m in matched)})
+                counts["rows"] += 1
+                counts["events"] += event
+                if not matched:
+                    counts["organic_rows"] += 1
+                    counts["organic_events"] += event
+                else:
+                    counts["treated_rows"] += 1
+                    counts["exposed_rows"] += any(m[3] in EXPOSED_STATUSES for m in matched)
+            if len(out) >= row_group_rows:
+                tables["returnclock"].write(out.arrays())
+            if len(excluded) >= row_group_rows:
+                tables["excluded"].write(excluded.arrays())
+            done += 1
+            if progress and done % 10_000 == 0:
+                progress(done, 0)
+            if cancel is not None and done % 1_000 == 0 and cancel():
+                raise Cancelled(f"ReturnClock export cancelled after {done} sessions; nothing was published")
+        if stopped:
+            break
     if stopped is None and sessions.ceiling:
         stopped = sessions.name
     if len(out):
