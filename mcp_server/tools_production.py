@@ -29,6 +29,14 @@ Instant = Annotated[str, Strict(), Field(description="An ISO 8601 instant with a
                                                      "2026-11-01T00:00:00Z (naive times are refused).")]
 
 
+IngestedBefore = Annotated[Instant | None, Field(description="Only rows ingested before this instant (not before "
+                                                             "end_at); default: the snapshot time.")]
+MaxRows = Annotated[int | None, Strict(), Ge(1), Le(MAX_ROWS),
+                    Field(description="Row ceiling per raw stream (default and most 1,000,000).")]
+PublishIncomplete = Annotated[bool, Strict(), Field(description="Publish an export stopped by the row ceiling, for "
+                                                                "inspection (never ready). Default false.")]
+
+
 def register(server: "ExtraRLHFServer") -> None:
     tool = server.envelope_tool
     where = {"datasets_dir": server.config.datasets_dir}
@@ -51,14 +59,9 @@ def register(server: "ExtraRLHFServer") -> None:
         ctx: Context,
         start_at: Annotated[Instant | None, Field(description="Start of the window (inclusive); default: the "
                                                               "beginning.")] = None,
-        ingested_before: Annotated[Instant | None, Field(description="Only rows ingested before this instant "
-                                                                     "(not before end_at); default: the snapshot "
-                                                                     "time.")] = None,
-        max_rows: Annotated[int | None, Strict(), Ge(1), Le(MAX_ROWS),
-                            Field(description="Row ceiling per raw stream (default and most 1,000,000).")] = None,
-        publish_incomplete: Annotated[bool, Strict(), Field(description="Publish an export stopped by the row "
-                                                                        "ceiling, for inspection (never ready). "
-                                                                        "Default false.")] = False,
+        ingested_before: IngestedBefore = None,
+        max_rows: MaxRows = None,
+        publish_incomplete: PublishIncomplete = False,
         overwrite: Overwrite = False,
         promote: Promote = None,
         policy: Policy = None,
@@ -96,14 +99,9 @@ def register(server: "ExtraRLHFServer") -> None:
         name: NewName,
         start_at: Annotated[Instant | None, Field(description="Sessions that ended at or after this instant "
                                                               "(default: all before end_at).")] = None,
-        ingested_before: Annotated[Instant | None, Field(description="Only rows ingested before this instant "
-                                                                     "(not before end_at); default: the snapshot "
-                                                                     "time.")] = None,
-        max_rows: Annotated[int | None, Strict(), Ge(1), Le(1_000_000),
-                            Field(description="Row ceiling per raw stream (default and most 1,000,000).")] = None,
-        publish_incomplete: Annotated[bool, Strict(), Field(description="Publish an export stopped by the row "
-                                                                        "ceiling, for inspection (never ready). "
-                                                                        "Default false.")] = False,
+        ingested_before: IngestedBefore = None,
+        max_rows: MaxRows = None,
+        publish_incomplete: PublishIncomplete = False,
         overwrite: Overwrite = False,
     ) -> dict[str, Any]:
         """Opt-in, read-only ReturnClock export: one row per player session that ended in

@@ -119,6 +119,16 @@ def _cmd_split_returnclock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _window_args(p: argparse.ArgumentParser) -> None:
+    """The window, cut-off, name and ceiling options every production export takes."""
+    p.add_argument("--end-at", required=True, help="end of the window (exclusive), ISO 8601 with a timezone")
+    p.add_argument("--start-at", default=None, help="start of the window (inclusive; default: the beginning)")
+    p.add_argument("--ingested-before", default=None,
+                   help="only rows ingested before this instant (default: the snapshot time); not before --end-at")
+    p.add_argument("--name", required=True, help="dataset name")
+    p.add_argument("--max-rows", type=int, default=None, help="row ceiling per raw stream (default and most: 1000000)")
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``production`` command group to the CLI's subparsers."""
     production = sub.add_parser("production", help="opt-in, read-only, pseudonymized exports of the production "
@@ -136,12 +146,7 @@ def add_parser(sub: Any) -> None:
 
     p = common(psub.add_parser("export-v5", help="battles finished in a window -> a pseudonymized V5 dataset "
                                                  "(+ excluded, metronome, production_battles)"))
-    p.add_argument("--end-at", required=True, help="end of the window (exclusive), ISO 8601 with a timezone")
-    p.add_argument("--start-at", default=None, help="start of the window (inclusive; default: the beginning)")
-    p.add_argument("--ingested-before", default=None,
-                   help="only rows ingested before this instant (default: the snapshot time); not before --end-at")
-    p.add_argument("--name", required=True, help="dataset name")
-    p.add_argument("--max-rows", type=int, default=None, help="row ceiling per raw stream (default and most: 1000000)")
+    _window_args(p)
     p.add_argument("--publish-incomplete", action="store_true",
                    help="publish an export stopped by the row ceiling (for inspection; never ready)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing version (rolled back on error)")
@@ -160,12 +165,7 @@ def add_parser(sub: Any) -> None:
 
     p = common(psub.add_parser("export-returnclock", help="player sessions ended in a window -> a pseudonymized "
                                                           "ReturnClock export (raw, treated rows flagged)"))
-    p.add_argument("--end-at", required=True, help="end of the window (exclusive), ISO 8601 with a timezone")
-    p.add_argument("--start-at", default=None, help="start of the window (inclusive; default: the beginning)")
-    p.add_argument("--ingested-before", default=None,
-                   help="only rows ingested before this instant (default: the snapshot time); not before --end-at")
-    p.add_argument("--name", required=True, help="dataset name")
-    p.add_argument("--max-rows", type=int, default=None, help="row ceiling per raw stream (default and most: 1000000)")
+    _window_args(p)
     p.add_argument("--publish-incomplete", action="store_true", help="publish an export stopped by the row ceiling")
     p.add_argument("--overwrite", action="store_true", help="replace an existing version")
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
