@@ -1,7 +1,13 @@
-"""Resources wrapping the core: where sessions, datasets and checkpoints live, and readiness.
+"""Resources wrapping the core: where sessions, datasets and checkpoints live, readiness, and
+the production gate.
 
-Paths are resolved to absolute paths when used, so runs, sensors and the UI agree whatever
-the working directory of the process that loads the code location.
+The directories come from ``RLHF_SESSIONS_DIR`` / ``RLHF_DATASETS_DIR`` / ``RLHF_CHECKPOINTS_DIR``
+as ``dg.EnvVar`` values: Dagster reads them in the process that runs the step (a run worker,
+a pod), not when the code location is imported, and the UI shows which variable a field comes
+from. Unset, a directory defaults to ``sessions/`` etc. under the loading process's working
+directory, made absolute when the code location loads so that every step agrees on it.
+The production gate's four variables are never resource fields: the core reads them from the
+environment of the process that exports (DESIGN 10.1), so no secret reaches the run config.
 """
 
 
@@ -12,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.production.gate import gate_status
 from extrarlhf.runtime.sessions import SessionStore
 
 
@@ -20,7 +27,7 @@ class SessionsResource(dg.ConfigurableResource):
     be untouched before the sensor treats the group as finished."""
 
     sessions_dir: str = "sessions"
-    settle_seconds: float = 30.0
+    settle_seconds: int = 30
 
     @property
     def path(self) -> Path:
@@ -64,12 +71,56 @@ class CheckpointsResource(dg.ConfigurableResource):
         return CheckpointRegistry(self.path)
 
 
+class ProductionResource(dg.ConfigurableResource):
+    """The production plane's gate (DESIGN 10.1) and how the daily exports cut their windows.
+
+    The gate itself is read from the environment of the process that runs the step, every
+    time (``extrarlhf.production.gate``); this resource only says whether it is open, by
+    variable name. ``settle_seconds``: a daily export's ``ingested_before`` is its window's
+    end plus this delay (rows ingested later are invisible to it), unless the run config
+    gives one. ``max_rows``: the per-stream row ceiling (None: the core's 1,000,000).
+    ``min_*``: readiness thresholds of the production contours (None: the core's defaults)."""
+
+    settle_seconds: int = 3600
+    max_rows: int | None = None
+    workers: int | None = None
+    min_metronome_labels: int | None = None
+    min_timestamp_labels: int | None = None
+    min_returnclock_rows: int | None = None
+    min_returnclock_events: int | None = None
+
+    def readiness_policy(self, datasets: DatasetsResource) -> dict[str, Any] | None:
+        """The datasets resource's thresholds plus the production ones set here."""
+        own = {k: getattr(self, k) for k in ("min_metronome_labels", "min_timestamp_labels", "min_returnclock_rows",
+                                            "min_returnclock_events") if getattr(self, k) is not None}
+        merged = {**(datasets.readiness_policy() or {}), **own}
+        return merged or None
+
+    def status(self) -> dict[str, Any]:
+        """Which gate variables are set and valid (names only) and whether the gate is open."""
+        return gate_status()
+
+    def skip_reason(self) -> str | None:
+        """None while the gate is open, else the reason a production asset skips (names only)."""
+        status = self.status()
+        if status["open"]:
+            return None
+        parts = [f"missing: {', '.join(status['missing'])}"] if status["missing"] else []
+        parts += [f"invalid: {', '.join(status['invalid'])}"] if status["invalid"] else []
+        return f"skipped: production disabled ({'; '.join(parts)})"
+
+
+def _dir(variable: str, default: str) -> Any:
+    """``dg.EnvVar(variable)`` when the variable is set (read at run time), else ``default`` made absolute."""
+    return dg.EnvVar(variable) if os.environ.get(variable) else os.path.abspath(default)
+
+
 def default_resources() -> dict[str, Any]:
-    """Resources for the code location: dirs from RLHF_* environment variables, else ./sessions etc."""
-    env = os.environ
+    """Resources for the code location (see the module docstring for where the paths come from)."""
+    settle = dg.EnvVar.int("RLHF_SENSOR_SETTLE_SECONDS") if os.environ.get("RLHF_SENSOR_SETTLE_SECONDS") else 30
     return {
-        "sessions": SessionsResource(sessions_dir=env.get("RLHF_SESSIONS_DIR", "sessions"),
-                                     settle_seconds=float(env.get("RLHF_SENSOR_SETTLE_SECONDS", "30"))),
-        "datasets": DatasetsResource(datasets_dir=env.get("RLHF_DATASETS_DIR", "datasets")),
-        "checkpoints": CheckpointsResource(checkpoints_dir=env.get("RLHF_CHECKPOINTS_DIR", "checkpoints")),
+        "sessions": SessionsResource(sessions_dir=_dir("RLHF_SESSIONS_DIR", "sessions"), settle_seconds=settle),
+        "datasets": DatasetsResource(datasets_dir=_dir("RLHF_DATASETS_DIR", "datasets")),
+        "checkpoints": CheckpointsResource(checkpoints_dir=_dir("RLHF_CHECKPOINTS_DIR", "checkpoints")),
+        "production": ProductionResource(),
     }

@@ -1,0 +1,263 @@
+"""Production assets (DESIGN 12.1): daily exports of the game backend's database and the
+datasets derived from them, each a thin call of the core (``extrarlhf.production``).
+
+- ``production_v5_export`` / ``returnclock_export``: one partition per UTC day; the window is
+  the day, ``ingested_before`` the run config's or the window's end plus the resource's
+  settle delay. They are the only steps that read the production database, so they carry
+  ``pool="production_db"`` (the instance caps concurrent reads; deploy/dagster.yaml).
+- ``timestamp_dataset``, ``metronome_dataset`` (from the V5 export) and
+  ``returnclock_training_split`` (organic-only train/val/test of the ReturnClock export).
+
+Fail closed, never red: with the gate off every asset logs ``skipped: production disabled
+(missing: VAR, ...)`` and emits no materialization (downstream assets skip in turn); a day
+not yet settled, an export stopped by the row ceiling or a dataset that is not ready are
+reported the same way, with their reason. Metadata carry counts, schemas, the window and
+the public key id: never the DSN, the salt or a raw id.
+"""
+
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import dagster as dg
+
+from extrarlhf.datasets import dataset_readiness
+from extrarlhf.errors import NotReady, RLHFError
+from extrarlhf.production import (export_production_v5_dataset, export_returnclock_dataset, export_timestamp_dataset,
+                                  split_returnclock_training_dataset)
+
+from ...metadata import bar_chart_md, parquet_schema, upstream_metadata
+from ...resources import DatasetsResource, ProductionResource
+
+production_days = dg.DailyPartitionsDefinition(start_date="2026-01-01", timezone="UTC")
+POOL = "production_db"
+
+
+class ExportConfig(dg.Config):
+    """Run config of a daily export. ``ingested_before``: an ISO instant with a timezone (rows
+    ingested at or after it are invisible); None: the window's end plus the settle delay."""
+
+    ingested_before: str | None = None
+    max_rows: int | None = None
+    publish_incomplete: bool = False
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _window(context: dg.AssetExecutionContext, production: ProductionResource,
+            config: ExportConfig) -> tuple[datetime, datetime, Any]:
+    window = context.partition_time_window
+    cut: Any = config.ingested_before or window.end + timedelta(seconds=production.settle_seconds)
+    return window.start, window.end, cut
+
+
+def _core(call, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The core's result; its errors (already free of secrets) as a clear step failure."""
+    try:
+        return call(*args, **kwargs)
+    except RLHFError as exc:
+        raise dg.Failure(description=f"[{exc.code}] {exc}") from None
+
+
+def _stream_md(streams: dict[str, Any]) -> dg.MetadataValue:
+    return dg.MetadataValue.json(streams)
+
+
+def _export_check(result: dict[str, Any], severity: dg.AssetCheckSeverity) -> dg.AssetCheckResult:
+    complete = bool(result.get("complete"))
+    return dg.AssetCheckResult(
+        check_name="export_complete", passed=complete, severity=severity,
+        description=None if complete else result.get("message") or "the row ceiling was hit: the export is "
+                                                                   "incomplete and never training-ready",
+        metadata={"complete": complete, "stop_reason": result.get("stop_reason") or "none",
+                  "stopped_stream": result.get("stopped_stream") or "none",
+                  "streams": _stream_md(result.get("streams") or {})})
+
+
+def _exported(context: dg.AssetExecutionContext, production: ProductionResource, config: ExportConfig,
+              kind: str, export: Any, datasets: DatasetsResource) -> Iterator:
+    reason = production.skip_reason()
+    if reason:
+        context.log.warning(reason)
+        return
+    start, end, cut = _window(context, production, config)
+    if not config.ingested_before and cut > datetime.now(timezone.utc):
+        context.log.warning(f"skipped: the window {_iso(start)} .. {_iso(end)} settles at {_iso(cut)} "
+                            f"(settle_seconds={production.settle_seconds}); run it after that or give ingested_before")
+        return
+    name = f"{kind}-{context.partition_key}"
+    kwargs = dict(name=name, start_at=start, ingested_before=cut, datasets_dir=datasets.path,
+                  max_rows=config.max_rows or production.max_rows, publish_incomplete=config.publish_incomplete,
+                  policy=production.readiness_policy(datasets))
+    if kind == "production-v5":
+        kwargs["workers"] = production.workers
+    context.log.info(f"exporting {name}: window {_iso(start)} .. {_iso(end)}, ingested before "
+                     f"{cut if isinstance(cut, str) else _iso(cut)}")
+    result = _core(export, end, **kwargs)
+    if not result.get("published"):
+        context.log.warning(f"not published: {result['message']}")
+        yield _export_check(result, dg.AssetCheckSeverity.WARN)
+        return
+    yield result
+
+
+def _export_metadata(result: dict[str, Any]) -> dict[str, Any]:
+    path = Path(result["path"])
+    return {"dataset_id": result["dataset_id"], "path": dg.MetadataValue.path(str(path)),
+            "window": dg.MetadataValue.json(result["window"]), "snapshot_at": result["snapshot_at"],
+            "complete": bool(result["complete"]), "streams": _stream_md(result["streams"]),
+            "row_counts": dg.MetadataValue.json(result["row_counts"]),
+            "pseudonym_key_id": result["pseudonym_key_id"], "pseudonymized": True}
+
+
+@dg.asset(
+    partitions_def=production_days, group_name="production", pool=POOL, kinds={"postgres", "parquet"},
+    output_required=False,
+    check_specs=[dg.AssetCheckSpec("export_complete", asset="production_v5_export", blocking=True,
+                                   description="The row ceiling was not hit (an incomplete export is never ready).")],
+    description="Pseudonymized V5 export of one UTC day of production battles (datasets/production-v5-<day>/vN): "
+                "decisions/turns/battles, excluded, metronome, production_battles.",
+)
+def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
+                         datasets: DatasetsResource):
+    for event in _exported(context, production, config, "production-v5", export_production_v5_dataset, datasets):
+        if isinstance(event, dg.AssetCheckResult):
+            yield event
+            continue
+        result, path = event, Path(event["path"])
+        counts, exclusions = result["row_counts"], result["exclusions"]
+        readiness = result.get("readiness") or {}
+        yield dg.MaterializeResult(
+            metadata={**_export_metadata(result),
+                      "dagster/row_count": counts["decisions"],
+                      "dagster/column_schema": parquet_schema(path / "decisions.parquet"),
+                      "battles": counts["battles"], "excluded": exclusions["count"],
+                      "exclusions": dg.MetadataValue.json(exclusions),
+                      "readiness": dg.MetadataValue.json(readiness),
+                      "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
+                          ("battles", counts["battles"], "#2563eb"), ("decisions", counts["decisions"], "#16a34a"),
+                          ("metronome", counts.get("metronome", 0), "#9333ea"),
+                          ("excluded", exclusions["count"], "#dc2626")]))},
+            check_results=[_export_check(result, dg.AssetCheckSeverity.ERROR)])
+
+
+@dg.asset(
+    partitions_def=production_days, group_name="production", pool=POOL, kinds={"postgres", "parquet"},
+    output_required=False,
+    check_specs=[dg.AssetCheckSpec("export_complete", asset="returnclock_export", blocking=True,
+                                   description="The row ceiling was not hit (an incomplete export is never ready).")],
+    description="ReturnClock export of the player sessions that ended on one UTC day "
+                "(datasets/returnclock-<day>/vN): natural returns, censoring, treatments kept for audit.",
+)
+def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
+                       datasets: DatasetsResource):
+    def export(end: Any, *, start_at: Any, **kwargs: Any) -> dict[str, Any]:
+        return export_returnclock_dataset(start_at, end, **kwargs)
+
+    for event in _exported(context, production, config, "returnclock", export, datasets):
+        if isinstance(event, dg.AssetCheckResult):
+            yield event
+            continue
+        result, path = event, Path(event["path"])
+        counts = result["counts"]
+        yield dg.MaterializeResult(
+            metadata={**_export_metadata(result),
+                      "dagster/row_count": result["row_counts"]["returnclock"],
+                      "dagster/column_schema": parquet_schema(path / "returnclock.parquet"),
+                      "counts": dg.MetadataValue.json(counts),
+                      "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
+                      "rows_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows", [
+                          ("organic", counts["organic_rows"], "#16a34a"), ("treated", counts["treated_rows"], "#f59e0b"),
+                          ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))},
+            check_results=[_export_check(result, dg.AssetCheckSeverity.ERROR)])
+
+
+def _source(context: dg.AssetExecutionContext, asset: str) -> str:
+    return upstream_metadata(context, asset, context.partition_key)["dataset_id"]
+
+
+@dg.asset(
+    partitions_def=production_days, group_name="production", deps=[production_v5_export], kinds={"parquet"},
+    output_required=False,
+    description="TimeStamp dataset of one day (datasets/timestamp-<day>/vN): approved pre-battle inputs, "
+                "duration/turn labels and audit times, from the day's production V5 export.",
+)
+def timestamp_dataset(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource):
+    reason = production.skip_reason()
+    if reason:
+        context.log.warning(reason)
+        return
+    source = _source(context, "production_v5_export")
+    result = _core(export_timestamp_dataset, source, f"timestamp-{context.partition_key}", datasets_dir=datasets.path,
+                   policy=production.readiness_policy(datasets))
+    path = Path(result["path"])
+    counts = result["row_counts"]
+    yield dg.MaterializeResult(metadata={
+        "dataset_id": result["dataset_id"], "source": source, "path": dg.MetadataValue.path(str(path)),
+        "dagster/row_count": counts["inputs"], "dagster/column_schema": parquet_schema(path / "inputs.parquet"),
+        "labels_schema": dg.MetadataValue.table_schema(parquet_schema(path / "labels.parquet")),
+        "row_counts": dg.MetadataValue.json(counts), "approved_inputs": dg.MetadataValue.json(result["approved_inputs"]),
+        "timestamp_ready": bool(result["timestamp_ready"]),
+        "timestamp_blockers": dg.MetadataValue.md("\n".join(f"- {b}" for b in result["timestamp_blockers"]) or "none")})
+
+
+@dg.asset(
+    partitions_def=production_days, group_name="production", deps=[production_v5_export], kinds={"parquet"},
+    output_required=False,
+    description="Metronome dataset of one day: the metronome table of the day's production V5 export (one row "
+                "per human decision with its observed decision_ms), with its readiness. The core writes it as "
+                "part of the export; this asset records it and judges metronome_ready.",
+)
+def metronome_dataset(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource):
+    reason = production.skip_reason()
+    if reason:
+        context.log.warning(reason)
+        return
+    source = _source(context, "production_v5_export")
+    readiness = _core(dataset_readiness, dataset=source, datasets_dir=datasets.path,
+                      policy=production.readiness_policy(datasets))
+    path = Path(upstream_metadata(context, "production_v5_export", context.partition_key)["path"])
+    table = path / "metronome.parquet"
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(table).metadata.num_rows
+    blockers = readiness.get("metronome_blockers") or []
+    yield dg.MaterializeResult(metadata={
+        "dataset_id": source, "table": dg.MetadataValue.path(str(table)), "dagster/row_count": rows,
+        "dagster/column_schema": parquet_schema(table), "metronome_ready": bool(readiness.get("metronome_ready")),
+        "metronome_blockers": dg.MetadataValue.md("\n".join(f"- {b}" for b in blockers) or "none")})
+
+
+@dg.asset(
+    partitions_def=production_days, group_name="production", deps=[returnclock_export], kinds={"parquet"},
+    output_required=False,
+    description="Organic-only ReturnClock train/val/test of one day, grouped by player pseudonym "
+                "(datasets/returnclock-<day>-split/vN): the only input a ReturnClock trainer reads.",
+)
+def returnclock_training_split(context: dg.AssetExecutionContext, production: ProductionResource,
+                               datasets: DatasetsResource):
+    reason = production.skip_reason()
+    if reason:
+        context.log.warning(reason)
+        return
+    source = _source(context, "returnclock_export")
+    try:
+        result = split_returnclock_training_dataset(source, datasets_dir=datasets.path,
+                                                    policy=production.readiness_policy(datasets))
+    except NotReady as exc:
+        context.log.warning(f"skipped: {exc}")
+        return
+    except RLHFError as exc:
+        raise dg.Failure(description=f"[{exc.code}] {exc}") from None
+    path = Path(result["path"])
+    counts, split = result["row_counts"], result["split"]
+    yield dg.MaterializeResult(metadata={
+        "dataset_id": result["dataset_id"], "source": source, "path": dg.MetadataValue.path(str(path)),
+        "dagster/row_count": sum(counts.get(k, 0) for k in ("train", "val", "test")),
+        "dagster/column_schema": parquet_schema(path / "train.parquet"),
+        "row_counts": dg.MetadataValue.json(counts), "treated_rows_dropped": split["treated_rows_dropped"],
+        "split_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows per split", [
+            (k, counts.get(k, 0), c) for k, c in (("train", "#16a34a"), ("val", "#2563eb"), ("test", "#9333ea"))]))})
