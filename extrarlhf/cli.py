@@ -23,6 +23,7 @@ from .datasets.commands import add_parser as add_datasets_parser
 from .production.commands import add_parser as add_production_parser
 from .cleanup import add_parser as add_gc_parser
 from .check import add_parser as add_check_parser
+from .agent_setup.commands import add_parser as add_agent_setup_parser
 from .training.commands import add_parser as add_training_parser
 from .runtime.sessions import SessionStore
 
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_production_parser(sub)  # production status|export-v5|export-timestamp (opt-in)
     add_gc_parser(sub)  # gc: temp folders, unfinished publications and unused locks of dead processes
     add_check_parser(sub)  # check (alias fsck): every problem of sessions, datasets, checkpoints; --repair
+    add_agent_setup_parser(sub)  # skills install (skills + MCP config for a client), doctor
     return parser
 
 

@@ -1,0 +1,213 @@
+"""``install_skills``: copy the skills where a client looks and merge its MCP config, all or nothing.
+
+Everything is checked before anything is written: the target (known), each existing config
+(parses, has the expected shape), each destination folder (creatable and writable), and each
+skill folder already there (ours and unmodified, else refused unless ``force``). Then the
+skills are built in temp folders beside their destination and renamed into place, and the
+configs are replaced atomically; an error on the way puts back what was there.
+
+A folder is "ours" when it holds the marker :data:`MARKER` written by a previous install and
+its files still have the hashes the marker records: such a folder is updated freely, so
+installing again after ``git pull`` needs no ``--force``, while a user's own skill of the same
+name, or our copy edited by hand, is never overwritten silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..fileio import atomic_write_bytes, writing
+from .clients import REPO, SERVER_NAME, SNIPPET, Client, ServerEntry, SetupError, client, dump_config, json_server, \
+    parse_config, pinned_entry
+
+MARKER = ".extra-rlhf-install.json"
+PLACEHOLDER = "<REPO_ROOT>"
+
+
+@dataclass
+class _SkillStep:
+    name: str
+    dest: Path
+    files: dict[str, bytes]  # relative path -> content
+    action: str  # installed, updated, unchanged, replaced (--force)
+
+
+@dataclass
+class _ConfigStep:
+    path: Path
+    keys: list[str]
+    text: str
+    action: str  # created, added, updated, unchanged
+
+
+def source_skills(root: Path = REPO / "skills") -> dict[str, Path]:
+    return {p.parent.name: p.parent for p in sorted(root.glob("*/SKILL.md"))}
+
+
+def _digest(files: dict[str, bytes]) -> dict[str, str]:
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in sorted(files.items())}
+
+
+def _skill_files(src: Path, entry: ServerEntry) -> dict[str, bytes]:
+    """The files of one skill as installed: the MCP snippet gets this checkout's paths."""
+    files = {}
+    for path in sorted(src.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[path.relative_to(src).as_posix()] = path.read_bytes()
+    snippet = SNIPPET.relative_to(src.name).as_posix() if SNIPPET.parts[0] == src.name else None
+    if snippet in files:
+        doc = json.loads(files[snippet])
+        doc["_comment"] = "ExtraRLHF MCP server (stdio), filled in by `python -m extrarlhf skills install` for " \
+                          f"the checkout {REPO}."
+        doc["mcpServers"] = {name: json_server(entry) for name in doc["mcpServers"]}
+        files[snippet] = (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+    return files
+
+
+def _installed_files(dest: Path) -> dict[str, bytes]:
+    return {p.relative_to(dest).as_posix(): p.read_bytes() for p in sorted(dest.rglob("*"))
+            if p.is_file() and p.name != MARKER}
+
+
+def _ours_and_intact(dest: Path) -> bool:
+    try:
+        marker = json.loads((dest / MARKER).read_text(encoding="utf-8"))
+        return marker.get("files") == _digest(_installed_files(dest))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _check_writable(directory: Path) -> None:
+    """``directory`` exists and is writable, or can be created: else a clear error, before any write."""
+    probe = directory
+    while not probe.exists():
+        if probe.is_symlink():  # a dangling link cannot be created through
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise SetupError(f"cannot create {directory}: {probe} is a file, not a directory; move it aside or choose "
+                         f"another --project - nothing was written", "not_a_directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise SetupError(f"cannot write into {probe} (needed for {directory}); fix its permissions or choose "
+                         f"another --project - nothing was written", "permission_denied")
+
+
+def _plan_skill(name: str, src: Path, dest: Path, entry: ServerEntry, force: bool) -> _SkillStep:
+    files = _skill_files(src, entry)
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise SetupError(f"{dest} exists and is not a skill folder; move it aside and run again - nothing was "
+                         f"written", "skill_conflict")
+    if not dest.exists():
+        return _SkillStep(name, dest, files, "installed")
+    if _installed_files(dest) == files:
+        return _SkillStep(name, dest, files, "unchanged")
+    if _ours_and_intact(dest):
+        return _SkillStep(name, dest, files, "updated")
+    if not force:
+        raise SetupError(f"{dest} already holds a different skill named {name!r} (not installed by `skills install`, "
+                         f"or edited since); move it aside or pass --force to replace it - nothing was written",
+                         "skill_conflict")
+    return _SkillStep(name, dest, files, "replaced")
+
+
+def _plan_config(c: Client, path: Path, entry: ServerEntry) -> _ConfigStep:
+    existed = path.exists()
+    doc = parse_config(path, c.fmt)
+    before = dump_config(doc, c.fmt) if existed else None
+    keys, previous = c.setter(doc, entry, str(path))
+    text = dump_config(doc, c.fmt)
+    if not existed:
+        action = "created"
+    elif text == before:
+        action = "unchanged"
+    else:
+        action = "added" if previous is None else "updated"
+    return _ConfigStep(path, keys, text, action)
+
+
+def _write_skill(step: _SkillStep, source: str) -> Path | None:
+    """Build the skill in a temp folder beside ``dest`` and rename it in; returns the old folder set aside."""
+    parent = step.dest.parent
+    with writing(parent, f"installing the skill {step.name}"):
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = parent / f".{step.name}.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            for rel, data in step.files.items():
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / rel).write_bytes(data)
+            marker = {"skill": step.name, "source": source, "files": _digest(step.files)}
+            (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+            old = None
+            if step.dest.exists():
+                old = parent / f".{step.name}.{os.getpid()}.old"
+                shutil.rmtree(old, ignore_errors=True)
+                os.rename(step.dest, old)
+            os.rename(tmp, step.dest)
+            return old
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def install_skills(target: str, *, user: bool = False, project: str | os.PathLike[str] = ".",
+                   home: str | os.PathLike[str] | None = None, dry_run: bool = False,
+                   force: bool = False) -> dict[str, Any]:
+    """Install every skill of ``skills/`` and the MCP server config for ``target``.
+
+    Returns what was (or, with ``dry_run``, would be) written: per skill its destination and
+    action, the config file, the keys set and its action, and the server entry.
+    """
+    c = client(target)
+    project_dir = Path(project).absolute()
+    home_dir = Path(home if home is not None else Path.home()).absolute()
+    entry = pinned_entry()
+    skills_dir = c.skills_dir(project_dir, home_dir, user)
+    config_path = c.config_path(project_dir, home_dir, user)
+    _check_writable(skills_dir)
+    skills = [_plan_skill(name, src, skills_dir / name, entry, force) for name, src in source_skills().items()]
+    snippet_is_config = config_path == skills_dir / SNIPPET
+    config = None
+    if not snippet_is_config:
+        _check_writable(config_path.parent)
+        config = _plan_config(c, config_path, entry)
+    if not dry_run:
+        _apply(skills, config)
+    report_config = {"path": str(config_path), "keys": config.keys if config else ["mcpServers", SERVER_NAME],
+                     "action": config.action if config else "written with the skill extra-rlhf",
+                     "format": c.fmt}
+    return {"target": target, "client": c.label, "scope": "user" if user else "project",
+            "dry_run": dry_run, "skills_dir": str(skills_dir),
+            "skills": [{"name": s.name, "path": str(s.dest), "action": s.action} for s in skills],
+            "config": report_config,
+            "server": {"command": entry.command, "args": entry.args, "cwd": entry.cwd, "env": entry.env},
+            "verify": c.verify}
+
+
+def _apply(skills: list[_SkillStep], config: _ConfigStep | None) -> None:
+    moved: list[tuple[_SkillStep, Path | None]] = []
+    try:
+        for step in skills:
+            if step.action != "unchanged":
+                moved.append((step, _write_skill(step, str(REPO))))
+        if config is not None and config.action != "unchanged":
+            with writing(config.path.parent, f"writing {config.path.name}"):
+                config.path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(config.path, config.text.encode("utf-8"))
+    except BaseException:
+        for step, old in reversed(moved):  # put back what was there
+            with contextlib.suppress(OSError):
+                shutil.rmtree(step.dest)
+                if old is not None:
+                    os.rename(old, step.dest)
+        raise
+    for _, old in moved:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
