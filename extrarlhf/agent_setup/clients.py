@@ -116,6 +116,7 @@ def set_codex(doc: Any, entry: ServerEntry, where: str) -> tuple[list[str], Any]
     table = tomlkit.table()
     for key, value in codex_server(entry).items():
         table[key] = value
+    table.add(tomlkit.nl())  # a blank line before whatever table follows
     servers[SERVER_NAME] = table
     return ["mcp_servers", SERVER_NAME], previous.unwrap() if hasattr(previous, "unwrap") else previous
 
