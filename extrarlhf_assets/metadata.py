@@ -1,13 +1,22 @@
 """Small helpers shared by the domains: charts as inline SVG, Parquet schemas as
-``dg.TableSchema``, and reading an upstream asset's metadata for the same partition."""
+``dg.TableSchema``, the upstream materialization a step builds on, and the gates (blocking
+checks) that decide whether a downstream builds at all."""
 
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import dagster as dg
+
+
+OWNERS = ["team:extrarlhf"]
+# For transient trouble only (a worker killed, a full disk freed): every asset's write is
+# atomic or resumable, so a retry never sees half a result. Definite errors raise
+# ``dg.Failure(..., allow_retries=False)``.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
 def _img(svg: str, alt: str) -> str:
@@ -73,11 +82,128 @@ def parquet_schema(path: str | Path) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type)) for f in schema])
 
 
-def upstream_metadata(context: Any, asset: str, partition_key: str) -> dict[str, Any]:
-    """Plain-valued metadata of ``asset``'s latest materialization for ``partition_key``."""
+def table_schema(dataset_path: str | Path, table: str) -> dg.TableSchema:
+    """The column schema of one table of a dataset version, with each column's description,
+    as its manifest records them (the manifest is checked against the files on validation)."""
+    from extrarlhf.datasets.manifest import read_manifest
+
+    columns = read_manifest(Path(dataset_path))["tables"][table]["columns"]
+    return dg.TableSchema(columns=[
+        dg.TableColumn(name=c["name"], type=c["type"], description=c.get("description"),
+                       constraints=dg.TableColumnConstraints(nullable=bool(c.get("nullable", True))))
+        for c in columns])
+
+
+def column_lineage(schema: dg.TableSchema, upstream_asset: str,
+                   upstream_columns: set[str]) -> dg.TableColumnLineage:
+    """Column lineage by name: each column of ``schema`` that ``upstream_asset`` also has
+    comes from that column."""
+    key = dg.AssetKey(upstream_asset)
+    return dg.TableColumnLineage(deps_by_column={
+        c.name: [dg.TableColumnDep(asset_key=key, column_name=c.name)]
+        for c in schema.columns if c.name in upstream_columns})
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One materialization a step builds on: its plain-valued metadata and where it comes from."""
+
+    asset: str
+    metadata: dict[str, Any]
+    run_id: str
+    timestamp: float
+    partition: str | None
+
+    def provenance(self) -> dict[str, Any]:
+        """Metadata a downstream records so the UI shows exactly which upstream it read."""
+        return {f"{self.asset}_run_id": self.run_id}
+
+
+def _plain(meta: Any) -> dict[str, Any]:
+    return {k: getattr(v, "value", v) for k, v in meta.items()}
+
+
+def materialized_in_run(context: Any, asset: str, partition_key: str | None = None) -> Upstream | None:
+    """The latest materialization of ``asset`` (of ``partition_key`` if given) made by this run
+    (``None`` also for a context without a run, e.g. a sensor's)."""
+    key = dg.AssetKey(asset)
+    run = getattr(context, "run", None)
+    if run is None:
+        return None
+    for record in reversed(context.instance.get_records_for_run(
+            run_id=run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION).records):
+        mat = record.event_log_entry.asset_materialization
+        if mat is not None and mat.asset_key == key and (partition_key is None or mat.partition == partition_key):
+            return Upstream(asset, _plain(mat.metadata), record.run_id, record.timestamp, mat.partition)
+    return None
+
+
+def upstream(context: Any, asset: str, partition_key: str) -> Upstream:
+    """The materialization of ``asset`` this step builds on: the one made by this run when the
+    run materialized it (so a concurrent run of the same partition never swaps it under this
+    one), else the latest one of ``partition_key``. Fails clearly when there is none."""
+    found = materialized_in_run(context, asset, partition_key)
+    if found is not None:
+        return found
     records = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]), limit=1).records
     if not records:
-        raise dg.Failure(f"{asset} has no materialization for partition {partition_key!r}; materialize it first")
-    meta = records[0].asset_materialization.metadata
-    return {k: getattr(v, "value", v) for k, v in meta.items()}
+        raise dg.Failure(f"{asset} has no materialization for partition {partition_key!r}; materialize it first",
+                         allow_retries=False)
+    mat = records[0].asset_materialization
+    return Upstream(asset, _plain(mat.metadata), records[0].run_id, records[0].timestamp, mat.partition)
+
+
+def upstream_metadata(context: Any, asset: str, partition_key: str) -> dict[str, Any]:
+    """Plain-valued metadata of the materialization of ``asset`` this step builds on (see :func:`upstream`)."""
+    return upstream(context, asset, partition_key).metadata
+
+
+def gate_blockers(context: Any, source: Upstream, checks: Sequence[dg.AssetCheckSpec]) -> list[str]:
+    """Why the blocking ones of ``checks`` (the specs of ``source.asset``'s checks) forbid
+    building on that materialization (empty: every blocking check evaluated it and passed).
+
+    Dagster itself stops a downstream step only for a failed ERROR check; a WARN one (a
+    readiness "not yet", an inconclusive benchmark: normal outcomes, not errors) lets the run
+    go on, so each gated asset asks here and skips with these reasons. Across runs the
+    automation conditions (``all_deps_blocking_checks_passed``) hold the same gates."""
+    from dagster._core.event_api import PartitionKeyFilter
+
+    blocking = [spec.key for spec in checks if spec.blocking]
+    latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        blocking, partition_filter=PartitionKeyFilter(key=source.partition))
+    reasons = []
+    for check_key in blocking:
+        record = latest.get(check_key)
+        evaluation = record.event.dagster_event.event_specific_data if record and record.event else None
+        target = getattr(evaluation, "target_materialization_data", None)
+        # (run, time) name a materialization across storages; storage ids differ between
+        # SQLite's per-run and index databases
+        if evaluation is None or not hasattr(evaluation, "passed") or (
+                target is not None and (target.run_id, target.timestamp) != (source.run_id, source.timestamp)):
+            reasons.append(f"{check_key.name} has not evaluated this {source.asset} materialization "
+                           f"(run {source.run_id[:8]}); materialize {source.asset} again")
+        elif not evaluation.passed:
+            detail = _plain(evaluation.metadata)
+            why = detail.get("blockers") or detail.get("failures") or detail.get("verdict") or "failed"
+            reasons.append(f"{check_key.name} {GATE_HELD} {one_line(str(why))}")
+    return reasons
+
+
+GATE_HELD = "did not pass:"  # the words after a check's name in a gate reason (run_main matches them)
+
+
+def one_line(text: str) -> str:
+    """A markdown bullet list (as the checks' metadata holds it) as one line: ``a; b``."""
+    return "; ".join(line.strip().lstrip("-").strip() for line in text.strip().splitlines() if line.strip())
+
+
+def skipped(context: Any, reasons: list[str]) -> dg.AssetObservation:
+    """The record of a normal "not built" outcome: logged, and an observation on the asset
+    (its page shows why) -- never a failure, never a materialization."""
+    text = "; ".join(reasons)
+    context.log.info(f"{context.asset_key.to_user_string()} not built: {text}")
+    return dg.AssetObservation(
+        asset_key=context.asset_key, partition=context.partition_key if context.has_partition_key else None,
+        metadata={"skipped": dg.MetadataValue.md("\n".join(f"- {r}" for r in reasons)),
+                  "skipped_reasons": dg.MetadataValue.json(list(reasons))})

@@ -7,6 +7,11 @@ set, adds the session group as a ``session_groups`` partition and executes the
 ``campaign_loop`` job for it: collect -> v5_dataset (+ checks) -> Nemesis splits ->
 v5_policy_checkpoint -> policy_benchmark (+ benchmark_passed) -> promoted_policy. The runs
 and materializations are then visible in ``make ui`` (same DAGSTER_HOME).
+
+A gate that holds (a dataset not ready, an inconclusive benchmark, a refused promotion) is a
+normal outcome: the run succeeds, the summary says what was not built and why (each reason
+once), and the exit status is 0. Dagster's full log of the run is written to
+``DAGSTER_HOME/logs/<run id>.log`` (its path is printed).
 """
 
 import argparse
@@ -49,8 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", type=int, default=100, help="benchmark pairs vs the incumbent (SPRT may stop early)")
     p.add_argument("--baseline-pairs", type=int, default=4)
     p.add_argument("--incumbent", default="", help="default: the promoted checkpoint, else baseline:greedy")
+    p.add_argument("--no-require-current-incumbent", dest="require_current_incumbent", action="store_false",
+                   help="promote a candidate that passed against --incumbent even when that is not the current "
+                        "incumbent (e.g. a first promotion decided against baseline:random)")
     p.add_argument("--dagster-home", default=None)
-    p.add_argument("--quiet", action="store_true", help="only warnings from Dagster's own log")
+    p.add_argument("--quiet", action="store_true", help="only warnings from Dagster's own log on the console "
+                                                         "(the log file keeps everything)")
     return p
 
 
@@ -64,16 +73,43 @@ def run_config(args: argparse.Namespace) -> dict:
             "policy_benchmark": {"config": {"incumbent": args.incumbent, "n_pairs": args.pairs,
                                             "baseline_pairs": args.baseline_pairs, "seed": args.seed,
                                             "max_workers": args.workers}},
+            "promoted_policy": {"config": {"require_current_incumbent": args.require_current_incumbent}},
         },
         "loggers": {"console": {"config": {"log_level": "WARNING" if args.quiet else "INFO"}}},
     }
 
 
+def _plain(meta) -> dict:
+    return {k: getattr(v, "value", v) for k, v in meta.items()}
+
+
+def _reasons(text: str) -> list[str]:
+    """A check's or a skip's reasons (a markdown bullet list or one line) as separate lines."""
+    return [line.strip().lstrip("-").strip() for line in str(text).strip().splitlines() if line.strip()]
+
+
+def check_states(result) -> dict[str, str]:
+    """{check: "pass" | "warn" | "FAIL"}: a failed WARN check is a warning, a failed ERROR one an error."""
+    import dagster as dg
+
+    return {e.asset_check_key.name: "pass" if e.passed else
+            ("warn" if e.severity == dg.AssetCheckSeverity.WARN else "FAIL")
+            for e in result.get_asset_check_evaluations()}
+
+
 def summarize(result, group: str) -> tuple[list[str], bool]:
     """Lines describing what the run produced (from its events), and whether it was promoted."""
-    meta = {m.asset_key.to_user_string(): {k: getattr(v, "value", v) for k, v in m.metadata.items()}
+    from .metadata import GATE_HELD
+
+    meta = {m.asset_key.to_user_string(): _plain(m.metadata)
             for m in (e.event_specific_data.materialization for e in result.get_asset_materialization_events())}
-    checks = {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
+    skips = {}
+    for e in result.all_events:
+        if e.event_type_value == "ASSET_OBSERVATION":
+            obs = e.event_specific_data.asset_observation
+            reasons = _plain(obs.metadata).get("skipped_reasons")
+            if reasons:
+                skips[obs.asset_key.to_user_string()] = list(reasons)
     lines = [f"partition (session group): {group}"]
     s = meta.get("battle_sessions")
     if s:
@@ -81,17 +117,15 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
                      f"{s['decisions']} decisions, {s['degraded']} degraded -> {s['path']}")
     d = meta.get("v5_dataset")
     if d:
-        lines.append(f"v5_dataset        {d['dataset_id']}: {d['dagster/row_count']} decisions, {d['battles']} battles "
-                     f"-> {d['path']}")
+        kept = " (unchanged group: version kept)" if d.get("reused") else ""
+        lines.append(f"v5_dataset        {d['dataset_id']}{kept}: {d['dagster/row_count']} decisions, {d['battles']} "
+                     f"battles -> {d['path']}")
     for name in ("nemesis_lite_split", "nemesis_standard_split"):
-        if name in meta:
-            lines.append(f"{name:<17} {meta[name]['dataset_id']} -> {meta[name]['path']}")
-        else:
-            lines.append(f"{name:<17} not built")
+        lines.append(f"{name:<17} " + (f"{meta[name]['dataset_id']} -> {meta[name]['path']}" if name in meta
+                                       else "not built"))
     c = meta.get("v5_policy_checkpoint")
-    if c:
-        lines.append(f"checkpoint        {c['checkpoint']} (train loss {c['train_loss']:.4f}, top-1 {c['train_top1']:.3f}) "
-                     f"-> {c['path']}")
+    lines.append("checkpoint        " + (f"{c['checkpoint']} (train loss {c['train_loss']:.4f}, top-1 "
+                                         f"{c['train_top1']:.3f}) -> {c['path']}" if c else "not trained"))
     b = meta.get("policy_benchmark")
     if b:
         lines.append(f"benchmark         {b['candidate']} vs {b['incumbent']}: W/D/L {b['wins']}/{b['draws']}/"
@@ -99,21 +133,44 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
         lines.append(f"                  {b['verdict']} -> {b['report_path']}")
     p = meta.get("promoted_policy")
     lines.append(f"promotion         {'PROMOTED ' + p['promoted'] + ' (previous: ' + p['previous'] + ')' if p else 'not promoted'}")
-    lines.append("checks            " + ", ".join(f"{k}={'pass' if e.passed else 'FAIL'}" for k, e in checks.items()))
-    for name, e in checks.items():
-        if not e.passed:
-            detail = {k: getattr(v, "value", v) for k, v in e.metadata.items()}
-            why = detail.get("blockers") or detail.get("verdict") or detail.get("failures") or ""
-            lines.append(f"  {name}: {str(why).strip()}")
+    states = check_states(result)
+    lines.append("checks            " + ", ".join(f"{k}={v}" for k, v in states.items()))
+    seen: set[str] = set()
+
+    def once(label: str, reasons: list[str]) -> None:
+        fresh = [r for r in reasons if r not in seen]
+        seen.update(fresh)
+        for i, r in enumerate(fresh):
+            lines.append(f"  {label if i == 0 else '':<24} {r}")
+
+    checks = {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
+    for name, state in states.items():
+        if state != "pass":
+            detail = _plain(checks[name].metadata)
+            once(f"{name} ({state}):", _reasons(detail.get("blockers") or detail.get("verdict")
+                                                or detail.get("failures") or ""))
+    for asset, reasons in skips.items():  # a gate already explained above is named, not repeated
+        once(f"{asset} not built:", [f"held by {r.split()[0]} (above)" if r.split()[0] in states
+                                     and r.split(" ", 1)[1].startswith(GATE_HELD) else r for r in reasons])
     return lines, p is not None
 
 
-def stopped_by_gates_only(result) -> bool:
-    """True when every failed step failed only because a blocking check did not pass."""
-    failures = [e for e in result.all_events if e.is_step_failure]
-    return bool(failures) and all(
-        (e.step_failure_data.error is not None and e.step_failure_data.error.cls_name == "DagsterAssetCheckFailedError")
-        for e in failures)
+def write_log(instance, run_id: str, home: Path) -> Path:
+    """Dagster's full event log of the run (every level, errors with their stack) as a text file."""
+    folder = home / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run_id}.log"
+    with open(path, "w", encoding="utf-8") as out:
+        for entry in instance.all_logs(run_id):
+            when = _dt.datetime.fromtimestamp(entry.timestamp, _dt.timezone.utc).isoformat(timespec="milliseconds")
+            level = {10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR", 50: "CRITICAL"}.get(entry.level, entry.level)
+            event = entry.dagster_event
+            text = entry.user_message or (event.message if event else "") or ""
+            out.write(f"{when} {level} {entry.step_key or '-'} {text}\n")
+            error = getattr(getattr(event, "event_specific_data", None), "error", None) if event else None
+            if error is not None:
+                out.write(error.to_string() + "\n")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,14 +192,18 @@ def main(argv: list[str] | None = None) -> int:
     result = job.execute_in_process(instance=instance, partition_key=args.group, run_config=run_config(args),
                                     raise_on_error=False)
     lines, _ = summarize(result, args.group)
-    gated = stopped_by_gates_only(result)
-    status = "success" if result.success else ("stopped at a blocking check (a gate, not an error)" if gated
-                                               else "FAILED (see the log above)")
+    log = write_log(instance, result.run_id, home)
+    status = "success" if result.success else "FAILED"
     print(f"\n== ExtraRLHF campaign summary (run {result.run_id}, {time.perf_counter() - t0:.1f}s, {status}) ==")
     for line in lines:
         print(line)
-    print(f"\nSee it in the UI: make ui  (DAGSTER_HOME={home})")
-    return 0 if result.success or gated else 1
+    if not result.success:
+        for e in result.all_events:
+            if e.is_step_failure:
+                print(f"error in {e.step_key}: {e.step_failure_data.error.message.strip().splitlines()[0]}")
+    print(f"\nDagster's full log of the run: {log}")
+    print(f"See it in the UI: make ui  (DAGSTER_HOME={home})")
+    return 0 if result.success else 1
 
 
 if __name__ == "__main__":

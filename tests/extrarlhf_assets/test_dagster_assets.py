@@ -47,28 +47,91 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
     assert (tmp_path / "datasets" / "tiny-nemesis-lite").is_dir()
 
 
-def test_blocking_readiness_check_stops_training(tmp_path):
-    """Default thresholds (20 battles, 1000 decisions) with 4 battles: the blocking check fails
-    and nothing downstream of v5_dataset runs in that run."""
+def _skip_reasons(result) -> dict[str, list[str]]:
+    out = {}
+    for e in result.all_events:
+        if e.event_type_value == "ASSET_OBSERVATION":
+            obs = e.event_specific_data.asset_observation
+            if "skipped_reasons" in obs.metadata:
+                out[obs.asset_key.to_user_string()] = obs.metadata["skipped_reasons"].value
+    return out
+
+
+def test_readiness_gate_holds_without_failing_the_run(tmp_path):
+    """Default thresholds (20 battles, 1000 decisions) with 4 battles: the readiness check warns,
+    the run succeeds (a gate that holds is not an error), and nothing downstream of v5_dataset
+    is built; each skipped asset says why."""
     instance = dg.DagsterInstance.ephemeral()
     result = run_loop(instance, "small", resources(tmp_path, small=False), loop_config(4))
-    assert not result.success
-    checks = checks_of(result)
-    assert checks["v5_policy_training_ready"] is False and checks["trace_integrity"] is True
+    assert result.success
+    assert not [e for e in result.all_events if e.is_step_failure]
+    evaluations = {e.asset_check_key.name: e for e in result.get_asset_check_evaluations()}
+    ready = evaluations["v5_policy_training_ready"]
+    assert not ready.passed and ready.severity == dg.AssetCheckSeverity.WARN
+    assert "need 20" in ready.metadata["blockers"].value
+    assert evaluations["trace_integrity"].passed
     assert materialized(result) == {"battle_sessions", "v5_dataset"}
-    ev = [e for e in result.get_asset_check_evaluations() if e.asset_check_key.name == "v5_policy_training_ready"][0]
-    assert "need 20" in ev.metadata["blockers"].value
+    reasons = _skip_reasons(result)
+    assert set(reasons) == {"nemesis_lite_split", "nemesis_standard_split", "v5_policy_checkpoint"}
+    assert all(r[0].startswith("v5_policy_training_ready did not pass:") and "need 20" in r[0]
+               for r in reasons.values())
+    assert not evaluations["nemesis_lite_ready"].passed  # reported, with the gate as its blocker
+    skipped_steps = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
+    assert skipped_steps == {"policy_benchmark", "promoted_policy"}
     assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").glob("*.onnx"))
 
 
-def test_failed_benchmark_blocks_promotion(tmp_path):
-    """A short match against greedy is inconclusive: benchmark_passed fails, promotion is skipped."""
+def test_inconclusive_benchmark_skips_promotion_with_its_reason(tmp_path):
+    """A short match against greedy is inconclusive: benchmark_passed warns, the run succeeds,
+    promotion is skipped and says why."""
     instance = dg.DagsterInstance.ephemeral()
     result = run_loop(instance, "short", resources(tmp_path), loop_config(8, incumbent="baseline:greedy", n_pairs=2))
-    checks = checks_of(result)
-    assert checks["benchmark_passed"] is False
+    assert result.success
+    bench = [e for e in result.get_asset_check_evaluations() if e.asset_check_key.name == "benchmark_passed"][0]
+    assert not bench.passed and bench.severity == dg.AssetCheckSeverity.WARN
     assert "policy_benchmark" in materialized(result) and "promoted_policy" not in materialized(result)
+    [reason] = _skip_reasons(result)["promoted_policy"]
+    assert reason.startswith("benchmark_passed did not pass:") and "INCONCLUSIVE" in reason
     assert read_promoted(tmp_path / "checkpoints") is None
+
+
+def test_refused_promotion_is_skipped_with_each_reason_once(tmp_path):
+    """Benchmarked against baseline:random while the incumbent is baseline:greedy: the core
+    refuses (current_incumbent); the asset records the reason once and the run succeeds.
+    require_current_incumbent false then promotes."""
+    instance = dg.DagsterInstance.ephemeral()
+    config = loop_config(30)
+    config["ops"]["promoted_policy"]["config"]["require_current_incumbent"] = True
+    result = run_loop(instance, "strict", resources(tmp_path), config)
+    assert result.success and checks_of(result)["benchmark_passed"] is True
+    [reason] = _skip_reasons(result)["promoted_policy"]
+    assert reason.count("[current_incumbent]") == 1 and reason.count("was played against") == 1
+    assert read_promoted(tmp_path / "checkpoints") is None
+
+    candidate = metadata(result, "policy_benchmark")["candidate"]
+    promote = dg.materialize([a for a in _defs().assets if "promoted_policy" in str(getattr(a, "keys", ""))],
+                             instance=instance, resources=resources(tmp_path),
+                             run_config={"ops": {"promoted_policy": {"config": {
+                                 "candidate": candidate, "require_current_incumbent": False}}}})
+    assert promote.success and metadata(promote, "promoted_policy")["promoted"] == candidate
+    assert read_promoted(tmp_path / "checkpoints")["name"] == candidate
+
+
+def test_promotion_alone_never_guesses_a_candidate(tmp_path):
+    """promoted_policy is one global pointer (unpartitioned): run alone without a candidate it
+    skips with a clear reason instead of promoting the latest benchmark of some partition."""
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([a for a in _defs().assets if "promoted_policy" in str(getattr(a, "keys", ""))],
+                            instance=instance, resources=resources(tmp_path))
+    assert result.success and not materialized(result)
+    [reason] = _skip_reasons(result)["promoted_policy"]
+    assert "ops.promoted_policy.config.candidate" in reason
+
+
+def _defs():
+    from extrarlhf_assets.definitions import defs
+
+    return defs
 
 
 def test_trace_integrity_fails_on_a_tampered_trace(tmp_path):
@@ -90,6 +153,7 @@ def test_trace_integrity_fails_on_a_tampered_trace(tmp_path):
                                     run_config={"ops": {"battle_sessions": {"config": {"n_battles": 0}}}},
                                     raise_on_error=False)
     assert checks_of(result)["trace_integrity"] is False
+    assert not result.success  # a damaged trace is an error (ERROR severity), not a "not yet"
     assert materialized(result) == {"battle_sessions"}  # blocking: no dataset from a tampered group
 
 

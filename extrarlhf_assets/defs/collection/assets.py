@@ -10,15 +10,27 @@ import dagster as dg
 
 from extrarlhf.runtime.series import run_series
 
-from ...metadata import bar_chart_md
+from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md
 from ...partitions import session_groups
 from ...resources import CheckpointsResource, SessionsResource
+from .checks import NO_DEGRADED_PLAY, TRACE_INTEGRITY, no_degraded_play, trace_integrity
 
-CATALOG_COLUMNS = [
-    ("battle_id", "string"), ("index", "int"), ("status", "string"), ("seed", "int"), ("battle_tag", "string"),
-    ("codename", "string"), ("winner", "int (0 draw, 1 p1, 2 p2)"), ("turns", "int"), ("decisions", "int"),
-    ("degraded", "bool"), ("policy_warnings", "int"), ("omniscient_peeks", "int"), ("weights_hashes", "list[string]"),
-    ("deck_ids", "list[string]"), ("files", "map[file, sha256]"),
+CATALOG_COLUMNS = [  # (name, type, description) of one catalog.jsonl line (DESIGN section 6)
+    ("battle_id", "string", "battle folder name, unique in the group"),
+    ("index", "int", "position of the battle in the series"),
+    ("status", "string", "finished, unfinished or crashed"),
+    ("seed", "int", "engine seed of the battle (replays it)"),
+    ("battle_tag", "string", "kind of players: rl-vs-bot, human-vs-bot, model-vs-model..."),
+    ("codename", "string", "public codename of the P1 policy"),
+    ("winner", "int", "0 draw, 1 P1, 2 P2"),
+    ("turns", "int", "turns played"),
+    ("decisions", "int", "decisions recorded in the V5 trace"),
+    ("degraded", "bool", "a policy could not act and a baseline played for it"),
+    ("policy_warnings", "int", "warnings raised by the policies (timeouts, fallbacks)"),
+    ("omniscient_peeks", "int", "times a policy saw hidden information (excluded from datasets)"),
+    ("weights_hashes", "list[string]", "weights_hash of every model that played"),
+    ("deck_ids", "list[string]", "deck of each side"),
+    ("files", "map[file, sha256]", "digest of every trace file (checked by trace_integrity)"),
 ]
 
 
@@ -44,7 +56,8 @@ def session_metadata(summary: dict, group_dir: str) -> dict:
     blockers = readiness.get("v5_policy_blockers") or []
     return {
         "dagster/row_count": summary["battles"],
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in CATALOG_COLUMNS]),
+        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, t, description=d)
+                                                         for n, t, d in CATALOG_COLUMNS]),
         "path": dg.MetadataValue.path(group_dir),
         "battles": summary["battles"],
         "by_status": dg.MetadataValue.json(summary["by_status"]),
@@ -64,8 +77,15 @@ def session_metadata(summary: dict, group_dir: str) -> dict:
 @dg.asset(
     partitions_def=session_groups,
     group_name="collection",
+    pool="collection_cpu",
     kinds={"python", "jsonl"},
-    description="A session group of headless battles (manifest, summary, catalog, V5 traces) under the sessions dir.",
+    owners=OWNERS,
+    tags={"plane": "local", "domain": "collection"},
+    code_version="1",  # bump when what a recording writes or reports changes
+    retry_policy=TRANSIENT_RETRY,  # a series resumes: a retry finishes what a killed worker left
+    check_specs=[TRACE_INTEGRITY, NO_DEGRADED_PLAY],
+    description="A session group of headless battles (manifest, summary, catalog, V5 traces) under the sessions "
+                "dir; its checks (trace integrity, degraded play) are evaluated on every recording.",
 )
 def battle_sessions(context: dg.AssetExecutionContext, config: CampaignConfig, sessions: SessionsResource,
                     checkpoints: CheckpointsResource) -> dg.MaterializeResult:
@@ -82,7 +102,7 @@ def battle_sessions(context: dg.AssetExecutionContext, config: CampaignConfig, s
     else:
         if group not in store.list_groups():
             raise dg.Failure(f"session group {group!r} is not on disk under {sessions.path}; "
-                             "set n_battles > 0 in the run config to collect it")
+                             "set n_battles > 0 in the run config to collect it", allow_retries=False)
         summary = store.write_summary(group)
     meta = session_metadata(summary, str(store.group_dir(group)))
     meta["catalog_sha256"] = catalog_digest(store.group_dir(group))
@@ -91,4 +111,4 @@ def battle_sessions(context: dg.AssetExecutionContext, config: CampaignConfig, s
     if collected is not None:
         meta.update({"ran": collected["ran"], "skipped": collected["skipped"],
                      "battles_per_s": collected["battles_per_s"] or 0.0})
-    return dg.MaterializeResult(metadata=meta)
+    return dg.MaterializeResult(metadata=meta, check_results=[trace_integrity(store, group), no_degraded_play(summary)])

@@ -1,6 +1,11 @@
-"""``v5_dataset`` (one dataset per session group, a new version per materialization) and its
-Nemesis splits. Every asset calls the core, which writes and validates the files; the asset
-returns what was written. Datasets follow new sessions by declarative automation (eager)."""
+"""``v5_dataset`` (one dataset per session group, a new version only when the group changed)
+and its Nemesis splits. Every asset calls the core, which writes and validates the files; the
+asset returns what was written.
+
+Gates: an asset builds only on an upstream materialization whose blocking checks passed
+(metadata.gate_blockers); otherwise it records why and materializes nothing -- a normal
+outcome, not a failure. Automation follows new sessions with the same gates across runs
+(``GATED_EAGER``: eager, and only once the dependencies' blocking checks passed)."""
 
 
 from pathlib import Path
@@ -8,12 +13,28 @@ from typing import Iterator
 
 import dagster as dg
 
-from extrarlhf.datasets import dataset_readiness, materialize_v5_dataset, split_nemesis_training_dataset
+import engine
+from extrarlhf.datasets import (DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, dataset_readiness, materialize_v5_dataset,
+                                split_nemesis_training_dataset, validate_dataset)
+from extrarlhf.datasets.assign import SPLITS
+from extrarlhf.datasets.pointers import manifest_sha256
 
-from ...metadata import bar_chart_md, parquet_schema, upstream_metadata
+from ...metadata import (OWNERS, TRANSIENT_RETRY, bar_chart_md, column_lineage, gate_blockers, skipped, table_schema,
+                         upstream)
 from ...partitions import session_groups
 from ...resources import DatasetsResource, SessionsResource
-from ..collection.assets import battle_sessions
+from ..collection.assets import CATALOG_COLUMNS, battle_sessions
+from ..collection.checks import NO_DEGRADED_PLAY, TRACE_INTEGRITY
+from .checks import V5_DATASET_VALID, V5_POLICY_TRAINING_READY, v5_dataset_valid, v5_policy_training_ready
+from .reuse import reusable_version, same_session_group, same_source_dataset
+
+# Eager, but only on upstream materializations whose blocking checks passed: a group that
+# fails trace_integrity never gets a dataset, a dataset that is not V5-ready never gets splits.
+GATED_EAGER = dg.AutomationCondition.eager() & dg.AutomationCondition.all_deps_blocking_checks_passed()
+# Bump when the rows an asset writes change; the engine's observation layout is part of it.
+CODE_VERSION = f"1-obs{engine.OBS_VERSION}"
+TAGS = {"plane": "local", "domain": "datasets"}
+V5_CHECKS = [V5_POLICY_TRAINING_READY, V5_DATASET_VALID]
 
 
 def _blockers_md(blockers: list[str]) -> dg.MetadataValue:
@@ -25,75 +46,126 @@ def _blockers_md(blockers: list[str]) -> dg.MetadataValue:
     deps=[battle_sessions],
     group_name="datasets",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
-    description="V5 decisions/turns/battles Parquet dataset of one session group (datasets/<group>/vN).",
+    owners=OWNERS,
+    tags=TAGS,
+    code_version=CODE_VERSION,
+    retry_policy=TRANSIENT_RETRY,  # publication is atomic: a retry never sees half a version
+    automation_condition=GATED_EAGER,
+    check_specs=V5_CHECKS,
+    description="V5 decisions/turns/battles Parquet dataset of one session group (`datasets/<group>/vN`). "
+                "An unchanged group keeps its version (no identical copy is written).",
 )
 def v5_dataset(context: dg.AssetExecutionContext, sessions: SessionsResource,
                datasets: DatasetsResource) -> dg.MaterializeResult:
     group = context.partition_key
-    result = materialize_v5_dataset([group], group, sessions_dir=sessions.path, datasets_dir=datasets.path,
-                                    policy=datasets.readiness_policy())
-    path = Path(result["path"])
-    counts = result["row_counts"]
-    readiness = result.get("readiness") or {}
-    context.log.info(f"materialized {result['dataset_id']}: {counts}")
-    return dg.MaterializeResult(metadata={
-        "dataset_id": result["dataset_id"],
-        "path": dg.MetadataValue.path(str(path)),
-        "dagster/row_count": counts["decisions"],
-        "dagster/column_schema": parquet_schema(path / "decisions.parquet"),
-        "row_counts": dg.MetadataValue.json(counts),
-        "battles": counts["battles"], "turns": counts["turns"], "excluded": counts.get("excluded", 0),
-        "exclusions": dg.MetadataValue.json(result.get("exclusions") or {}),
-        "battles_schema": dg.MetadataValue.table_schema(parquet_schema(path / "battles.parquet")),
-        "v5_policy_training_ready": bool(readiness.get("v5_policy_training_ready")),
-        "readiness_blockers": _blockers_md(readiness.get("v5_policy_blockers") or []),
-        "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
-            ("battles", counts["battles"], "#2563eb"), ("turns", counts["turns"], "#9333ea"),
-            ("decisions", counts["decisions"], "#16a34a"), ("excluded", counts.get("excluded", 0), "#dc2626")])),
-    })
+    source = upstream(context, "battle_sessions", group)
+    blockers = gate_blockers(context, source, [TRACE_INTEGRITY, NO_DEGRADED_PLAY])
+    if blockers:  # a damaged group is an error, not a "not yet" (within a run Dagster stops here itself)
+        raise dg.Failure(f"no dataset from session group {group!r}: " + "; ".join(blockers) +
+                         "; restore the traces (see the check's failures) and record the group again",
+                         allow_retries=False)
+    kept = reusable_version(datasets.path, group, same_session_group(group, sessions.path))
+    if kept is not None:
+        dataset_id, path, manifest = kept["dataset_id"], Path(kept["path"]), kept["manifest"]
+        counts, exclusions, report = manifest["row_counts"], manifest.get("exclusions") or {}, kept["validation"]
+        context.log.info(f"{group} is unchanged since {dataset_id}: kept that version")
+    else:
+        result = materialize_v5_dataset([group], group, sessions_dir=sessions.path, datasets_dir=datasets.path,
+                                        policy=datasets.readiness_policy())
+        dataset_id, path = result["dataset_id"], Path(result["path"])
+        counts, exclusions = result["row_counts"], result.get("exclusions") or {}
+        report = validate_dataset(dataset_id, datasets_dir=datasets.path)
+        context.log.info(f"materialized {dataset_id}: {counts}")
+    readiness = dataset_readiness(dataset=dataset_id, datasets_dir=datasets.path, policy=datasets.readiness_policy())
+    schema = table_schema(path, "decisions")
+    return dg.MaterializeResult(
+        metadata={
+            "dataset_id": dataset_id,
+            "reused": kept is not None,
+            "path": dg.MetadataValue.path(str(path)),
+            "dagster/row_count": counts["decisions"],
+            "dagster/column_schema": schema,
+            "dagster/column_lineage": column_lineage(schema, "battle_sessions", {c[0] for c in CATALOG_COLUMNS}),
+            "row_counts": dg.MetadataValue.json(counts),
+            "battles": counts["battles"], "turns": counts["turns"], "excluded": counts.get("excluded", 0),
+            "exclusions": dg.MetadataValue.json(exclusions),
+            "battles_schema": dg.MetadataValue.table_schema(table_schema(path, "battles")),
+            "v5_policy_training_ready": bool(readiness["v5_policy_training_ready"]),
+            "readiness_blockers": _blockers_md(readiness["v5_policy_blockers"]),
+            **source.provenance(),
+            "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
+                ("battles", counts["battles"], "#2563eb"), ("turns", counts["turns"], "#9333ea"),
+                ("decisions", counts["decisions"], "#16a34a"), ("excluded", counts.get("excluded", 0), "#dc2626")])),
+        },
+        check_results=[v5_policy_training_ready(dataset_id, readiness), v5_dataset_valid(report)])
 
 
 def _split(context: dg.AssetExecutionContext, datasets: DatasetsResource, view: str) -> Iterator:
-    """Readiness of the view first (a check result); split only when ready, else no materialization."""
-    dataset_id = upstream_metadata(context, "v5_dataset", context.partition_key)["dataset_id"]
+    """The V5 gates first, then the view's own readiness (a WARN check); split only when both
+    pass, reusing the version already made from the same source version."""
+    source = upstream(context, "v5_dataset", context.partition_key)
+    dataset_id = source.metadata["dataset_id"]
     policy = datasets.readiness_policy()
-    readiness = dataset_readiness(dataset=dataset_id, datasets_dir=datasets.path, policy=policy)
-    ready_key, blockers_key = (("nemesis_lite_ready", "nemesis_lite_blockers") if view == "lite" else
-                               ("training_ready_standard", "standard_readiness_blockers"))
-    ready, blockers = bool(readiness[ready_key]), list(readiness[blockers_key])
-    yield dg.AssetCheckResult(check_name=f"nemesis_{view}_ready", passed=ready, severity=dg.AssetCheckSeverity.WARN,
-                              metadata={"dataset_id": dataset_id, "blockers": _blockers_md(blockers),
-                                        "evidence": dg.MetadataValue.json(readiness["evidence"])})
-    if not ready:
-        context.log.warning(f"Nemesis {view} split of {dataset_id} not built: " + "; ".join(blockers))
+    blockers = gate_blockers(context, source, V5_CHECKS)
+    evidence = {}
+    if not blockers:  # the view's own readiness, once the dataset's gates let it through
+        readiness = dataset_readiness(dataset=dataset_id, datasets_dir=datasets.path, policy=policy)
+        ready_key, blockers_key = (("nemesis_lite_ready", "nemesis_lite_blockers") if view == "lite" else
+                                   ("training_ready_standard", "standard_readiness_blockers"))
+        blockers, evidence = ([] if readiness[ready_key] else list(readiness[blockers_key])), readiness["evidence"]
+    check = dg.AssetCheckResult(check_name=f"nemesis_{view}_ready", passed=not blockers,
+                                severity=dg.AssetCheckSeverity.WARN,
+                                metadata={"dataset_id": dataset_id, "blockers": _blockers_md(blockers),
+                                          "evidence": dg.MetadataValue.json(evidence)})
+    if blockers:
+        yield check
+        yield skipped(context, blockers)
         return
-    result = split_nemesis_training_dataset(dataset_id, view=view, datasets_dir=datasets.path, policy=policy)
-    path = Path(result["path"])
-    counts = result["row_counts"]
-    files = sorted(path.glob("*.parquet"))
-    yield dg.MaterializeResult(metadata={
-        "dataset_id": result["dataset_id"], "source": dataset_id,
-        "path": dg.MetadataValue.path(str(path)),
-        "dagster/row_count": sum(v for v in counts.values() if isinstance(v, int)),
-        "dagster/column_schema": parquet_schema(files[0]) if files else dg.TableSchema(columns=[]),
-        "row_counts": dg.MetadataValue.json(counts),
-        "split_chart": dg.MetadataValue.md(bar_chart_md(f"Nemesis {view} rows per split", [
-            (k, v, c) for (k, c) in (("train", "#16a34a"), ("val", "#2563eb"), ("test", "#9333ea"))
-            for v in [counts.get(k, 0)] if isinstance(v, int)])),
-    })
+    name = f"{dataset_id.rsplit('/', 1)[0]}-nemesis-{view}"
+    settings = {"view": view, "split_key": DEFAULT_SPLIT_KEY, "fractions": dict(zip(SPLITS, DEFAULT_FRACTIONS))}
+    source_path = Path(source.metadata["path"])
+    kept = reusable_version(datasets.path, name, same_source_dataset(
+        f"nemesis_{view}_split", dataset_id, manifest_sha256(source_path), settings))
+    if kept is not None:
+        split_id, path, counts = kept["dataset_id"], Path(kept["path"]), kept["manifest"]["row_counts"]
+        context.log.info(f"{dataset_id} is unchanged since {split_id} was split from it: kept that version")
+    else:
+        result = split_nemesis_training_dataset(dataset_id, view=view, datasets_dir=datasets.path, policy=policy)
+        split_id, path, counts = result["dataset_id"], Path(result["path"]), result["row_counts"]
+    schema = table_schema(path, "train")  # train, val and test share one layout
+    decisions = {c.name for c in table_schema(source_path, "decisions").columns}
+    yield dg.MaterializeResult(
+        metadata={
+            "dataset_id": split_id, "source": dataset_id, "reused": kept is not None,
+            "path": dg.MetadataValue.path(str(path)),
+            "dagster/row_count": sum(counts.get(k, 0) for k in SPLITS),  # rows of the split tables only
+            "dagster/column_schema": schema,
+            "dagster/column_lineage": column_lineage(schema, "v5_dataset", decisions),
+            "row_counts": dg.MetadataValue.json(counts),
+            "assignments": counts.get("assignments", 0),
+            **source.provenance(),
+            "split_chart": dg.MetadataValue.md(bar_chart_md(f"Nemesis {view} rows per split", [
+                (k, counts.get(k, 0), c) for k, c in zip(SPLITS, ("#16a34a", "#2563eb", "#9333ea"))])),
+        },
+        check_results=[check])
 
 
 @dg.asset(
     partitions_def=session_groups,
-    deps=["v5_dataset"],
+    deps=[dg.AssetDep("v5_dataset")],
     group_name="datasets",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    owners=OWNERS,
+    tags=TAGS,
+    code_version=CODE_VERSION,
+    retry_policy=TRANSIENT_RETRY,
+    automation_condition=GATED_EAGER,
     output_required=False,
-    check_specs=[dg.AssetCheckSpec("nemesis_lite_ready", asset="nemesis_lite_split",
-                                   description="Nemesis Lite readiness (eligible battles, distinct decks).")],
-    description="Deck-grouped Nemesis Lite train/val/test split (opponent modelling from any eligible battle).",
+    check_specs=[dg.AssetCheckSpec("nemesis_lite_ready", asset="nemesis_lite_split", partitions_def=session_groups,
+                                   description="Nemesis Lite readiness (eligible battles, distinct decks). Warns: "
+                                               "not ready means the split waits for more battles.")],
+    description="Deck-grouped Nemesis Lite train/val/test split (opponent modelling from any eligible battle), "
+                "`datasets/<group>-nemesis-lite/vN`.",
 )
 def nemesis_lite_split(context: dg.AssetExecutionContext, datasets: DatasetsResource):
     yield from _split(context, datasets, "lite")
@@ -101,19 +173,22 @@ def nemesis_lite_split(context: dg.AssetExecutionContext, datasets: DatasetsReso
 
 @dg.asset(
     partitions_def=session_groups,
-    deps=["v5_dataset"],
+    deps=[dg.AssetDep("v5_dataset")],
     group_name="datasets",
     kinds={"parquet"},
-    automation_condition=dg.AutomationCondition.eager(),
+    owners=OWNERS,
+    tags=TAGS,
+    code_version=CODE_VERSION,
     output_required=False,
-    # The readiness check is evaluated by the asset itself *before* anything is written and gates
-    # the split (fail-closed: not ready -> no split, no materialization). It is a WARN, not a
-    # Dagster ERROR-blocking check: session data is never Standard-ready, and an ERROR would
-    # fail every campaign run for a split that is expected to wait for production data.
+    # No automation: session groups are headless, so their data is never Standard-ready and
+    # an eager condition would request a split that can only skip, on every new dataset.
+    # campaign_loop (and the UI) still evaluate the readiness and report its blockers.
     check_specs=[dg.AssetCheckSpec("nemesis_standard_ready", asset="nemesis_standard_split",
+                                   partitions_def=session_groups,
                                    description="Nemesis Standard readiness: human-vs-human production rows only. "
-                                               "Gates the split: not ready -> no split is written.")],
-    description="Nemesis Standard split (human-vs-human rows only); never built from headless session data.",
+                                               "Gates the split: not ready -> no split is written (warns).")],
+    description="Nemesis Standard split (human-vs-human rows only); never built from headless session data, "
+                "so on session groups it reports its readiness blockers and writes nothing.",
 )
 def nemesis_standard_split(context: dg.AssetExecutionContext, datasets: DatasetsResource):
     yield from _split(context, datasets, "standard")

@@ -1,7 +1,13 @@
-"""``v5_policy_checkpoint`` -> ``policy_benchmark`` -> ``promoted_policy``. Training waits for
-the blocking ``v5_policy_training_ready`` check; promotion waits for the blocking
-``benchmark_passed`` check. Not automated: training and promotion are decisions, run by
-``make run`` (job ``campaign_loop``) or from the UI."""
+"""``v5_policy_checkpoint`` -> ``policy_benchmark`` -> ``promoted_policy``. Training builds only
+on a dataset whose blocking checks passed (``v5_policy_training_ready``); promotion only on a
+benchmark whose ``benchmark_passed`` passed. A gate that holds, an inconclusive benchmark or a
+refused promotion is a normal outcome: the asset records why (an observation, the log) and
+materializes nothing; the run succeeds. Not automated: training and promotion are decisions,
+run by ``make run`` (job ``campaign_loop``) or from the UI.
+
+``promoted_policy`` is one global pointer (``checkpoints/promoted.json``), so it is not
+partitioned: it promotes the candidate benchmarked in the same run (or the one named in its
+run config)."""
 
 
 import dagster as dg
@@ -10,9 +16,10 @@ from extrarlhf.benchmarking import benchmark_models
 from extrarlhf.promotion import PromotionRefused, current_incumbent, promote_checkpoint
 from extrarlhf.training import train_policy
 
-from ...metadata import line_chart_md, upstream_metadata
+from ...metadata import OWNERS, gate_blockers, line_chart_md, materialized_in_run, skipped, upstream
 from ...partitions import session_groups
 from ...resources import CheckpointsResource, DatasetsResource
+from ..datasets.assets import V5_CHECKS
 
 
 class TrainConfig(dg.Config):
@@ -40,7 +47,19 @@ class BenchmarkConfig(dg.Config):
 
 
 class PromoteConfig(dg.Config):
+    """``candidate`` empty: the checkpoint benchmarked by this run. ``require_current_incumbent``
+    false accepts a benchmark against another reference than the current incumbent (e.g. a
+    first promotion decided against ``baseline:random``)."""
+
+    candidate: str = ""
     require_current_incumbent: bool = True
+
+
+TAGS = {"plane": "local", "domain": "training"}
+BENCHMARK_PASSED = dg.AssetCheckSpec(
+    "benchmark_passed", asset="policy_benchmark", partitions_def=session_groups, blocking=True,
+    description="The candidate passed its SPRT against the incumbent. Gates promotion: inconclusive or lost "
+                "warns (a normal outcome), a benchmark made invalid by degraded battles is an error.")
 
 
 def checkpoint_name(group: str, run_id: str) -> str:
@@ -52,12 +71,21 @@ def checkpoint_name(group: str, run_id: str) -> str:
     deps=["v5_dataset"],
     group_name="training",
     kinds={"onnx", "numpy"},
-    description="A v5 behaviour-cloning checkpoint trained on the group's latest V5 dataset, registered "
-                "with its model card.",
+    owners=OWNERS,
+    tags=TAGS,
+    code_version="1",
+    output_required=False,
+    description="A v5 behaviour-cloning checkpoint trained on the group's V5 dataset (the version this run "
+                "made, else the latest of the partition), registered with its model card.",
 )
 def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig, datasets: DatasetsResource,
-                         checkpoints: CheckpointsResource) -> dg.MaterializeResult:
-    dataset_id = upstream_metadata(context, "v5_dataset", context.partition_key)["dataset_id"]
+                         checkpoints: CheckpointsResource):
+    source = upstream(context, "v5_dataset", context.partition_key)
+    blockers = gate_blockers(context, source, V5_CHECKS)
+    if blockers:
+        yield skipped(context, blockers)
+        return
+    dataset_id = source.metadata["dataset_id"]
     name = checkpoint_name(context.partition_key, context.run.run_id)
     result = train_policy(dataset_id, name, config.seed, imitate=config.imitate, epochs=config.epochs,
                           hidden=config.hidden, hidden2=config.hidden2, lr=config.lr, batch_size=config.batch_size,
@@ -69,9 +97,10 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
     curves = {"train_loss": [h.get("train_loss") for h in history], "val_loss": [h.get("val_loss") for h in history],
               "train_top1": [h.get("train_top1") for h in history], "val_top1": [h.get("val_top1") for h in history]}
     context.log.info(f"trained {name} on {dataset_id}: {final}")
-    return dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata={
         "checkpoint": name,
         "dataset_id": dataset_id,
+        **source.provenance(),
         "weights_hash": result["weights_hash"],
         "path": dg.MetadataValue.path(result["checkpoint"]["path"]),
         "card_path": dg.MetadataValue.path(result["card_path"]),
@@ -94,14 +123,16 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
     deps=[v5_policy_checkpoint],
     group_name="training",
     kinds={"python"},
-    check_specs=[dg.AssetCheckSpec("benchmark_passed", asset="policy_benchmark", blocking=True,
-                                   description="The candidate passed its SPRT against the incumbent with no "
-                                               "degraded battle. Blocks promotion.")],
+    owners=OWNERS,
+    tags=TAGS,
+    code_version="1",
+    check_specs=[BENCHMARK_PASSED],
     description="Candidate vs incumbent on paired seeds (sides swapped): W/D/L, Elo with 95% CI, SPRT, baselines.",
 )
 def policy_benchmark(context: dg.AssetExecutionContext, config: BenchmarkConfig,
                      checkpoints: CheckpointsResource) -> dg.MaterializeResult:
-    candidate = upstream_metadata(context, "v5_policy_checkpoint", context.partition_key)["checkpoint"]
+    source = upstream(context, "v5_policy_checkpoint", context.partition_key)
+    candidate = source.metadata["checkpoint"]
     incumbent = config.incumbent or current_incumbent(checkpoints.path)
     report = benchmark_models(candidate, incumbent, n_pairs=config.n_pairs, seed=config.seed, elo0=config.elo0,
                               elo1=config.elo1, alpha=config.alpha, beta=config.beta,
@@ -123,38 +154,56 @@ def policy_benchmark(context: dg.AssetExecutionContext, config: BenchmarkConfig,
             "dagster/row_count": report["battles_played"],
             "report_path": dg.MetadataValue.path(report["report_path"]),
             "benchmark_table": dg.MetadataValue.md(table),
+            **source.provenance(),
         },
         check_results=[dg.AssetCheckResult(
-            check_name="benchmark_passed", passed=passed, severity=dg.AssetCheckSeverity.ERROR,
+            check_name="benchmark_passed", passed=passed,
+            severity=dg.AssetCheckSeverity.WARN if report["valid"] else dg.AssetCheckSeverity.ERROR,
             metadata={"verdict": report["verdict"],
                       "invalid_reasons": dg.MetadataValue.json(report["invalid_reasons"])})],
     )
 
 
 @dg.asset(
-    partitions_def=session_groups,
     deps=[policy_benchmark],
     group_name="training",
     kinds={"json"},
-    description="The promoted-checkpoint pointer (checkpoints/promoted.json), moved to the candidate once it passed.",
+    owners=OWNERS,
+    tags=TAGS,
+    code_version="1",
+    output_required=False,
+    description="The promoted-checkpoint pointer (`checkpoints/promoted.json`, one for the whole registry), "
+                "moved to the candidate once its benchmark passed and the promotion rules accept it.",
 )
-def promoted_policy(context: dg.AssetExecutionContext, config: PromoteConfig,
-                    checkpoints: CheckpointsResource) -> dg.MaterializeResult:
-    bench = upstream_metadata(context, "policy_benchmark", context.partition_key)
-    candidate = bench["candidate"]
+def promoted_policy(context: dg.AssetExecutionContext, config: PromoteConfig, checkpoints: CheckpointsResource):
+    if config.candidate:
+        candidate, bench = config.candidate, {}
+    else:
+        source = materialized_in_run(context, "policy_benchmark")
+        if source is None:
+            yield skipped(context, ["this run did not benchmark a candidate: run policy_benchmark in the same run, "
+                                    "or name the checkpoint in the run config (ops.promoted_policy.config.candidate)"])
+            return
+        blockers = gate_blockers(context, source, [BENCHMARK_PASSED])
+        if blockers:
+            yield skipped(context, blockers)
+            return
+        candidate, bench = source.metadata["candidate"], source.metadata
     try:
         promoted = promote_checkpoint(candidate, checkpoints_dir=checkpoints.path,
                                       require_current_incumbent=config.require_current_incumbent)
     except PromotionRefused as refusal:
-        raise dg.Failure(f"promotion of {candidate} refused: {refusal}",
-                         metadata={"reasons": dg.MetadataValue.json(refusal.reasons)}) from None
+        yield skipped(context, [f"promotion of {candidate} refused: [{r['check']}] {r['message']}"
+                                for r in refusal.reasons])
+        return
     pointer = promoted["promoted"]
     previous = promoted.get("previous") or {}
     context.log.info(f"promoted {candidate} (previous: {previous.get('name')})")
-    return dg.MaterializeResult(metadata={
+    yield dg.MaterializeResult(metadata={
         "promoted": candidate, "previous": previous.get("name") or "none",
         "weights_hash": pointer.get("weights_hash", ""),
-        "incumbent_beaten": bench["incumbent"], "verdict": bench["verdict"],
+        "incumbent_beaten": pointer["benchmark"]["incumbent"], "verdict": bench.get("verdict", ""),
         "pointer": dg.MetadataValue.json(pointer),
         "path": dg.MetadataValue.path(str(checkpoints.path / "promoted.json")),
     })
+
