@@ -3,11 +3,10 @@
 import dagster as dg
 
 from .defs.collection import assets as collection_assets
-from .defs.collection import checks as collection_checks
 from .defs.collection.schedules import nightly_campaign
 from .defs.collection.sensors import session_groups_sensor
 from .defs.datasets import assets as dataset_assets
-from .defs.datasets import checks as dataset_checks
+from .defs.datasets.automation import automation_sensor
 from .defs.production import assets as production_assets
 from .defs.production import checks as production_checks
 from .defs.training import assets as training_assets
@@ -16,9 +15,9 @@ from .resources import default_resources
 
 defs = dg.Definitions(
     assets=dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, production_assets]),
-    asset_checks=dg.load_asset_checks_from_modules([collection_checks, dataset_checks, production_checks]),
+    asset_checks=dg.load_asset_checks_from_modules([production_checks]),
     jobs=[campaign_loop, production_daily],
-    sensors=[session_groups_sensor],
+    sensors=[session_groups_sensor, automation_sensor],
     schedules=[nightly_campaign],
     resources=default_resources(),
 )
