@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shlex
 import subprocess
 import tempfile
 import threading
@@ -137,10 +138,10 @@ def _server(entry: ServerEntry, timeout: float) -> dict[str, Any]:
         tools = list_tools_over_stdio(entry, timeout)
     except queue.Empty:
         return _check("mcp server", "fail", f"no tools/list answer within {timeout:g} s",
-                      f"run `{entry.command} {' '.join(entry.args)}` in {entry.cwd or '.'} and read its stderr")
+                      f"run `{shlex.join([entry.command, *entry.args])}` in {entry.cwd or '.'} and read its stderr")
     except (OSError, EOFError, ValueError) as exc:
         return _check("mcp server", "fail", f"did not answer tools/list: {exc}",
-                      f"run `{entry.command} {' '.join(entry.args)}` in {entry.cwd or '.'} and read its stderr")
+                      f"run `{shlex.join([entry.command, *entry.args])}` in {entry.cwd or '.'} and read its stderr")
     if EXPECTED_TOOL not in tools:
         return _check("mcp server", "fail", f"answered tools/list without {EXPECTED_TOOL} ({len(tools)} tools): "
                                             f"not the ExtraRLHF server", SETUP_FIX)
