@@ -7,7 +7,7 @@ import time
 import dagster as dg
 
 from extrarlhf.runtime.series import run_series
-from extrarlhf_assets.defs.collection.schedules import nightly_campaign
+from extrarlhf_assets.defs.collection.schedules import nightly_campaign, nightly_request
 from extrarlhf_assets.defs.collection.sensors import session_groups_sensor
 from tests.dagster_helpers import materialized, resources
 
@@ -79,12 +79,26 @@ def test_sensor_skips_groups_with_unfinished_battles(tmp_path):
     assert result.run_requests == []
 
 
-def test_nightly_schedule_adds_its_partition(tmp_path):
-    instance = dg.DagsterInstance.local_temp(str(tmp_path))  # schedules need an instance ref
+def test_nightly_campaign_requests_each_night_once_with_its_partition():
     import datetime
-    ctx = dg.build_schedule_context(instance=instance,
-                                    scheduled_execution_time=datetime.datetime(2026, 11, 29, 2, 0))
-    request = nightly_campaign(ctx)
-    assert request.partition_key == "nightly-2026-11-29"
-    assert "nightly-2026-11-29" in instance.get_dynamic_partitions("session_groups")
+    utc = datetime.timezone.utc
+    morning = datetime.datetime(2026, 11, 29, 9, 30, tzinfo=utc)
+    first = nightly_request(morning, None, set())
+    [request] = first.run_requests
+    assert request.partition_key == "nightly-2026-11-29" and first.cursor == "2026-11-29"
     assert request.run_config["ops"]["battle_sessions"]["config"]["n_battles"] > 0
+    # the partition travels with the request: the daemon adds it on a real tick, a preview does not
+    assert list(first.dynamic_partitions_requests[0].partition_keys) == ["nightly-2026-11-29"]
+    # same night again: nothing; before 02:00 the latest night is yesterday's
+    assert isinstance(nightly_request(morning, "2026-11-29", {"nightly-2026-11-29"}), dg.SkipReason)
+    early = nightly_request(datetime.datetime(2026, 11, 30, 1, 59, tzinfo=utc), "2026-11-29", set())
+    assert isinstance(early, dg.SkipReason) and "02:00 UTC" in early.skip_message
+    nxt = nightly_request(datetime.datetime(2026, 11, 30, 2, 0, tzinfo=utc), "2026-11-29", {"nightly-2026-11-29"})
+    assert [r.partition_key for r in nxt.run_requests] == ["nightly-2026-11-30"]
+
+
+def test_nightly_campaign_evaluated_leaves_no_partition(tmp_path):
+    """Evaluating the sensor (what "Test sensor" does) returns the partition request and adds nothing."""
+    instance = dg.DagsterInstance.local_temp(str(tmp_path))
+    result = nightly_campaign(dg.build_sensor_context(instance=instance))
+    assert result.dynamic_partitions_requests and instance.get_dynamic_partitions("session_groups") == []

@@ -1,5 +1,8 @@
 """``dagster dev -w workspace.yaml`` really serves the code location: GraphQL lists the assets,
-and headless Chromium screenshots the asset graph (skipped with a reason when Chromium is missing)."""
+and headless Chromium screenshots the asset graph (skipped with a reason when Chromium is missing).
+What an operator meets in the UI is asked of the same server: the automation sensor runs, a
+schedule preview adds no partition, partitioned checks cannot be launched without a partition,
+descriptions render their paths."""
 
 import json
 import os
@@ -38,15 +41,30 @@ def _chromium() -> str | None:
     return None
 
 
-def _graphql(url: str) -> dict:
-    req = urllib.request.Request(url + "/graphql", data=json.dumps({"query": QUERY}).encode(),
+def _graphql(url: str, query: str = QUERY, variables: dict | None = None) -> dict:
+    req = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query, "variables": variables or {}}
+                                                                   ).encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())["data"]
+        body = json.loads(resp.read())
+    assert "errors" not in body, body["errors"]
+    return body["data"]
 
 
-@pytest.fixture()
-def dagster_dev(tmp_path):
+def _loaded(url: str) -> dict:
+    deadline = time.monotonic() + 120
+    while True:  # the code location loads in a subprocess after the server starts
+        data = _graphql(url)
+        entries = data["workspaceOrError"]["locationEntries"]
+        if entries and entries[0]["loadStatus"] == "LOADED" and data["assetNodes"]:
+            return data
+        assert time.monotonic() < deadline, data
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def dagster_dev(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("ui")
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
@@ -72,7 +90,7 @@ def dagster_dev(tmp_path):
                 log.flush()
                 pytest.fail("dagster dev did not come up:\n" + (tmp_path / "dagster_dev.log").read_text()[-4000:])
             time.sleep(1)
-        yield url
+        yield url, home
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -86,15 +104,8 @@ def dagster_dev(tmp_path):
 
 
 def test_ui_serves_the_asset_graph(dagster_dev, tmp_path):
-    url = dagster_dev
-    data = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the code location loads in a subprocess after the server starts
-        data = _graphql(url)
-        entries = data["workspaceOrError"]["locationEntries"]
-        if entries and entries[0]["loadStatus"] == "LOADED" and data["assetNodes"]:
-            break
-        time.sleep(1)
+    url, _home = dagster_dev
+    data = _loaded(url)
     entry = data["workspaceOrError"]["locationEntries"][0]
     assert entry["name"] == "extrarlhf" and entry["loadStatus"] == "LOADED"
     assert entry["locationOrLoadError"]["__typename"] == "RepositoryLocation", entry
@@ -116,3 +127,53 @@ def test_ui_serves_the_asset_graph(dagster_dev, tmp_path):
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(keep) / shot.name)
+
+
+OPERATOR = """{
+  assetNodes { assetKey { path } description partitionDefinition { name }
+    assetChecksOrError { ... on AssetChecks { checks { name canExecuteIndividually blocking } } } }
+  sensorsOrError(repositorySelector: {repositoryLocationName: "extrarlhf", repositoryName: "__repository__"}) {
+    ... on Sensors { results { name sensorState { status } } } }
+}"""
+DRY_RUN = """mutation {
+  sensorDryRun(selectorData: {repositoryLocationName: "extrarlhf", repositoryName: "__repository__",
+                              sensorName: "nightly_campaign"}, cursor: "") {
+    __typename
+    ... on DryRunInstigationTick { evaluationResult { skipReason runRequests { runKey }
+      dynamicPartitionsRequests { partitionKeys } error { message } } }
+    ... on PythonError { message }
+  }
+}"""
+PARTITIONS = """{ assetNodes(assetKeys: [{path: ["battle_sessions"]}]) { partitionKeys } }"""
+
+
+def test_what_an_operator_meets(dagster_dev):
+    url, _home = dagster_dev
+    _loaded(url)
+    data = _graphql(url, OPERATOR)
+    sensors = {s["name"]: s["sensorState"]["status"] for s in data["sensorsOrError"]["results"]}
+    # 1. automation runs out of the box, so a recorded group gets its dataset without a click
+    assert sensors["automation_sensor"] == "RUNNING" and sensors["session_groups_sensor"] == "RUNNING"
+
+    nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
+    # 6. checks of a partitioned asset are evaluated in its partition's step: "Execute all" is
+    #    not offered on its own (no unpartitioned run whose checks cannot know their group)
+    for asset in ("battle_sessions", "v5_dataset", "nemesis_lite_split", "policy_benchmark"):
+        checks = nodes[asset]["assetChecksOrError"]["checks"]
+        assert checks and nodes[asset]["partitionDefinition"] is not None
+        assert {c["canExecuteIndividually"] for c in checks} == {"REQUIRES_MATERIALIZATION"}, (asset, checks)
+    # 13. the promoted pointer is one for the registry: not partitioned
+    assert nodes["promoted_policy"]["partitionDefinition"] is None
+    # 7. paths in descriptions are code spans (rendered literally, `<group>` included)
+    assert "`datasets/<group>/vN`" in nodes["v5_dataset"]["description"]
+
+    # 3. previewing the nightly campaign ("Test sensor") shows its request and adds no partition
+    assert sensors["nightly_campaign"] == "STOPPED"
+    tick = _graphql(url, DRY_RUN)["sensorDryRun"]
+    assert tick["__typename"] == "DryRunInstigationTick", tick
+    result = tick["evaluationResult"]
+    [request] = result["runRequests"]
+    assert result["error"] is None and request["runKey"].startswith("nightly-")
+    assert result["dynamicPartitionsRequests"][0]["partitionKeys"] == [request["runKey"]]
+    keys = _graphql(url, PARTITIONS)["assetNodes"][0]["partitionKeys"]
+    assert not [k for k in keys if k.startswith("nightly-")]
