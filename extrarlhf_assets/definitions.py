@@ -17,7 +17,6 @@ defs = dg.Definitions(
     assets=dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, production_assets]),
     asset_checks=dg.load_asset_checks_from_modules([production_checks]),
     jobs=[campaign_loop, production_daily],
-    sensors=[session_groups_sensor, automation_sensor],
-    schedules=[nightly_campaign],
+    sensors=[session_groups_sensor, automation_sensor, nightly_campaign],
     resources=default_resources(),
 )
