@@ -167,6 +167,9 @@ def install_skills(target: str, *, user: bool = False, project: str | os.PathLik
     """
     c = client(target)
     project_dir = Path(project).absolute()
+    if not user and not project_dir.is_dir():
+        raise SetupError(f"the project folder {project_dir} does not exist; pass --project with the folder your "
+                         f"client runs in - nothing was written", "not_found")
     home_dir = Path(home if home is not None else Path.home()).absolute()
     entry = pinned_entry()
     skills_dir = c.skills_dir(project_dir, home_dir, user)

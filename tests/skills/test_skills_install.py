@@ -241,6 +241,11 @@ def test_a_config_that_does_not_parse_is_refused_and_left_alone(tmp_path, target
     assert "Traceback" not in done.stderr and _snapshot(project) == before
 
 
+def test_a_missing_project_folder_is_refused(tmp_path):
+    message = _refused("not_found", install_skills, "claude", project=tmp_path / "typo", home=tmp_path / "h")
+    assert str(tmp_path / "typo") in message and list(tmp_path.iterdir()) == []
+
+
 def test_an_unwritable_target_directory_is_refused_before_anything_is_written(tmp_path):
     project = tmp_path / "p"
     project.mkdir()
