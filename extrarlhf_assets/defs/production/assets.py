@@ -66,19 +66,17 @@ def _stream_md(streams: dict[str, Any]) -> dg.MetadataValue:
     return dg.MetadataValue.json(streams)
 
 
-def _export_check(result: dict[str, Any], severity: dg.AssetCheckSeverity) -> dg.AssetCheckResult:
-    complete = bool(result.get("complete"))
-    return dg.AssetCheckResult(
-        check_name="export_complete", passed=complete, severity=severity,
-        description=None if complete else result.get("message") or "the row ceiling was hit: the export is "
-                                                                   "incomplete and never training-ready",
-        metadata={"complete": complete, "stop_reason": result.get("stop_reason") or "none",
-                  "stopped_stream": result.get("stopped_stream") or "none",
-                  "streams": _stream_md(result.get("streams") or {})})
+def _not_published(kind: str, result: dict[str, Any]) -> dg.AssetObservation:
+    """What the timeline shows for an export the row ceiling stopped (nothing was published)."""
+    return dg.AssetObservation(asset_key=kind, metadata={
+        "published": False, "stop_reason": result.get("stop_reason") or "none",
+        "stopped_stream": result.get("stopped_stream") or "none", "max_rows": result.get("max_rows") or 0,
+        "streams": dg.MetadataValue.json(result.get("streams") or {}), "message": result.get("message") or ""})
 
 
 def _exported(context: dg.AssetExecutionContext, production: ProductionResource, config: ExportConfig,
               kind: str, export: Any, datasets: DatasetsResource) -> Iterator:
+    """The export's result when it published, else nothing (or an observation of the row-ceiling stop)."""
     reason = production.skip_reason()
     if reason:
         context.log.warning(reason)
@@ -99,7 +97,7 @@ def _exported(context: dg.AssetExecutionContext, production: ProductionResource,
     result = _core(export, end, **kwargs)
     if not result.get("published"):
         context.log.warning(f"not published: {result['message']}")
-        yield _export_check(result, dg.AssetCheckSeverity.WARN)
+        yield _not_published(context.asset_key.to_user_string(), result)
         return
     yield result
 
@@ -116,15 +114,13 @@ def _export_metadata(result: dict[str, Any]) -> dict[str, Any]:
 @dg.asset(
     partitions_def=production_days, group_name="production", pool=POOL, kinds={"postgres", "parquet"},
     output_required=False,
-    check_specs=[dg.AssetCheckSpec("export_complete", asset="production_v5_export", blocking=True,
-                                   description="The row ceiling was not hit (an incomplete export is never ready).")],
     description="Pseudonymized V5 export of one UTC day of production battles (datasets/production-v5-<day>/vN): "
                 "decisions/turns/battles, excluded, metronome, production_battles.",
 )
 def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
                          datasets: DatasetsResource):
     for event in _exported(context, production, config, "production-v5", export_production_v5_dataset, datasets):
-        if isinstance(event, dg.AssetCheckResult):
+        if isinstance(event, dg.AssetObservation):
             yield event
             continue
         result, path = event, Path(event["path"])
@@ -140,15 +136,12 @@ def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig
                       "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
                           ("battles", counts["battles"], "#2563eb"), ("decisions", counts["decisions"], "#16a34a"),
                           ("metronome", counts.get("metronome", 0), "#9333ea"),
-                          ("excluded", exclusions["count"], "#dc2626")]))},
-            check_results=[_export_check(result, dg.AssetCheckSeverity.ERROR)])
+                          ("excluded", exclusions["count"], "#dc2626")]))})
 
 
 @dg.asset(
     partitions_def=production_days, group_name="production", pool=POOL, kinds={"postgres", "parquet"},
     output_required=False,
-    check_specs=[dg.AssetCheckSpec("export_complete", asset="returnclock_export", blocking=True,
-                                   description="The row ceiling was not hit (an incomplete export is never ready).")],
     description="ReturnClock export of the player sessions that ended on one UTC day "
                 "(datasets/returnclock-<day>/vN): natural returns, censoring, treatments kept for audit.",
 )
@@ -158,7 +151,7 @@ def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, 
         return export_returnclock_dataset(start_at, end, **kwargs)
 
     for event in _exported(context, production, config, "returnclock", export, datasets):
-        if isinstance(event, dg.AssetCheckResult):
+        if isinstance(event, dg.AssetObservation):
             yield event
             continue
         result, path = event, Path(event["path"])
@@ -171,8 +164,7 @@ def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, 
                       "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
                       "rows_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows", [
                           ("organic", counts["organic_rows"], "#16a34a"), ("treated", counts["treated_rows"], "#f59e0b"),
-                          ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))},
-            check_results=[_export_check(result, dg.AssetCheckSeverity.ERROR)])
+                          ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))})
 
 
 def _source(context: dg.AssetExecutionContext, asset: str) -> str:

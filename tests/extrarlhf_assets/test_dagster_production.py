@@ -1,0 +1,255 @@
+"""Production assets (DESIGN 12.1) materialized by Dagster against a real throwaway PostgreSQL
+filled by the fixture backend (battles, sessions, treatments). The gate is opened for these
+tests only (monkeypatched environment); with it off every asset skips with the missing
+variable names, opens no connection and emits no materialization. No DSN, salt or raw id
+reaches Dagster's event log or metadata."""
+
+import socket
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import asyncpg
+import dagster as dg
+import pytest
+from dagster._serdes import serialize_value
+
+from extrarlhf.production import gate
+from extrarlhf.production.fixture import build_fixture
+from extrarlhf.production.leaks import window_identifiers
+from extrarlhf_assets.resources import DatasetsResource, ProductionResource
+
+SALT = "dagster-production-salt-0123456789abcdef-xy"
+DAY = "2026-01-02"
+THRESHOLDS = dict(min_returnclock_rows=5, min_returnclock_events=2, min_metronome_labels=10, min_timestamp_labels=5)
+PRODUCTION_ASSETS = {"production_v5_export", "timestamp_dataset", "metronome_dataset", "returnclock_export",
+                     "returnclock_training_split"}
+
+
+def _set_gate(monkeypatch, dsn: str) -> None:
+    for name, value in {gate.ENABLE_VAR: "1", gate.DSN_VAR: dsn, gate.SALT_VAR: SALT,
+                        gate.KEY_ID_VAR: "rc-dagster"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def _close_gate(monkeypatch) -> None:
+    for name in gate.VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _resources(root: Path, **production) -> dict:
+    return {"datasets": DatasetsResource(datasets_dir=str(root / "datasets")),
+            "production": ProductionResource(**{**THRESHOLDS, **production})}
+
+
+def _run(instance, res, day=DAY, run_config=None, job="production_daily"):
+    from extrarlhf_assets.definitions import defs
+
+    return defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=day, resources=res,
+                                                        run_config=run_config or {}, raise_on_error=False)
+
+
+def _messages(instance, result) -> list[str]:
+    return [e.user_message or "" for e in instance.all_logs(result.run_id)]
+
+
+def _checks(result) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
+    return {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
+
+
+def _meta(result, asset: str) -> dict:
+    for e in result.get_asset_materialization_events():
+        if e.asset_key.to_user_string() == asset:
+            return {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
+    raise KeyError(asset)
+
+
+@pytest.fixture(scope="module")
+def world(pg_server):
+    """A small backend database with battles, sessions and treatments over three days."""
+    dsn = pg_server.create_database("dagster_production")
+    build_fixture(dsn, battles=60, players=24, days=3, seed=5, sessions_per_player=6)
+    return dsn
+
+
+@pytest.fixture(scope="module")
+def materialized_day(world, tmp_path_factory):
+    """One gate-open production_daily run of DAY on an ephemeral instance, shared by the tests."""
+    root = tmp_path_factory.mktemp("production")
+    mp = pytest.MonkeyPatch()
+    _set_gate(mp, world)
+    try:
+        instance = dg.DagsterInstance.ephemeral()
+        result = _run(instance, _resources(root))
+    finally:
+        mp.undo()
+    return instance, result, root
+
+
+@pytest.fixture
+def listener():
+    """A listening socket standing in for the database: a closed gate must never connect to it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.settimeout(0.2)
+    yield sock
+    sock.close()
+
+
+def _no_connection(sock) -> bool:
+    try:
+        sock.accept()[0].close()
+    except socket.timeout:
+        return True
+    return False
+
+
+def test_gate_off_every_asset_skips_with_the_missing_names(monkeypatch, tmp_path, listener):
+    _close_gate(monkeypatch)
+    instance = dg.DagsterInstance.ephemeral()
+    result = _run(instance, _resources(tmp_path))
+    assert result.success
+    assert result.get_asset_materialization_events() == [] and result.get_asset_check_evaluations() == []
+    reason = ("skipped: production disabled (missing: RLHF_ENABLE_PRODUCTION_DATASETS, RLHF_PRODUCTION_DSN, "
+              "RETURNCLOCK_DATASET_SALT, RETURNCLOCK_DATASET_SALT_KEY_ID)")
+    assert sum(reason in m for m in _messages(instance, result)) == 2  # the two exports; the rest never start
+    assert not (tmp_path / "datasets").exists()
+
+    # partly configured: the DSN names a live socket, the salt is too short -> named, no connection
+    monkeypatch.setenv(gate.ENABLE_VAR, "1")
+    monkeypatch.setenv(gate.DSN_VAR, f"postgresql://u:secret-pw@127.0.0.1:{listener.getsockname()[1]}/db")
+    monkeypatch.setenv(gate.SALT_VAR, "short")
+    result = _run(instance, _resources(tmp_path))
+    assert result.success and result.get_asset_materialization_events() == []
+    messages = _messages(instance, result)
+    assert any("skipped: production disabled (missing: RETURNCLOCK_DATASET_SALT_KEY_ID; invalid: "
+               "RETURNCLOCK_DATASET_SALT)" in m for m in messages), messages
+    assert _no_connection(listener)
+    assert not any("secret-pw" in m for m in messages)
+
+
+def test_gate_open_materializes_the_day_and_its_checks(materialized_day):
+    instance, result, root = materialized_day
+    assert result.success
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == PRODUCTION_ASSETS
+    checks = _checks(result)
+    for asset in ("production_v5_export", "returnclock_export"):
+        assert checks[(asset, "export_complete")].passed
+    for asset in ("production_v5_export", "timestamp_dataset", "returnclock_export", "returnclock_training_split"):
+        evaluation = checks[(asset, "no_raw_identifiers")]
+        assert evaluation.passed and evaluation.metadata["identifiers_scanned"].value > 10, asset
+    assert checks[("returnclock_training_split", "organic_only")].passed
+    assert checks[("returnclock_training_split", "organic_only")].metadata["treated_in_source"].value > 0
+    replay = checks[("production_v5_export", "replay_verified")]
+    assert replay.severity == dg.AssetCheckSeverity.WARN
+
+    v5 = _meta(result, "production_v5_export")
+    assert v5["dataset_id"] == f"production-v5-{DAY}/v1" and v5["complete"] is True
+    # the window is the partition's day; ingested_before = its end + the settle delay (3600 s)
+    assert v5["window"]["start_at"] == "2026-01-02T00:00:00Z" and v5["window"]["end_at"] == "2026-01-03T00:00:00Z"
+    assert v5["window"]["ingested_before"] == "2026-01-03T01:00:00Z"
+    assert v5["dagster/row_count"] > 100 and v5["battles"] > 5
+    assert (root / "datasets" / f"production-v5-{DAY}" / "v1" / "metronome.parquet").exists()
+    rc = _meta(result, "returnclock_export")
+    assert rc["dataset_id"] == f"returnclock-{DAY}/v1" and rc["counts"]["treated_rows"] > 0
+    split = _meta(result, "returnclock_training_split")
+    assert split["source"] == rc["dataset_id"] and split["dagster/row_count"] == rc["counts"]["organic_rows"]
+    assert _meta(result, "timestamp_dataset")["source"] == v5["dataset_id"]
+    assert _meta(result, "metronome_dataset")["dagster/row_count"] > 0
+
+
+async def _raw_ids(dsn: str) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT battle_id AS v FROM battles UNION SELECT p1_player_id FROM battles "
+                                "UNION SELECT p2_player_id FROM battles UNION SELECT session_id FROM player_sessions "
+                                "UNION SELECT player_id FROM player_sessions UNION SELECT assignment_id FROM "
+                                "return_treatments")
+    finally:
+        await conn.close()
+    return [r["v"] for r in rows if r["v"]]
+
+
+@pytest.mark.anyio
+async def test_no_dsn_salt_or_raw_id_reaches_dagster_logs_or_metadata(materialized_day, world):
+    instance, result, _ = materialized_day
+    records = instance.get_records_for_run(result.run_id, limit=100_000).records
+    blob = "\n".join(serialize_value(r.event_log_entry) for r in records)
+    assert len(records) > 50 and "production-v5-2026-01-02" in blob  # the log is really there
+    secrets = [world, SALT, *await _raw_ids(world)]
+    assert len(secrets) > 100
+    leaked = [s for s in secrets if s in blob]
+    assert leaked == [], f"{len(leaked)} secrets or raw ids in the event log, e.g. {leaked[0][:10]}..."
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def test_a_planted_raw_id_fails_no_raw_identifiers(materialized_day, world, monkeypatch):
+    instance, result, root = materialized_day
+    _set_gate(monkeypatch, world)
+    of_the_day = window_identifiers("v5", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z")
+    player = min(i for i in of_the_day if i.startswith("player-"))
+    folder = root / "datasets" / f"production-v5-{DAY}" / "v1"
+    planted = folder / "notes.txt"
+    planted.write_text(f"debug dump: owner={player}\n")
+    from extrarlhf_assets.defs.production import assets, checks
+
+    key = dg.AssetCheckKey(dg.AssetKey("production_v5_export"), "no_raw_identifiers")
+    only = dg.Definitions(assets=dg.load_assets_from_modules([assets]),
+                          asset_checks=dg.load_asset_checks_from_modules([checks]),
+                          jobs=[dg.define_asset_job("only_scan", selection=dg.AssetSelection.checks(key))],
+                          resources=_resources(root))
+    try:
+        out = only.resolve_job_def("only_scan").execute_in_process(
+            # the partition as a run tag: execute_in_process refuses partition_key for a checks-only job
+            instance=instance, tags={"dagster/partition": DAY}, raise_on_error=False)
+    finally:
+        planted.unlink()
+    evaluation = _checks(out)[("production_v5_export", "no_raw_identifiers")]
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert evaluation.metadata["findings"].value == [{"file": "notes.txt", "distinct_ids": 1}]
+    assert player not in serialize_value(evaluation)
+
+
+def test_a_row_ceiling_is_an_outcome_not_a_failure(world, tmp_path, monkeypatch):
+    _set_gate(monkeypatch, world)
+    instance = dg.DagsterInstance.ephemeral()
+    result = _run(instance, _resources(tmp_path),
+                  run_config={"ops": {"production_v5_export": {"config": {"max_rows": 5}}}})
+    assert result.success
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert "production_v5_export" not in materialized and "timestamp_dataset" not in materialized
+    assert ("production_v5_export", "export_complete") not in _checks(result)  # nothing to check
+    observed = [e.event_specific_data.asset_observation for e in result.all_events
+                if e.event_type_value == "ASSET_OBSERVATION"]
+    assert len(observed) == 1 and observed[0].asset_key == dg.AssetKey("production_v5_export")
+    assert observed[0].metadata["stop_reason"].value == "row_ceiling"
+    assert "row ceiling" in observed[0].metadata["message"].value
+    assert any("not published: stopped" in m for m in _messages(instance, result))
+    folder = tmp_path / "datasets" / f"production-v5-{DAY}"
+    assert not list(folder.glob("v*")) and not list(folder.glob("*/manifest.json"))  # nothing half-published
+    assert "returnclock_export" in materialized  # the other export is not held by it
+
+
+def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeypatch, listener):
+    _set_gate(monkeypatch, f"postgresql://u@127.0.0.1:{listener.getsockname()[1]}/db")
+    yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%d")
+    instance = dg.DagsterInstance.ephemeral()
+    result = _run(instance, _resources(tmp_path, settle_seconds=3 * 86400), day=yesterday)
+    assert result.success and result.get_asset_materialization_events() == []
+    assert sum("settles at" in m for m in _messages(instance, result)) == 2
+    assert _no_connection(listener)
+
+    # an explicit ingested_before bypasses the settle delay: the export runs (and fails clearly: no database)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    _set_gate(monkeypatch, f"postgresql://u@127.0.0.1:{port}/db")
+    result = _run(instance, _resources(tmp_path), day=DAY, job="production_daily",
+                  run_config={"ops": {"production_v5_export": {"config": {"ingested_before": "2026-01-03T00:00:00Z"}}}})
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert failures and "production_unavailable" in failures[0].event_specific_data.error.message
+    assert "127.0.0.1" not in failures[0].event_specific_data.error.message
