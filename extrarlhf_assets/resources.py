@@ -24,10 +24,12 @@ from extrarlhf.runtime.sessions import SessionStore
 
 class SessionsResource(dg.ConfigurableResource):
     """The sessions dir (DESIGN section 6). ``settle_seconds``: how long a group's catalog must
-    be untouched before the sensor treats the group as finished."""
+    be untouched before the sensor treats the group as finished; ``max_runs_per_tick``: the
+    most recording runs one sensor tick requests (the rest wait for the next ticks)."""
 
     sessions_dir: str = "sessions"
     settle_seconds: int = 30
+    max_runs_per_tick: int = 25
 
     @property
     def path(self) -> Path:
