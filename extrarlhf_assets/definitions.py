@@ -19,4 +19,6 @@ defs = dg.Definitions(
     jobs=[campaign_loop, production_daily],
     sensors=[session_groups_sensor, automation_sensor, nightly_campaign],
     resources=default_resources(),
+    # every run (UI materializations, automation, backfills) steps in process: benchmarks/dagster_runs.py
+    executor=dg.in_process_executor,
 )

@@ -5,15 +5,18 @@ import dagster as dg
 
 LOCAL_GROUPS = ("collection", "datasets", "training")
 
+# Both jobs run their steps in the run's own process: a subprocess per step (Dagster's default
+# multiprocess executor) costs more than the steps themselves here -- campaign_loop 7.6 s in
+# process vs 37.3 s multiprocess (spawn) and 22.1 s multiprocess with a preloaded forkserver
+# (benchmarks/dagster_runs.py, 2 cores). Steps parallelize inside (max_workers processes for
+# battles and benchmarks); across machines, use k8s_job_executor / celery (README).
 campaign_loop = dg.define_asset_job(
-    "campaign_loop", selection=dg.AssetSelection.groups(*LOCAL_GROUPS),
+    "campaign_loop", selection=dg.AssetSelection.groups(*LOCAL_GROUPS), executor_def=dg.in_process_executor,
     description="collect -> v5_dataset (+ readiness) -> splits -> train -> benchmark -> promote, for one group.")
 
 production_daily = dg.define_asset_job(
     "production_daily", selection=dg.AssetSelection.groups("production"),
     tags={"extrarlhf/plane": "production"},
-    # In process: each step is short and I/O-bound; a subprocess per step would spend more
-    # time loading the code location than exporting (pools still apply per step).
-    executor_def=dg.in_process_executor,
+    executor_def=dg.in_process_executor,  # pools still apply per step
     description="The day's production exports (V5, ReturnClock; pool production_db) and the datasets derived from "
                 "them. Every asset skips with the missing variable names while the production gate is off.")
