@@ -290,3 +290,32 @@ def test_our_copy_edited_by_hand_counts_as_a_different_skill(tmp_path):
     edited.write_text(edited.read_text() + "\nmy own notes\n")
     _refused("skill_conflict", install_skills, "opencode", project=project, home=tmp_path / "h")
     assert edited.read_text().endswith("my own notes\n")
+
+
+def test_a_write_failing_midway_puts_everything_back(tmp_path, monkeypatch):
+    """A full disk while the config is written (after the skills were renamed into place):
+    the error names the directory and the skills folder is back as it was."""
+    import errno
+
+    from extrarlhf.agent_setup import install as install_module
+
+    project = tmp_path / "p"
+    project.mkdir()
+    install_skills("claude", project=project, home=tmp_path / "h")
+    skill = project / ".claude" / "skills" / "extra-rlhf-l1-campaigns"
+    (skill / "SKILL.md").write_text("older")
+    marker = json.loads((skill / MARKER).read_text())
+    marker["files"] = _digest(_installed_files(skill))  # an unedited older install: it will be updated
+    (skill / MARKER).write_text(json.dumps(marker))
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
+    before = _snapshot(project)
+
+    def full_disk(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(install_module, "atomic_write_bytes", full_disk)
+    with pytest.raises(Exception) as info:
+        install_skills("claude", project=project, home=tmp_path / "h")
+    assert getattr(info.value, "code", None) == "disk_full" and str(project) in str(info.value)
+    assert _snapshot(project) == before, "the updated skill is rolled back, nothing else changed"
+    assert sorted(p.name for p in skill.parent.iterdir()) == SKILL_NAMES, "no temp or old folder left"
