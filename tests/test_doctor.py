@@ -123,3 +123,9 @@ def test_an_unreadable_config_fails_without_a_traceback(tmp_path, bad):
     done = doctor("--target", "claude", "--project", str(tmp_path))
     assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
     assert fails_with_fixes(done.stdout)[0].startswith(f"FAIL  mcp config: {tmp_path / '.mcp.json'}")
+
+
+def test_a_bad_timeout_is_refused():
+    done = doctor("--timeout", "0")
+    assert done.returncode == 2 and done.stderr.strip() == \
+        "error [invalid_argument]: --timeout must be a positive number of seconds, got 0.0"

@@ -186,6 +186,8 @@ def run_doctor(target: str | None = None, *, user: bool = False, project: str | 
                home: str | os.PathLike[str] | None = None, timeout: float = 60.0) -> dict[str, Any]:
     """Every check with its status; ``ok`` is false when one failed. ``target`` checks the entry
     that client's installed config holds, else the pinned entry of this checkout."""
+    if not timeout > 0:
+        raise SetupError(f"--timeout must be a positive number of seconds, got {timeout!r}", "invalid_argument")
     checks: list[dict[str, Any]] = []
     if target is None:
         source = "the pinned entry of this checkout (what `skills install` writes)"
