@@ -226,3 +226,37 @@ def test_postgres_instance_queue_and_pool_limits_hold(deployment):
     dump = server.psql("dagster", "SELECT string_agg(event, '') FROM event_logs") + \
         server.psql("dagster", "SELECT string_agg(run_body, '') FROM runs")
     assert SALT not in dump and deployment["dsn"] not in dump and "prod_deploy" not in dump
+
+
+def test_the_kubernetes_profile_shares_storage_queue_and_pools():
+    import yaml
+
+    local = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())
+    k8s = yaml.safe_load((ROOT / "deploy" / "dagster.k8s.yaml").read_text())
+    assert k8s["storage"] == local["storage"] and k8s["concurrency"] == local["concurrency"]
+    assert local["storage"]["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+    assert k8s["run_launcher"]["class"] == "K8sRunLauncher"
+    paths = [v for v in k8s["run_launcher"]["config"]["env_vars"] if v.startswith("RLHF_")]
+    assert len(paths) == 3 and all(v.split("=", 1)[1].startswith("/") for v in paths)  # absolute
+
+
+def test_directory_resources_are_env_vars_read_at_run_time(monkeypatch, tmp_path):
+    from extrarlhf_assets.resources import default_resources
+
+    monkeypatch.setenv("RLHF_DATASETS_DIR", str(tmp_path / "d"))
+    monkeypatch.delenv("RLHF_SESSIONS_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    res = default_resources()
+    datasets = res["datasets"]._get_non_default_public_field_values()["datasets_dir"]
+    assert isinstance(datasets, dg.EnvVar) and datasets.env_var_name == "RLHF_DATASETS_DIR"
+    assert res["sessions"].sessions_dir == str(tmp_path / "sessions")  # unset: absolute default
+    # the variable's value is taken when a run initializes the resource, not at import
+    monkeypatch.setenv("RLHF_DATASETS_DIR", str(tmp_path / "later"))
+
+    @dg.asset
+    def where(datasets: dg.ConfigurableResource) -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={"path": str(datasets.path)})
+
+    result = dg.materialize([where], resources={"datasets": res["datasets"]})
+    mat = result.asset_materializations_for_node("where")[0]
+    assert mat.metadata["path"].value == str(tmp_path / "later")

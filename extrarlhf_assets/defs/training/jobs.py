@@ -6,8 +6,8 @@ import dagster as dg
 LOCAL_GROUPS = ("collection", "datasets", "training")
 
 # Both jobs run their steps in the run's own process: a subprocess per step (Dagster's default
-# multiprocess executor) costs more than the steps themselves here -- campaign_loop 7.6 s in
-# process vs 37.3 s multiprocess (spawn) and 22.1 s multiprocess with a preloaded forkserver
+# multiprocess executor) costs more than the steps themselves here -- campaign_loop 7.3 s in
+# process vs 29.7 s multiprocess (spawn) and 20.0 s multiprocess with a preloaded forkserver
 # (benchmarks/dagster_runs.py, 2 cores). Steps parallelize inside (max_workers processes for
 # battles and benchmarks); across machines, use k8s_job_executor / celery (README).
 campaign_loop = dg.define_asset_job(
