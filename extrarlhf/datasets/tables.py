@@ -334,6 +334,8 @@ class StreamingTable:
             raise
         self.rows = 0
         self.row_groups = 0
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
         with _OPEN_LOCK:
             _OPEN_WRITERS.add(self)
 
@@ -344,6 +346,20 @@ class StreamingTable:
             self.writer.write_batch(batch, row_group_size=batch.num_rows)
             self.rows += batch.num_rows
             self.row_groups += 1
+
+    def append(self, arrays: list[pa.Array]) -> None:
+        """Buffer rows (arrays in schema order) and write a row group of ``row_group_rows`` each
+        time that many are buffered; :meth:`close` writes the rest."""
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        if self.pending_rows >= self.row_group_rows:
+            table = pa.Table.from_batches(self.pending, schema=self.schema)
+            cut = self.pending_rows - self.pending_rows % self.row_group_rows
+            for start in range(0, cut, self.row_group_rows):
+                self.write_table(table.slice(start, self.row_group_rows))
+            self.pending = table.slice(cut).to_batches()
+            self.pending_rows -= cut
 
     def write_table(self, table: pa.Table) -> None:
         if table.num_rows:
@@ -360,6 +376,9 @@ class StreamingTable:
     def close(self) -> dict[str, Any]:
         """Finish the file (footer) and close it; the descriptor is released even if that fails."""
         try:
+            if self.pending_rows:
+                self.write_table(pa.Table.from_batches(self.pending, schema=self.schema))
+                self.pending, self.pending_rows = [], 0
             if self.is_open:
                 self.writer.close()
             if not self.sink.closed:

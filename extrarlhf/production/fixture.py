@@ -668,7 +668,10 @@ async def _build(dsn: str, plan: Plan, workers: int, reset: bool,
     try:
         async with conn.transaction():
             await _create_schema(conn, reset)
-            return await _fill(conn, plan, workers, progress, session_progress)
+            tally = await _fill(conn, plan, workers, progress, session_progress)
+        # planner statistics, as a live database has them (autovacuum would take its time)
+        await conn.execute("ANALYZE battles, battle_actions, player_sessions, return_treatments")
+        return tally
     finally:
         await conn.close()
 

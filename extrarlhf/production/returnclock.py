@@ -58,7 +58,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -69,200 +69,204 @@ from ..datasets.paths import DatasetsDir, check_dataset_name, check_positive_int
 from ..datasets.pointers import manifest_sha256, resolve
 from ..datasets.publish import publish_version
 from ..datasets.splits import _SplitWriter
-from ..datasets.tables import Columns, StreamingTable, iter_batches
+from ..datasets.tables import StreamingTable, iter_batches
 from ..datasets.validate import validate_dir
 from ..errors import Cancelled, InvalidArgument, NotReady, RLHFError, ValidationFailed
 from ..readiness import ReadinessPolicy, returnclock_readiness
 from .export import _iso, check_max_rows, check_window
 from .gate import open_gate
-from .pseudonyms import PSEUDONYM_RULE, player_pseudonym, session_key
+from .pseudonyms import PSEUDONYM_RULE, keyed_ids
 from .reader import ProductionReadError, is_server_error, open_snapshot
+from .returnclock_query import (EXPOSED_STATUSES, PLANNER_SETTINGS, RETURNCLOCK_SQL, TREATMENT_COUNT_SQL, TREATMENT_CUT_SQL, CsvBatches,
+                                as_utc)
 
 __all__ = ["export_returnclock_dataset", "split_returnclock_training_dataset", "load_returnclock_training",
-           "SESSIONS_SQL", "TREATMENTS_SQL", "EXPOSED_STATUSES", "CONTOUR"]
+           "EXPOSED_STATUSES", "CONTOUR"]
 
 CONTOUR = "returnclock"
-EXPOSED_STATUSES = frozenset({"sent", "delivered"})
 DEFAULT_ROW_GROUP_ROWS = 65_536
-DEFAULT_PREFETCH = 10_000
+DEFAULT_BATCH_BYTES = 8 << 20
 TRAIN_COLUMNS = ("player", "session_key", "duration_seconds", "event", "session_seconds", "end_hour_utc")
+SESSIONS, TREATMENTS = "player_sessions", "return_treatments"
 
-# $1 end_at, $2 start_at (-infinity when none), $3 cut (infinity when none). Sessions whose
-# effective end is before start_at cannot change any row of the window (they end before every
-# departure the window holds), so they are not read.
-SESSIONS_SQL = """
-WITH s AS (
-  SELECT session_id, player_id, started_at, ended_at,
-         CASE WHEN ended_at < $1::timestamptz THEN ended_at ELSE 'infinity'::timestamptz END AS eff_end
-  FROM player_sessions
-  WHERE ingested_at < $3::timestamptz AND started_at < $1::timestamptz
-    AND (ended_at IS NULL OR ended_at >= $2::timestamptz)
-), a AS (
-  SELECT s.*, max(eff_end) OVER (p ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end,
-         lead(started_at) OVER p AS lead_start
-  FROM s WINDOW p AS (PARTITION BY player_id ORDER BY started_at, session_id)
-), b AS (
-  SELECT a.*,
-         sum(CASE WHEN prev_max_end IS NULL OR started_at > prev_max_end THEN 1 ELSE 0 END)
-           OVER (p ROWS UNBOUNDED PRECEDING) AS island,
-         lead(CASE WHEN prev_max_end IS NULL OR started_at > prev_max_end THEN 1 ELSE 0 END) OVER p AS lead_new
-  FROM a WINDOW p AS (PARTITION BY player_id ORDER BY started_at, session_id)
-), c AS (
-  SELECT b.*,
-         max(CASE WHEN lead_new = 1 THEN lead_start END) OVER (PARTITION BY player_id, island) AS next_start,
-         row_number() OVER (PARTITION BY player_id, island
-                            ORDER BY eff_end DESC, started_at DESC, session_id DESC) AS rank_in_island
-  FROM b
-)
-SELECT player_id, session_id, started_at, ended_at,
-       CASE WHEN rank_in_island = 1 THEN next_start END AS next_start, rank_in_island = 1 AS kept
-FROM c
-WHERE ended_at >= $2::timestamptz AND ended_at < $1::timestamptz
-ORDER BY player_id COLLATE "C", ended_at, session_id
-"""
-
-TREATMENTS_SQL = """
-SELECT player_id, assigned_at, treatment, status
-FROM return_treatments
-WHERE ingested_at < $3::timestamptz AND assigned_at >= $2::timestamptz AND assigned_at < $1::timestamptz
-ORDER BY player_id COLLATE "C", assigned_at, assignment_id
-"""
-
-_SECOND = timedelta(seconds=1)
 _NEG_INF = datetime(1, 1, 2, tzinfo=timezone.utc)  # below any real instant; asyncpg sends it as a timestamptz
 _POS_INF = datetime(9999, 12, 30, tzinfo=timezone.utc)
+_US_PER_S, _US_PER_H = 1e6, 3.6e9
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-class _Ceiling(Exception):
-    pass
-
-
-class _Stream:
-    """A server-side cursor with the row ceiling; errors are re-raised as ProductionReadError."""
-
-    def __init__(self, name: str, conn: Any, sql: str, args: list, prefetch: int, max_rows: int, scrub) -> None:
-        self.name, self.conn, self.sql, self.args = name, conn, sql, args
-        self.prefetch, self.max_rows, self.scrub = prefetch, max_rows, scrub
-        self.rows = 0
-        self.ceiling = False
-
-    async def batches(self) -> AsyncIterator[list]:
-        """Rows a prefetch batch at a time (one await per batch, not per row), cut at the ceiling."""
-        try:
-            cursor = await self.conn.cursor(self.sql, *self.args)
-            while not self.ceiling:
-                rows = await cursor.fetch(self.prefetch)
-                if not rows:
-                    return
-                if self.rows + len(rows) > self.max_rows:
-                    rows, self.ceiling = rows[:self.max_rows - self.rows], True
-                self.rows += len(rows)
-                if rows:
-                    yield rows
-        except RLHFError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
-            said = self.scrub(str(exc)) if is_server_error(exc) else ""
-            raise ProductionReadError(
-                f"reading the production database failed on stream {self.name} after {self.rows} rows "
-                f"({type(exc).__name__}{': ' + said if said else ''}); nothing was published. Check the database "
-                f"and run the export again") from None
-
-    def report(self) -> dict[str, Any]:
-        return {"rows": self.rows, "ceiling_hit": self.ceiling, "max_rows": self.max_rows, "prefetch": self.prefetch}
-
-
-def _hour(t: datetime) -> float:
-    return t.hour + t.minute / 60 + t.second / 3600 + t.microsecond / 3.6e9
-
-
-async def _export_rows(sessions: _Stream, treatments: _Stream, end_at: datetime, salt: bytes,
-                       tables: dict[str, StreamingTable], row_group_rows: int, counts: dict[str, int],
-                       progress: Callable[[int, int], None] | None, cancel: Callable[[], bool] | None) -> str | None:
-    """Merge both streams into the tables; returns the stream that hit the ceiling (or None)."""
-    out, excluded = Columns("returnclock"), Columns("returnclock_excluded")
-    t_batches = treatments.batches()
-    t_rows: list = []
-    t_at = 0
-
-    async def next_treatment() -> Any:
-        nonlocal t_rows, t_at
-        t_at += 1
-        if t_at >= len(t_rows):
-            t_rows, t_at = await anext(t_batches, []), 0
-        return t_rows[t_at] if t_rows else None
-
-    t_rows = await anext(t_batches, [])
-    t = t_rows[0] if t_rows else None
-    pseudo_of: tuple[str, str] | None = None
-    stopped: str | None = None
-    done = 0
-    async for batch in sessions.batches():
-        for row in batch:
-            raw_player = row[0]
-            if pseudo_of is None or pseudo_of[0] != raw_player:
-                pseudo_of = (raw_player, player_pseudonym(salt, raw_player))
-            player, key, ended = pseudo_of[1], session_key(salt, row[1]), row[3]
-            if not row[5]:
-                excluded.append({"player": player, "session_key": key, "ended_at": ended, "reason": "overlapped"})
-                counts["excluded"] += 1
-            else:
-                next_start = row[4]
-                stop = next_start if next_start is not None else end_at
-                while t is not None and (t[0] < raw_player or (t[0] == raw_player and t[1] < ended)):
-                    t = await next_treatment()
-                matched = []
-                while t is not None and t[0] == raw_player and t[1] < stop:
-                    matched.append(t)
-                    t = await next_treatment()
-                if t is None and treatments.ceiling:
-                    stopped = treatments.name  # this row's treatments may lie past the cut-off stream
-                    break
-                event = next_start is not None
-                first = matched[0] if matched else None
-                out.append({"player": player, "session_key": key, "started_at": row[2], "ended_at": ended,
-                            "next_start": next_start, "duration_seconds": (stop - ended) / _SECOND,
-                            "event": int(event), "session_seconds": (ended - row[2]) / _SECOND,
-                            "end_hour_utc": _hour(ended), "treated": bool(matched), "treatments": len(matched),
-                            "treatment": first[2] if first else None, "treatment_status": first[3] if first else None,
-                            "exposed": any(m[3] in EXPOSED_STATUSES for m in matched)})
-                counts["rows"] += 1
-                counts["events"] += event
-                if not matched:
-                    counts["organic_rows"] += 1
-                    counts["organic_events"] += event
-                else:
-                    counts["treated_rows"] += 1
-                    counts["exposed_rows"] += any(m[3] in EXPOSED_STATUSES for m in matched)
-            if len(out) >= row_group_rows:
-                tables["returnclock"].write(out.arrays())
-            if len(excluded) >= row_group_rows:
-                tables["excluded"].write(excluded.arrays())
-            done += 1
-            if progress and done % 10_000 == 0:
-                progress(done, 0)
-            if cancel is not None and done % 1_000 == 0 and cancel():
-                raise Cancelled(f"ReturnClock export cancelled after {done} sessions; nothing was published")
-        if stopped:
-            break
-    if stopped is None and sessions.ceiling:
-        stopped = sessions.name
-    if len(out):
-        tables["returnclock"].write(out.arrays())
-    if len(excluded):
-        tables["excluded"].write(excluded.arrays())
-    return stopped
+class _CutReached(Exception):
+    """Raised from the COPY sink once the rows past a treatments cut begin: nothing after matters."""
 
 
 class _Stopped(Exception):
     pass
 
 
+class _Rows:
+    """The query's raw batches -> the ``returnclock`` and ``excluded`` tables: keyed ids,
+    durations and covariates computed on whole columns. Raw ids end here."""
+
+    def __init__(self, salt: bytes, end_at: datetime, tables: dict[str, StreamingTable], max_rows: int,
+                 cut: tuple[str, datetime] | None, progress: Callable[[int, int], None] | None,
+                 cancel: Callable[[], bool] | None) -> None:
+        self.salt, self.tables, self.max_rows, self.cut = salt, tables, max_rows, cut
+        self.end_us = _instant(end_at)
+        self.progress, self.cancel = progress, cancel
+        self.counts = dict.fromkeys(("rows", "events", "organic_rows", "organic_events", "treated_rows",
+                                     "exposed_rows", "excluded"), 0)
+        self.read = 0            # session rows read from the stream (kept + overlapped)
+        self.stopped: str | None = None
+        self.batches = self.peak_batch_rows = self.peak_arrow_bytes = 0
+
+    def __call__(self, table: pa.Table) -> None:
+        if self.stopped:
+            raise _CutReached()
+        raw = pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
+        if self.cancel is not None and self.cancel():
+            raise Cancelled(f"ReturnClock export cancelled after {self.read} sessions; nothing was published")
+        if self.read + raw.num_rows > self.max_rows:  # the query reads one row past the ceiling
+            raw, self.stopped = raw.slice(0, self.max_rows - self.read), SESSIONS
+        if self.cut is not None:
+            raw = self._before_cut(raw)
+        self.read += raw.num_rows
+        self._write(raw)
+        self.batches += 1
+        self.peak_batch_rows = max(self.peak_batch_rows, raw.num_rows)
+        self.peak_arrow_bytes = max(self.peak_arrow_bytes, pa.total_allocated_bytes())
+        if self.progress:
+            self.progress(self.read, 0)
+
+    def _stop(self, raw: pa.RecordBatch) -> pa.Array:
+        return pc.coalesce(as_utc(raw.column("next_start")), self.end_us)
+
+    def _before_cut(self, raw: pa.RecordBatch) -> pa.RecordBatch:
+        """The rows whose treatments all lie before the treatments cut: rows are in (player,
+        ended_at) order and a player's row intervals are disjoint and ordered, so they are a
+        prefix; the first row past it stops the export (``return_treatments`` hit the ceiling)."""
+        player, at = self.cut
+        players = raw.column("player_id")
+        complete = pc.or_(pc.less(players, player),
+                          pc.and_(pc.equal(players, player),
+                                  pc.less_equal(self._stop(raw), _instant(at))))
+        first_incomplete = pc.index(complete, False).as_py()
+        if first_incomplete < 0:
+            return raw
+        self.stopped = TREATMENTS
+        return raw.slice(0, first_incomplete)
+
+    def _write(self, raw: pa.RecordBatch) -> None:
+        if not raw.num_rows:
+            return
+        players = raw.column("player_id").dictionary_encode()
+        pseudonyms = pa.array(keyed_ids(self.salt, "p", "player", players.dictionary.to_pylist()),
+                              pa.string()).take(players.indices)
+        keys = pa.array(keyed_ids(self.salt, "s", "session", raw.column("session_id").to_pylist()), pa.string())
+        kept = raw.column("kept")
+        ended = as_utc(raw.column("ended_at"))
+        excluded = pc.invert(kept)
+        n_excluded = pc.sum(excluded).as_py() or 0
+        if n_excluded:
+            self.tables["excluded"].append([pseudonyms.filter(excluded), keys.filter(excluded), ended.filter(excluded),
+                                            pa.array(["overlapped"] * n_excluded, pa.string())])
+            self.counts["excluded"] += n_excluded
+        rows = raw.filter(kept)
+        if not rows.num_rows:
+            return
+        ended, started = as_utc(rows.column("ended_at")), as_utc(rows.column("started_at"))
+        next_start = as_utc(rows.column("next_start"))
+        event = pc.is_valid(next_start)
+        treatments = pc.fill_null(rows.column("treatments"), 0)
+        treated = pc.greater(treatments, 0)
+        exposed = pc.fill_null(rows.column("exposed"), False)
+        self.tables["returnclock"].append([
+            pseudonyms.filter(kept), keys.filter(kept), started, ended, next_start,
+            _seconds(pc.subtract(self._stop(rows), ended)), event.cast(pa.int8()),
+            _seconds(pc.subtract(ended, started)),
+            pc.divide(pc.subtract(ended, pc.floor_temporal(ended, unit="day")).cast(pa.int64()), _US_PER_H),
+            treated, treatments, rows.column("treatment"), rows.column("treatment_status"), exposed])
+        organic = pc.invert(treated)
+        self.counts["rows"] += rows.num_rows
+        self.counts["events"] += _count(event)
+        self.counts["organic_rows"] += _count(organic)
+        self.counts["organic_events"] += _count(pc.and_(organic, event))
+        self.counts["treated_rows"] += _count(treated)
+        self.counts["exposed_rows"] += _count(exposed)
+
+    def memory(self, copy_buffer_bytes: int, batch_bytes: int, row_group_rows: int) -> dict[str, Any]:
+        """What the export held, measured: the largest COPY buffer and parsed batch, and the
+        Arrow pool's peak (which includes the row group being written)."""
+        return {"held": "one COPY buffer of about batch_bytes, its parsed batch and one row group per table; the "
+                        "database sorts on its side",
+                "grows_with_window": False, "batch_bytes": batch_bytes, "row_group_rows": row_group_rows,
+                "measured": {"peak_copy_buffer_bytes": copy_buffer_bytes, "peak_batch_rows": self.peak_batch_rows,
+                             "peak_arrow_bytes": self.peak_arrow_bytes, "batches": self.batches}}
+
+
+def _instant(t: datetime) -> pa.Scalar:
+    """A tz-aware instant as an Arrow scalar of the tables' timestamp type (integer microseconds:
+    ``pa.scalar`` of a datetime would import pandas)."""
+    us = (t - _EPOCH) // timedelta(microseconds=1)
+    return pa.scalar(us, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _seconds(duration: Any) -> pa.Array:
+    return pc.divide(duration.cast(pa.int64()), _US_PER_S)
+
+
+def _count(mask: Any) -> int:
+    return pc.sum(mask.cast(pa.int64())).as_py() or 0
+
+
+def _read_failed(stream: str, rows: int, exc: BaseException, scrub: Callable[[str], str]) -> ProductionReadError:
+    said = scrub(str(exc)) if is_server_error(exc) else ""
+    return ProductionReadError(
+        f"reading the production database failed on stream {stream} after {rows} rows "
+        f"({type(exc).__name__}{': ' + said if said else ''}); nothing was published. Check the database "
+        f"and run the export again")
+
+
+async def _treatment_cut(conn: Any, args: list, ceiling: int) -> tuple[int, tuple[str, datetime] | None]:
+    """How many window treatments the stream reads (at most the ceiling) and, past the ceiling,
+    the first one it would not read: ``(player_id, assigned_at)``."""
+    count = await conn.fetchval(TREATMENT_COUNT_SQL, *args, ceiling + 1)
+    if count <= ceiling:
+        return count, None
+    row = await conn.fetchrow(TREATMENT_CUT_SQL, *args, ceiling)
+    return ceiling, (row["player_id"], row["assigned_at"])
+
+
+async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_bytes: int, make_rows: Callable,
+                  scrub: Callable[[str], str]) -> tuple[_Rows, dict[str, dict[str, Any]], int]:
+    """Count the treatments (follower), then COPY the rows (leader) through :class:`_Rows`."""
+    try:
+        treatments, cut = await _treatment_cut(follower, args, ceiling)
+    except RLHFError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
+        raise _read_failed(TREATMENTS, 0, exc, scrub) from None
+    rows = make_rows(cut)
+    batches = CsvBatches(batch_bytes, rows)
+    try:
+        await leader.execute(PLANNER_SETTINGS)
+        await leader.copy_from_query(RETURNCLOCK_SQL, *args, ceiling + 1, output=batches.feed, format="csv")
+        batches.finish()
+    except _CutReached:
+        pass
+    except RLHFError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
+        raise _read_failed(SESSIONS, rows.read, exc, scrub) from None
+    streams = {SESSIONS: {"rows": rows.read, "ceiling_hit": rows.stopped == SESSIONS, "max_rows": ceiling},
+               TREATMENTS: {"rows": treatments, "ceiling_hit": cut is not None, "max_rows": ceiling}}
+    return rows, streams, batches.peak_bytes
+
+
 def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingested_before: Any = None,
                                max_rows: int | None = None, datasets_dir: str | Path | DatasetsDir = "datasets",
                                overwrite: bool = False, publish_incomplete: bool = False,
                                policy: ReadinessPolicy | dict | None = None,
-                               row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, prefetch: int = DEFAULT_PREFETCH,
+                               row_group_rows: int = DEFAULT_ROW_GROUP_ROWS, batch_bytes: int = DEFAULT_BATCH_BYTES,
                                environ: dict[str, str] | None = None,
                                progress: Callable[[int, int], None] | None = None,
                                cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
@@ -277,7 +281,7 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
     if not isinstance(publish_incomplete, bool):
         raise InvalidArgument(f"publish_incomplete must be true or false, got {publish_incomplete!r}")
     check_positive_int(row_group_rows, "row_group_rows")
-    check_positive_int(prefetch, "prefetch")
+    check_positive_int(batch_bytes, "batch_bytes")
     policy = ReadinessPolicy.coerce(policy)
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     args = [window.end_at, window.start_at or _NEG_INF, window.ingested_before or _POS_INF]
@@ -287,17 +291,14 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
         leader, follower = conns
-        sessions = _Stream("player_sessions", leader, SESSIONS_SQL, args, prefetch, ceiling, access.scrub)
-        treatments = _Stream("return_treatments", follower, TREATMENTS_SQL, args, prefetch, ceiling, access.scrub)
-        counts = dict.fromkeys(("rows", "events", "organic_rows", "organic_events", "treated_rows", "exposed_rows",
-                                "excluded"), 0)
         tables = {"returnclock": StreamingTable(folder / "returnclock.parquet", "returnclock", row_group_rows),
                   "excluded": StreamingTable(folder / "excluded.parquet", "returnclock_excluded", row_group_rows)}
         try:
-            stopped = loop.run_until_complete(_export_rows(sessions, treatments, window.end_at, access.salt, tables,
-                                                           row_group_rows, counts, progress, cancel))
-            streams = {s.name: s.report() for s in (sessions, treatments)}
+            rows, streams, copy_peak = loop.run_until_complete(_stream(
+                leader, follower, args, ceiling, batch_bytes, scrub=access.scrub,
+                make_rows=lambda cut: _Rows(access.salt, window.end_at, tables, ceiling, cut, progress, cancel)))
             facts["streams"] = streams
+            stopped = rows.stopped
             if stopped and not publish_incomplete:
                 facts["stopped_on"] = stopped
                 raise _Stopped()
@@ -306,39 +307,35 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
             for w in tables.values():
                 w.abort()
             raise
-        complete = stopped is None
-        evidence = {"source_kind": "production", "complete": complete, **counts,
-                    "integrity_failures": []}
+        counts, complete = rows.counts, stopped is None
+        evidence = {"source_kind": "production", "complete": complete, **counts, "integrity_failures": []}
         readiness = returnclock_readiness(evidence, policy)
         production = {"window": {"start_at": _iso(window.start_at), "end_at": _iso(window.end_at),
                                  "ingested_before": _iso(window.ingested_before) or facts["snapshot_at"],
                                  "ingested_before_is_snapshot": window.ingested_before is None},
                       "snapshot_at": facts["snapshot_at"], "streams": streams, "complete": complete,
                       "stop_reason": None if complete else "row_ceiling", "stopped_stream": stopped,
-                      "max_rows": ceiling,
-                      "memory": {"held": "one cursor prefetch batch per stream and one row group per table",
-                                 "prefetch_rows": prefetch, "row_group_rows": row_group_rows,
-                                 "grows_with_window": False}}
+                      "max_rows": ceiling, "memory": rows.memory(copy_peak, batch_bytes, row_group_rows)}
         manifest = write_manifest(
             folder, dataset_id=dataset_id, name=name, version=version, kind="returnclock_export", tables=written,
             sources={"kind": "production", "database": "production (read-only snapshot; DSN not recorded)",
                      "window": production["window"], "snapshot_at": facts["snapshot_at"]},
             readiness=readiness,
             extra={"production": production, "returnclock": {"counts": counts, "semantics": "see "
-                   "extrarlhf.production.returnclock (module docstring)", "exposed_statuses": sorted(EXPOSED_STATUSES)},
+                   "extrarlhf.production.returnclock (module docstring)", "exposed_statuses": list(EXPOSED_STATUSES)},
                    "pseudonymized": True, "anonymous": False, "pseudonym_key_id": access.key_id,
                    "pseudonym_rule": PSEUDONYM_RULE, "complete": complete, "stop_reason": production["stop_reason"],
-                   "options": {"row_group_rows": row_group_rows, "max_rows": ceiling, "prefetch": prefetch}})
+                   "options": {"row_group_rows": row_group_rows, "max_rows": ceiling, "batch_bytes": batch_bytes}})
         return {"kind": "returnclock_export", "row_counts": manifest["row_counts"], "counts": counts,
                 "readiness": {"returnclock_ready": readiness["returnclock_ready"],
                               "returnclock_blockers": readiness["returnclock_blockers"]},
                 "complete": complete, "stop_reason": production["stop_reason"], "stopped_stream": stopped,
                 "streams": streams, "window": production["window"], "snapshot_at": facts["snapshot_at"],
+                "memory": production["memory"]["measured"],
                 "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
 
     try:  # connect, check the schema and take the snapshot before anything is written
-        leader, follower, snapshot_at = loop.run_until_complete(
-            open_snapshot(access, ("player_sessions", "return_treatments")))
+        leader, follower, snapshot_at = loop.run_until_complete(open_snapshot(access, (SESSIONS, TREATMENTS)))
         conns[:] = [leader, follower]
         facts["snapshot_at"] = _iso(snapshot_at)
         result = publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir)

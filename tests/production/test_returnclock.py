@@ -324,7 +324,7 @@ def test_a_dropped_connection_fails_cleanly_with_nothing_published(world_db, tmp
 
     with pytest.raises(RLHFError) as info:
         export_returnclock_dataset(None, m(10_000), name="dropped", datasets_dir=tmp_path, environ=env_for(world_db),
-                                   prefetch=100, cancel=cancel)
+                                   batch_bytes=4096, cancel=cancel)
     assert killed
     assert info.value.code == "production_read_failed"
     assert "stream player_sessions" in str(info.value) and "nothing was published" in str(info.value)
