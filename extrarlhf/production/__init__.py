@@ -14,6 +14,7 @@ Modules:
 - timestamp.py   ``export_timestamp_dataset`` and ``load_inputs`` (the only TimeStamp loader)
 - returnclock.py ``export_returnclock_dataset``, ``split_returnclock_training_dataset``,
                  ``load_returnclock_training`` (the only ReturnClock trainer loader)
+- leaks.py       raw ids of a window and a scan of written files for them (``no_raw_identifiers``)
 - commands.py    ``python -m extrarlhf production ...``
 - fixture.py     ``python -m extrarlhf.production.fixture``: a realistic backend database for tests
 
