@@ -25,17 +25,28 @@ what is wrong, not merely that something is. Checks, in order:
   equal the keyed hash recomputed from the manifest, every row sits in its group's split
   and the per-group row counts add up (``group_straddles_splits``, ``assignment_mismatch``,
   ``row_in_wrong_split``, ``split_rows_mismatch``); Nemesis Standard holds
-  human-vs-human rows only (``non_human_row_in_standard``).
+  human-vs-human rows only (``non_human_row_in_standard``); ReturnClock splits hold
+  survival-ready rows only (``returnclock_row_invalid``);
+- TimeStamp datasets: inputs, labels and audit hold the same battles in the same order and
+  every duration is > 0 (``timestamp_rows_mismatch``, ``timestamp_label_invalid``);
+- ReturnClock exports: every row is survival-ready, ``event`` agrees with ``next_start``,
+  ``duration_seconds`` is ``next_start - ended_at`` (event) or ``end_at - ended_at``
+  (censored), ``treated`` agrees with ``treatments``, ``treatment`` and ``exposed``
+  (``returnclock_row_invalid``), and the manifest's counts are the rows'
+  (``returnclock_counts_mismatch``).
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import InvalidArgument, RLHFError, ValidationFailed
@@ -175,6 +186,9 @@ def validate_dir(folder: Path, *, expected_id: str | None = None,
     elif manifest["kind"] == "timestamp":
         if {"inputs", "labels", "audit"} <= set(tables):
             _check_timestamp(folder, report)
+    elif manifest["kind"] == "returnclock_export":
+        if {"returnclock", "excluded"} <= set(tables):
+            _check_returnclock(folder, manifest, report)
     else:
         if {"train", "val", "test", "assignments"} <= set(tables):
             _check_split(folder, manifest, report)
@@ -193,6 +207,62 @@ def _check_timestamp(folder: Path, report: _Report) -> None:
     bad = sum(1 for d in durations if d is None or d <= 0)
     if bad:
         report.add("timestamp_label_invalid", f"{bad} labels have a duration_seconds that is not > 0", table="labels")
+
+
+def _survival_failures(batch: Any) -> int:
+    """Rows a survival fitter would refuse: ``duration_seconds`` not > 0 or ``event`` not 0/1."""
+    bad = pc.or_kleene(pc.invert(pc.greater(batch.column("duration_seconds"), 0)),
+                       pc.invert(pc.is_in(batch.column("event"), value_set=pa.array([0, 1], pa.int8()))))
+    return pc.sum(pc.fill_null(bad, True).cast(pa.int64())).as_py() or 0
+
+
+def _check_returnclock(folder: Path, manifest: dict[str, Any], report: _Report) -> None:
+    """Every row obeys the ReturnClock definition (production/returnclock.py) as far as the row
+    itself can tell, and the counts in the manifest are the rows' counts."""
+    window = ((manifest.get("production") or {}).get("window") or {})
+    try:
+        end_us = int(datetime.fromisoformat(window["end_at"].replace("Z", "+00:00")).timestamp() * 1_000_000)
+    except (KeyError, AttributeError, TypeError, ValueError):
+        report.add("manifest_unreadable", "the manifest's production.window.end_at is missing or not an instant")
+        return
+    checks = {
+        "survival": "duration_seconds is not > 0 or event is not 0/1",
+        "event": "event = 1 without a next_start, or a next_start with event = 0",
+        "duration": "duration_seconds is not next_start - ended_at (event) or end_at - ended_at (censored)",
+        "treated": "treated disagrees with treatments > 0, treatment or exposed",
+    }
+    bad = dict.fromkeys(checks, 0)
+    counts = dict.fromkeys(("rows", "events", "treated_rows", "exposed_rows"), 0)
+    for batch in iter_batches(folder / "returnclock.parquet", None, 65536):
+        bad["survival"] += _survival_failures(batch)
+        event = pc.equal(batch.column("event"), 1)
+        has_next = pc.is_valid(batch.column("next_start"))
+        bad["event"] += _true(pc.not_equal(event, has_next))
+        ended = batch.column("ended_at").cast(pa.int64())
+        stop = pc.if_else(has_next, batch.column("next_start").cast(pa.int64()), end_us)
+        want = pc.divide(pc.subtract(stop, ended), 1e6)
+        bad["duration"] += _true(pc.greater(pc.abs(pc.subtract(batch.column("duration_seconds"), want)), 1e-6))
+        treated = batch.column("treated")
+        bad["treated"] += _true(pc.or_(pc.or_(pc.not_equal(treated, pc.greater(batch.column("treatments"), 0)),
+                                              pc.not_equal(treated, pc.is_valid(batch.column("treatment")))),
+                                       pc.and_(batch.column("exposed"), pc.invert(treated))))
+        counts["rows"] += batch.num_rows
+        counts["events"] += _true(event)
+        counts["treated_rows"] += _true(treated)
+        counts["exposed_rows"] += _true(batch.column("exposed"))
+    for check, rows in bad.items():
+        if rows:
+            report.add("returnclock_row_invalid", f"{rows} returnclock rows: {checks[check]}", table="returnclock",
+                       check=check)
+    recorded = (manifest.get("returnclock") or {}).get("counts") or {}
+    for name, value in counts.items():
+        if recorded.get(name) != value:
+            report.add("returnclock_counts_mismatch", f"the manifest counts {recorded.get(name)} {name}, the rows "
+                                                      f"hold {value}", field=name)
+
+
+def _true(mask: Any) -> int:
+    return pc.sum(pc.fill_null(mask, True).cast(pa.int64())).as_py() or 0
 
 
 def _check_files(folder: Path, manifest: dict[str, Any], report: _Report) -> set[str]:
@@ -345,7 +415,14 @@ def _check_split(folder: Path, manifest: dict[str, Any], report: _Report) -> Non
             report.add("assignment_mismatch", f"group {group_key}: recorded {split} (bucket {position}) but the keyed "
                                               f"hash gives {split_of(want, fr)} (bucket {want})", group_key=group_key)
     standard = manifest.get("kind") == "nemesis_standard_split"
+    survival = manifest.get("kind") == "returnclock_split"
     for split in ("train", "val", "test"):
+        if survival:
+            bad = sum(_survival_failures(b) for b in iter_batches(folder / f"{split}.parquet",
+                                                                  ["duration_seconds", "event"], 65536))
+            if bad:
+                report.add("returnclock_row_invalid", f"{bad} {split} rows are not survival-ready "
+                                                      f"(duration_seconds <= 0 or event not in {{0, 1}})", split=split)
         cols = [column] + (["viewer_type", "opponent_type"] if standard else [])
         for batch in iter_batches(folder / f"{split}.parquet", cols, 65536):
             keys = batch.column(column).to_pylist()

@@ -64,14 +64,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..datasets.assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, check_fractions, check_split_key
-from ..datasets.manifest import read_manifest, write_manifest
+from ..datasets.manifest import write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_positive_int
-from ..datasets.pointers import manifest_sha256, resolve
+from ..datasets.pointers import manifest_sha256
 from ..datasets.publish import publish_version
 from ..datasets.splits import _SplitWriter
 from ..datasets.tables import StreamingTable, iter_batches
-from ..datasets.validate import validate_dir
-from ..errors import Cancelled, InvalidArgument, NotReady, RLHFError, ValidationFailed
+from ..datasets.validate import validate_dir, validated_source
+from ..errors import Cancelled, InvalidArgument, NotReady, RLHFError
 from ..readiness import ReadinessPolicy, returnclock_readiness
 from .export import _iso, check_max_rows, check_window
 from .gate import open_gate
@@ -357,18 +357,6 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
     return result
 
 
-def _source(dirs: DatasetsDir, dataset: str, kind: str) -> tuple[Any, dict[str, Any]]:
-    resolved = resolve(dirs, dataset)
-    manifest = read_manifest(resolved.path)
-    if manifest.get("kind") != kind:
-        raise InvalidArgument(f"{resolved.dataset_id} is a {manifest.get('kind')!r} dataset, not {kind!r}")
-    failures = validate_dir(resolved.path, expected_id=resolved.dataset_id)
-    if failures:
-        raise ValidationFailed(f"{resolved.dataset_id} fails validation: "
-                               + "; ".join(f"[{f['code']}] {f['message']}" for f in failures[:3]), failures)
-    return resolved, manifest
-
-
 def split_returnclock_training_dataset(dataset: str, *, name: str | None = None, fractions: Any = DEFAULT_FRACTIONS,
                                        split_key: str = DEFAULT_SPLIT_KEY,
                                        datasets_dir: str | Path | DatasetsDir = "datasets",
@@ -383,7 +371,10 @@ def split_returnclock_training_dataset(dataset: str, *, name: str | None = None,
     check_positive_int(row_group_rows, "row_group_rows")
     policy = ReadinessPolicy.coerce(policy)
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
-    resolved, source = _source(dirs, dataset, "returnclock_export")
+    resolved, source = validated_source(
+        dirs, dataset, lambda m: None if m.get("kind") == "returnclock_export" else
+        f"is a {m.get('kind')} dataset; ReturnClock splits are made from a ReturnClock export "
+        f"(export_returnclock_dataset)", "export it again")
     name = check_dataset_name(name if name is not None else f"{resolved.name}-split")
     if name == resolved.name:
         raise InvalidArgument("a split is a new dataset: give it another name than its source")
@@ -432,18 +423,11 @@ def load_returnclock_training(dataset: str, split: str = "train", *,
     if split not in SPLITS:
         raise InvalidArgument(f"split must be one of {list(SPLITS)}, got {split!r}")
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
-    resolved = resolve(dirs, dataset)
-    kind = read_manifest(resolved.path).get("kind")
-    if kind != "returnclock_split":
-        raise InvalidArgument(f"{resolved.dataset_id} is a {kind!r} dataset; ReturnClock trainers read only the "
-                              f"organic-only splits (split_returnclock_training_dataset), never the raw export")
-    resolved, _ = _source(dirs, dataset, "returnclock_split")
+    resolved, _manifest = validated_source(
+        dirs, dataset, lambda m: None if m.get("kind") == "returnclock_split" else
+        f"is a {m.get('kind')} dataset; ReturnClock trainers read only the organic-only splits "
+        f"(split_returnclock_training_dataset), never the raw export", "split the export again")
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(resolved.path / f"{split}.parquet").read(use_threads=False)
-    bad = table.filter(pc.or_(pc.less_equal(table.column("duration_seconds"), 0),
-                              pc.invert(pc.is_in(table.column("event"), value_set=pa.array([0, 1], pa.int8())))))
-    if bad.num_rows:
-        raise ValidationFailed(f"{resolved.dataset_id}/{split}: {bad.num_rows} rows are not survival-ready "
-                               f"(duration_seconds <= 0 or event not in {{0, 1}})", [])
-    return table
+    # validation refused any row a survival fitter would refuse (duration_seconds <= 0, event not 0/1)
+    return pq.ParquetFile(resolved.path / f"{split}.parquet").read(use_threads=False)

@@ -251,7 +251,9 @@ def test_organic_split_is_lifelines_ready_and_the_loader_refuses_the_raw_export(
 # --------------------------------------------------------------------------- generated worlds
 @st.composite
 def worlds(draw):
-    players = draw(st.lists(st.sampled_from("abcde"), min_size=1, max_size=4, unique=True))
+    # ids COPY must quote (comma, quote, newline), an empty one and a non-ASCII one
+    players = draw(st.lists(st.sampled_from(["a", 'b"q', "c,d", "e\nf", "", "é"]), min_size=1, max_size=4,
+                            unique=True))
     sessions, treatments = [], []
     for i in range(draw(st.integers(1, 14))):
         start = draw(st.integers(0, 60))
@@ -269,13 +271,15 @@ def worlds(draw):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(world=worlds())
-def test_generated_worlds_match_the_oracle(world, world_db, tmp_path_factory):
+@given(world=worlds(), batch_bytes=st.sampled_from([1, 64, 1 << 20]))
+def test_generated_worlds_match_the_oracle(world, batch_bytes, world_db, tmp_path_factory):
+    """Also cut the COPY stream into batches of every size: a record split across chunks,
+    or a quoted newline near a cut, must not move a field."""
     sessions, treatments, start, end, cut = world
     fill(world_db, sessions, treatments)
     root = tmp_path_factory.mktemp("rc-gen")
     result = export_returnclock_dataset(start, end, name="gen", ingested_before=cut, datasets_dir=root,
-                                        environ=env_for(world_db))
+                                        environ=env_for(world_db), batch_bytes=batch_bytes)
     assert result["published"] and result["complete"]
     assert_matches_oracle(result, sessions, treatments, start, end, cut)
 
@@ -308,6 +312,60 @@ def test_the_row_ceiling_stops_the_export(world_db, tmp_path):
     assert info.value.code == "not_ready"
     full = export_returnclock_dataset(None, m(1000), name="full", datasets_dir=tmp_path, environ=env)
     assert full["complete"] and full["counts"]["rows"] == 100 and full["counts"]["events"] == 90
+
+
+def test_the_treatments_ceiling_keeps_only_complete_rows(world_db, tmp_path):
+    """More treatments than the ceiling: the export stops at the first row whose treatments
+    could lie past the cut, and every row it keeps is exactly the oracle's row."""
+    sessions = _bulk(10, 10)  # 100 rows: player p's row j is [30j, 30j + 10), next start 30(j + 1)
+    treatments = [A(f"t{p}-{j}-{k}", f"player{p:04d}", m(j * 30 + at), "sent", m(j * 30 + at + 1))
+                  for p in range(10) for j in range(10) for k, at in enumerate((12, 18))]  # 2 per row: 200
+    fill(world_db, sessions, treatments)
+    kept = export_returnclock_dataset(None, m(1000), name="tcap", max_rows=150, publish_incomplete=True,
+                                      datasets_dir=tmp_path, environ=env_for(world_db))
+    assert kept["complete"] is False and kept["stopped_stream"] == "return_treatments"
+    assert kept["streams"]["return_treatments"] == {"rows": 150, "ceiling_hit": True, "max_rows": 150}
+    want, _ = oracle(sessions, treatments, None, m(1000), None)
+    rows, _ = exported_rows(kept)
+    # the 150 treatments read: players 0-6 whole, player 7's rows 0-4; the first one not read is
+    # player 7's at 162, inside row 5 ([160, 180)): rows 0-4 of player 7 are complete, row 5 is not
+    assert len(rows) == 7 * 10 + 5
+    for key, got in rows.items():
+        assert {c: got[c] for c in want[key]} == want[key]
+    assert all(r["treatments"] == 2 for r in rows.values())
+    stopped = export_returnclock_dataset(None, m(1000), name="tcap2", max_rows=150, datasets_dir=tmp_path,
+                                         environ=env_for(world_db))
+    assert stopped["published"] is False and stopped["stopped_stream"] == "return_treatments"
+    assert "return_treatments has more than 150 rows" in stopped["message"]
+
+
+def test_validation_checks_every_row_against_the_definition(edge_export):
+    """A writer bug (rows that break the definition, files re-hashed) is caught row by row."""
+    import hashlib
+    import shutil
+
+    import pyarrow as pa
+
+    root, result = edge_export
+    broken = root / "rc-broken"
+    shutil.copytree(result["path"], broken / "v1")
+    folder = broken / "v1"
+    table = pq.read_table(folder / "returnclock.parquet")
+    event = table.column("event").to_pylist()
+    event[0] = 1 - event[0]
+    table = table.set_column(table.schema.get_field_index("event"), table.schema.field("event"),
+                             pa.array(event, pa.int8()))
+    pq.write_table(table, folder / "returnclock.parquet")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["dataset_id"] = "rc-broken/v1"
+    manifest["files"]["returnclock.parquet"] = hashlib.sha256((folder / "returnclock.parquet").read_bytes()).hexdigest()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    report = validate_dataset("rc-broken/v1", datasets_dir=root)
+    assert not report["valid"]
+    messages = [f["message"] for f in report["failures"] if f["code"] == "returnclock_row_invalid"]
+    assert any("event = 1 without a next_start" in msg for msg in messages)
+    assert report["failure_codes"].get("returnclock_counts_mismatch") == 1
+    assert validate_dataset("rc", datasets_dir=root)["valid"]
 
 
 def test_a_dropped_connection_fails_cleanly_with_nothing_published(world_db, tmp_path):
