@@ -36,6 +36,26 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
 RUNS = """{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"""
 
 
+def _chromium() -> str | None:
+    return next((shutil.which(n) for n in ("chromium", "chromium-headless-shell") if shutil.which(n)), None)
+
+
+def _screenshot(url: str, name: str, tmp: Path) -> Path | None:
+    """A headless-Chromium picture of a UI page, kept in RLHF_SCREENSHOT_DIR when set; None without Chromium."""
+    chromium = _chromium()
+    if chromium is None:
+        return None
+    shot = tmp / name
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    f"--user-data-dir={tmp / 'chromium'}", f"--screenshot={shot}", "--window-size=1600,1000",
+                    "--virtual-time-budget=12000", url], capture_output=True, text=True, timeout=120)
+    keep = os.environ.get("RLHF_SCREENSHOT_DIR")
+    if keep and shot.exists():
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / name)
+    return shot
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -221,6 +241,13 @@ def test_postgres_instance_queue_and_pool_limits_hold(deployment):
         ["v1", "v2"]
     for day in DAYS[1:]:
         assert (datasets / f"returnclock-{day}" / "v1" / "manifest.json").exists()
+
+    # pictures for operators: the production group's graph and the pool-limited runs (skipped without Chromium)
+    for page, name in (("/locations/extrarlhf/asset-groups/production", "dagster_production_group.png"),
+                       ("/runs", "dagster_production_runs.png"),
+                       ("/deployment/concurrency/production_db", "dagster_production_db_pool.png")):
+        shot = _screenshot(url + page, name, deployment["tmp"])
+        assert shot is None or shot.stat().st_size > 10_000
 
     # no secret in the instance: the event log, run tags and configs never hold the DSN or the salt
     dump = server.psql("dagster", "SELECT string_agg(event, '') FROM event_logs") + \
