@@ -18,7 +18,7 @@ the public key id: never the DSN, the salt or a raw id.
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import dagster as dg
 
@@ -62,10 +62,6 @@ def _core(call, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise dg.Failure(description=f"[{exc.code}] {exc}") from None
 
 
-def _stream_md(streams: dict[str, Any]) -> dg.MetadataValue:
-    return dg.MetadataValue.json(streams)
-
-
 def _not_published(kind: str, result: dict[str, Any]) -> dg.AssetObservation:
     """What the timeline shows for an export the row ceiling stopped (nothing was published)."""
     return dg.AssetObservation(asset_key=kind, metadata={
@@ -75,8 +71,10 @@ def _not_published(kind: str, result: dict[str, Any]) -> dg.AssetObservation:
 
 
 def _exported(context: dg.AssetExecutionContext, production: ProductionResource, config: ExportConfig,
-              kind: str, export: Any, datasets: DatasetsResource) -> Iterator:
-    """The export's result when it published, else nothing (or an observation of the row-ceiling stop)."""
+              datasets: DatasetsResource, name: str, export: Callable[..., dict[str, Any]],
+              metadata: Callable[[dict[str, Any], Path], dict[str, Any]]) -> Iterator:
+    """One daily export: skipped with its reason (gate off, day not settled), an observation of
+    a row-ceiling stop, or the materialization with the common and the asset's own metadata."""
     reason = production.skip_reason()
     if reason:
         context.log.warning(reason)
@@ -86,29 +84,44 @@ def _exported(context: dg.AssetExecutionContext, production: ProductionResource,
         context.log.warning(f"skipped: the window {_iso(start)} .. {_iso(end)} settles at {_iso(cut)} "
                             f"(settle_seconds={production.settle_seconds}); run it after that or give ingested_before")
         return
-    name = f"{kind}-{context.partition_key}"
-    kwargs = dict(name=name, start_at=start, ingested_before=cut, datasets_dir=datasets.path,
-                  max_rows=config.max_rows or production.max_rows, publish_incomplete=config.publish_incomplete,
-                  policy=production.readiness_policy(datasets))
-    if kind == "production-v5":
-        kwargs["workers"] = production.workers
-    context.log.info(f"exporting {name}: window {_iso(start)} .. {_iso(end)}, ingested before "
+    dataset = f"{name}-{context.partition_key}"
+    context.log.info(f"exporting {dataset}: window {_iso(start)} .. {_iso(end)}, ingested before "
                      f"{cut if isinstance(cut, str) else _iso(cut)}")
-    result = _core(export, end, **kwargs)
+    result = _core(export, start, end, name=dataset, ingested_before=cut, datasets_dir=datasets.path,
+                   max_rows=config.max_rows or production.max_rows, publish_incomplete=config.publish_incomplete,
+                   policy=production.readiness_policy(datasets))
     if not result.get("published"):
         context.log.warning(f"not published: {result['message']}")
         yield _not_published(context.asset_key.to_user_string(), result)
         return
-    yield result
-
-
-def _export_metadata(result: dict[str, Any]) -> dict[str, Any]:
     path = Path(result["path"])
-    return {"dataset_id": result["dataset_id"], "path": dg.MetadataValue.path(str(path)),
-            "window": dg.MetadataValue.json(result["window"]), "snapshot_at": result["snapshot_at"],
-            "complete": bool(result["complete"]), "streams": _stream_md(result["streams"]),
-            "row_counts": dg.MetadataValue.json(result["row_counts"]),
-            "pseudonym_key_id": result["pseudonym_key_id"], "pseudonymized": True}
+    yield dg.MaterializeResult(metadata={
+        "dataset_id": result["dataset_id"], "path": dg.MetadataValue.path(str(path)),
+        "window": dg.MetadataValue.json(result["window"]), "snapshot_at": result["snapshot_at"],
+        "complete": bool(result["complete"]), "streams": dg.MetadataValue.json(result["streams"]),
+        "row_counts": dg.MetadataValue.json(result["row_counts"]),
+        "pseudonym_key_id": result["pseudonym_key_id"], "pseudonymized": True, **metadata(result, path)})
+
+
+def _v5_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
+    counts, exclusions = result["row_counts"], result["exclusions"]
+    return {"dagster/row_count": counts["decisions"], "dagster/column_schema": parquet_schema(path / "decisions.parquet"),
+            "battles": counts["battles"], "excluded": exclusions["count"],
+            "exclusions": dg.MetadataValue.json(exclusions),
+            "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
+            "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
+                ("battles", counts["battles"], "#2563eb"), ("decisions", counts["decisions"], "#16a34a"),
+                ("metronome", counts.get("metronome", 0), "#9333ea"), ("excluded", exclusions["count"], "#dc2626")]))}
+
+
+def _returnclock_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
+    counts = result["counts"]
+    return {"dagster/row_count": result["row_counts"]["returnclock"],
+            "dagster/column_schema": parquet_schema(path / "returnclock.parquet"),
+            "counts": dg.MetadataValue.json(counts), "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
+            "rows_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows", [
+                ("organic", counts["organic_rows"], "#16a34a"), ("treated", counts["treated_rows"], "#f59e0b"),
+                ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))}
 
 
 @dg.asset(
@@ -119,24 +132,10 @@ def _export_metadata(result: dict[str, Any]) -> dict[str, Any]:
 )
 def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
                          datasets: DatasetsResource):
-    for event in _exported(context, production, config, "production-v5", export_production_v5_dataset, datasets):
-        if isinstance(event, dg.AssetObservation):
-            yield event
-            continue
-        result, path = event, Path(event["path"])
-        counts, exclusions = result["row_counts"], result["exclusions"]
-        readiness = result.get("readiness") or {}
-        yield dg.MaterializeResult(
-            metadata={**_export_metadata(result),
-                      "dagster/row_count": counts["decisions"],
-                      "dagster/column_schema": parquet_schema(path / "decisions.parquet"),
-                      "battles": counts["battles"], "excluded": exclusions["count"],
-                      "exclusions": dg.MetadataValue.json(exclusions),
-                      "readiness": dg.MetadataValue.json(readiness),
-                      "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
-                          ("battles", counts["battles"], "#2563eb"), ("decisions", counts["decisions"], "#16a34a"),
-                          ("metronome", counts.get("metronome", 0), "#9333ea"),
-                          ("excluded", exclusions["count"], "#dc2626")]))})
+    yield from _exported(context, production, config, datasets, "production-v5",
+                         lambda start, end, **kw: export_production_v5_dataset(end, start_at=start,
+                                                                               workers=production.workers, **kw),
+                         _v5_metadata)
 
 
 @dg.asset(
@@ -147,24 +146,8 @@ def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig
 )
 def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
                        datasets: DatasetsResource):
-    def export(end: Any, *, start_at: Any, **kwargs: Any) -> dict[str, Any]:
-        return export_returnclock_dataset(start_at, end, **kwargs)
-
-    for event in _exported(context, production, config, "returnclock", export, datasets):
-        if isinstance(event, dg.AssetObservation):
-            yield event
-            continue
-        result, path = event, Path(event["path"])
-        counts = result["counts"]
-        yield dg.MaterializeResult(
-            metadata={**_export_metadata(result),
-                      "dagster/row_count": result["row_counts"]["returnclock"],
-                      "dagster/column_schema": parquet_schema(path / "returnclock.parquet"),
-                      "counts": dg.MetadataValue.json(counts),
-                      "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
-                      "rows_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows", [
-                          ("organic", counts["organic_rows"], "#16a34a"), ("treated", counts["treated_rows"], "#f59e0b"),
-                          ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))})
+    yield from _exported(context, production, config, datasets, "returnclock", export_returnclock_dataset,
+                         _returnclock_metadata)
 
 
 def _source(context: dg.AssetExecutionContext, asset: str) -> str:
