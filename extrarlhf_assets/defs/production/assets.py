@@ -26,6 +26,7 @@ from extrarlhf.datasets import dataset_readiness
 from extrarlhf.errors import NotReady, RLHFError
 from extrarlhf.production import (export_production_v5_dataset, export_returnclock_dataset, export_timestamp_dataset,
                                   split_returnclock_training_dataset)
+from extrarlhf.production.export import _iso
 
 from ...metadata import bar_chart_md, parquet_schema, upstream_metadata
 from ...resources import DatasetsResource, ProductionResource
@@ -41,10 +42,6 @@ class ExportConfig(dg.Config):
     ingested_before: str | None = None
     max_rows: int | None = None
     publish_incomplete: bool = False
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _window(context: dg.AssetExecutionContext, production: ProductionResource,
