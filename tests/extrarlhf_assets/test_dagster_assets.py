@@ -40,6 +40,24 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
     promoted = metadata(result, "promoted_policy")
     assert promoted["promoted"] == checkpoint["checkpoint"] == read_promoted(tmp_path / "checkpoints")["name"]
 
+    # columns carry their descriptions and their lineage; downstreams name the upstream run they read
+    columns = {c.name: c for c in dataset["dagster/column_schema"].columns}
+    assert all(c.description for c in columns.values())
+    lineage = dataset["dagster/column_lineage"].deps_by_column
+    assert lineage["battle_id"][0].asset_key == dg.AssetKey("battle_sessions")
+    assert dataset["battle_sessions_run_id"] == result.run_id
+    assert checkpoint["v5_dataset_run_id"] == result.run_id and bench["v5_policy_checkpoint_run_id"] == result.run_id
+
+    # the Lite split reports its split tables (not assignments.parquet): rows and columns
+    import pyarrow.parquet as pq
+    lite = metadata(result, "nemesis_lite_split")
+    folder = tmp_path / "datasets" / "tiny-nemesis-lite" / "v1"
+    split_rows = sum(pq.ParquetFile(folder / f"{k}.parquet").metadata.num_rows for k in ("train", "val", "test"))
+    assert lite["dagster/row_count"] == split_rows
+    assert lite["assignments"] == pq.ParquetFile(folder / "assignments.parquet").metadata.num_rows
+    assert [c.name for c in lite["dagster/column_schema"].columns] == pq.read_schema(folder / "train.parquet").names
+    assert lite["dagster/column_lineage"].deps_by_column["battle_id"][0].asset_key == dg.AssetKey("v5_dataset")
+
     # the Standard readiness gate reports its blockers and writes nothing
     standard = [e for e in result.get_asset_check_evaluations() if e.asset_check_key.name == "nemesis_standard_ready"][0]
     assert "human-vs-human" in standard.metadata["blockers"].value
@@ -132,6 +150,37 @@ def _defs():
     from extrarlhf_assets.definitions import defs
 
     return defs
+
+
+def test_an_unchanged_group_keeps_its_dataset_version(tmp_path):
+    """Re-materializing an unchanged group reuses the version (reported as reused); once the
+    group grows, a new version is written."""
+    from extrarlhf.runtime.series import run_series
+
+    instance = dg.DagsterInstance.ephemeral()
+    res = resources(tmp_path)
+    record = {"ops": {"battle_sessions": {"config": {"n_battles": 0}}}}
+    selection = [a for a in _defs().assets if {"battle_sessions", "v5_dataset", "nemesis_lite_split"} &
+                 {k.to_user_string() for k in getattr(a, "keys", ())}]
+    run_series(tmp_path / "sessions", "steady", 6, seed=5, checkpoints_dir=tmp_path / "checkpoints")
+    instance.add_dynamic_partitions("session_groups", ["steady"])
+
+    def once():
+        out = dg.materialize(selection, instance=instance, partition_key="steady", resources=res, run_config=record)
+        assert out.success
+        return metadata(out, "v5_dataset"), metadata(out, "nemesis_lite_split")
+
+    first, first_lite = once()
+    again, again_lite = once()
+    assert (first["dataset_id"], first["reused"]) == ("steady/v1", False)
+    assert (again["dataset_id"], again["reused"]) == ("steady/v1", True)
+    assert (again_lite["dataset_id"], again_lite["reused"]) == (first_lite["dataset_id"], True)
+    assert sorted(p.name for p in (tmp_path / "datasets" / "steady").iterdir() if p.name.startswith("v")) == ["v1"]
+
+    run_series(tmp_path / "sessions", "steady", 8, seed=5, checkpoints_dir=tmp_path / "checkpoints")
+    grown, grown_lite = once()
+    assert (grown["dataset_id"], grown["reused"], grown["battles"]) == ("steady/v2", False, 8)
+    assert grown_lite["source"] == "steady/v2" and grown_lite["reused"] is False
 
 
 def test_trace_integrity_fails_on_a_tampered_trace(tmp_path):
