@@ -58,6 +58,14 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
     assert [c.name for c in lite["dagster/column_schema"].columns] == pq.read_schema(folder / "train.parquet").names
     assert lite["dagster/column_lineage"].deps_by_column["battle_id"][0].asset_key == dg.AssetKey("v5_dataset")
 
+    # the Standard split waits by design: not a failed partition (it was red on every partition)
+    from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+    from extrarlhf_assets.partitions import session_groups
+    statuses = instance.get_status_by_partition(dg.AssetKey("nemesis_standard_split"), ["tiny"], session_groups)
+    assert (statuses or {}).get("tiny") != AssetPartitionStatus.FAILED
+    assert instance.get_status_by_partition(dg.AssetKey("v5_dataset"), ["tiny"], session_groups)["tiny"] == \
+        AssetPartitionStatus.MATERIALIZED
+
     # the Standard readiness gate reports its blockers and writes nothing
     standard = [e for e in result.get_asset_check_evaluations() if e.asset_check_key.name == "nemesis_standard_ready"][0]
     assert "human-vs-human" in standard.metadata["blockers"].value
@@ -111,6 +119,12 @@ def test_inconclusive_benchmark_skips_promotion_with_its_reason(tmp_path):
     [reason] = _skip_reasons(result)["promoted_policy"]
     assert reason.startswith("benchmark_passed did not pass:") and "INCONCLUSIVE" in reason
     assert read_promoted(tmp_path / "checkpoints") is None
+    # nothing is red: the partitions that were not built are missing, not failed
+    from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+    from extrarlhf_assets.partitions import session_groups
+    for asset in ("nemesis_standard_split", "v5_policy_checkpoint", "policy_benchmark"):
+        status = (instance.get_status_by_partition(dg.AssetKey(asset), ["short"], session_groups) or {}).get("short")
+        assert status != AssetPartitionStatus.FAILED, asset
 
 
 def test_refused_promotion_is_skipped_with_each_reason_once(tmp_path):
