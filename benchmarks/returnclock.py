@@ -9,10 +9,13 @@ same-instant returns, open and late sessions, treatments with later status updat
 ``ANALYZE``d as a live backend's are), then, best of ``--repeat``, interleaved:
 
 - **export**: ``export_returnclock_dataset`` of every session that ended after the first day (a
-  million sessions hold more rows than the 1,000,000-row ceiling) in a fresh subprocess: seconds,
+  million sessions hold more rows than the 1,000,000-row ceiling) in a fresh subprocess, its imports
+  done before the clock starts (as in the MCP server or a Dagster process): seconds,
   sessions/s (session rows read: kept + overlapped), the peak RSS of that process (``VmHWM``;
   not ``ru_maxrss``, which Linux carries over exec from a forked parent) and the memory the
   manifest reports having held (``production.memory.measured``);
+- **split**: then, in the same process, ``split_returnclock_training_dataset`` of that export:
+  seconds, rows per split, what its manifest says it held, the process's peak RSS after it;
 - **psql \\copy**: ``psql -c "\\copy (<query>) TO '<file>' CSV"`` with exactly the export's query
   (``returnclock_query.RETURNCLOCK_SQL``, literal parameters, the same planner setting): the
   same rows, computed by the same window functions and join, written to a file by the server's
@@ -50,14 +53,20 @@ CEILING = 1_000_000
 
 CHILD = r"""
 import json, sys, tempfile, time
-from extrarlhf.production.returnclock import export_returnclock_dataset
+import pandas  # noqa: F401 - pyarrow imports it at its first pa.array (0.5 s): long done in a server process
+from extrarlhf.production.returnclock import export_returnclock_dataset, split_returnclock_training_dataset
 env, start_at, end_at = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+hwm = lambda: round(next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024, 1)
+root = tempfile.mkdtemp()
 t = time.perf_counter()
-r = export_returnclock_dataset(start_at, end_at, name="bench", datasets_dir=tempfile.mkdtemp(), environ=env)
-seconds = time.perf_counter() - t
-hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM"))
+r = export_returnclock_dataset(start_at, end_at, name="bench", datasets_dir=root, environ=env)
+seconds, export_peak = time.perf_counter() - t, hwm()
+t = time.perf_counter()
+split = split_returnclock_training_dataset("bench", datasets_dir=root)
 print(json.dumps({"export_s": round(seconds, 3), "complete": r["complete"], "counts": r["counts"],
-                  "streams": r["streams"], "memory_held": r["memory"], "peak_rss_mb": round(hwm / 1024, 1)}))
+                  "streams": r["streams"], "memory_held": r["memory"], "peak_rss_mb": export_peak,
+                  "split_s": round(time.perf_counter() - t, 3), "split_rows": split["split"]["rows"],
+                  "split_memory_held": split["split"]["memory"]["measured"], "peak_rss_after_split_mb": hwm()}))
 """
 
 
@@ -139,6 +148,7 @@ def main() -> None:
     if len(sizes) > 1:
         small, large = results[str(min(sizes))], results[str(max(sizes))]
         out["rss_growth"] = round(large["peak_rss_mb"] / small["peak_rss_mb"], 3)
+        out["rss_growth_with_split"] = round(large["peak_rss_after_split_mb"] / small["peak_rss_after_split_mb"], 3)
     print(json.dumps(out, indent=2))
 
 

@@ -39,18 +39,24 @@ Semantics (exactly; ``W = [start_at, end_at)``, ``cut = ingested_before`` or the
 
 Streaming (memory does not grow with the window)
 -----------------------------------------------
-One snapshot on two connections (reader.open_snapshot). The leader streams the sessions
-through a server-side cursor, with the activity islands and the next start computed in SQL by
-window functions (a running max of ends and ``lead`` over the player partition ordered by
-``started_at, session_id``), sorted by player (``COLLATE "C"``) then ``ended_at``. The follower
-streams the treatments sorted the same way ``(player, assigned_at)``; a merge walks both
-(row intervals of a player are disjoint and ordered). Python holds one prefetch batch per
-cursor and one row group per table. Each raw stream counts against ``max_rows`` (at most
-1,000,000): the ceiling stops the export (``complete: false, stop_reason: "row_ceiling"``),
-never ready, published only when ``publish_incomplete=true``.
+One snapshot on two connections (reader.open_snapshot). The follower counts the window's
+treatments (the ``return_treatments`` raw stream); the leader runs one query that computes every
+row -- the activity islands and the next start by window functions over the player's sessions
+ordered by ``started_at, session_id``, each row's treatments by a hash join on the player with the
+row's interval as join filter -- and sends it by COPY as CSV, sorted by player (``COLLATE "C"``)
+then ``ended_at`` (returnclock_query.py). Python holds one COPY buffer of about ``batch_bytes``,
+its parsed Arrow batch and one row group per table; pseudonyms, keys, durations and covariates are
+computed on whole columns. The manifest reports what was held (``production.memory.measured``).
+
+Row ceiling (``max_rows``, at most 1,000,000 per raw stream): past ``max_rows`` session rows the
+stream stops there (``LIMIT`` in the query); past ``max_rows`` treatments the export keeps the
+rows before the first one whose interval could hold a treatment beyond the last one read (rows
+of later players, or of the same player ending at or after that treatment), so every row it
+keeps is exact. Either way ``complete: false, stop_reason: "row_ceiling"``, never ready,
+published only when ``publish_incomplete=true``.
 
 The split reads the raw export a batch at a time and holds one small entry per player
-(its split assignment), as the other splits do.
+(its split assignment), as the other splits do; its manifest says how many it held.
 """
 
 from __future__ import annotations
@@ -384,7 +390,7 @@ def split_returnclock_training_dataset(dataset: str, *, name: str | None = None,
                        + "; ".join(readiness["returnclock_blockers"]), readiness["returnclock_blockers"])
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
-        dropped = 0
+        dropped = peak_arrow = 0
         with _SplitWriter(folder, "returnclock_train", "player", CONTOUR, fractions, split_key,
                           row_group_rows) as writer:
             for batch in iter_batches(resolved.path / "returnclock.parquet", [*TRAIN_COLUMNS, "treated"], 65_536):
@@ -393,14 +399,20 @@ def split_returnclock_training_dataset(dataset: str, *, name: str | None = None,
                 dropped += table.num_rows - pc.sum(organic.cast(pa.int64())).as_py()
                 kept = table.filter(organic).select(list(TRAIN_COLUMNS))
                 writer.write(kept)
+                peak_arrow = max(peak_arrow, pa.total_allocated_bytes())
             tables, summary = writer.close()
+        memory = {"held": "one 65,536-row batch of the export, a row group per split, and one small entry per "
+                          "player (its assignment: written to assignments.parquet at the end)",
+                  "grows_with_window": "with the players only (one entry each), not with their sessions",
+                  "measured": {"players_held": sum(summary["groups"].values()), "peak_arrow_bytes": peak_arrow}}
         split_block = {"contour": CONTOUR, "group_key": "player", "group_key_column": "player",
                        "fractions": dict(zip(SPLITS, fractions)), "split_key": split_key,
                        "assignment": "HMAC-SHA256(split_key, contour + '\\0' + group_key)[:8] / 2**64 -> "
                                      "train < f_train <= val < f_train + f_val <= test",
                        "organic_only": True, "treated_rows_dropped": dropped,
                        "lifelines": {"duration_col": "duration_seconds", "event_col": "event",
-                                     "covariates": ["session_seconds", "end_hour_utc"]}, **summary}
+                                     "covariates": ["session_seconds", "end_hour_utc"]}, "memory": memory,
+                       **summary}
         manifest = write_manifest(
             folder, dataset_id=dataset_id, name=name, version=version, kind="returnclock_split", tables=tables,
             sources={"kind": "dataset", "dataset_id": resolved.dataset_id,
@@ -411,7 +423,7 @@ def split_returnclock_training_dataset(dataset: str, *, name: str | None = None,
                    "pseudonym_key_id": source.get("pseudonym_key_id")})
         return {"kind": "returnclock_split", "source": resolved.dataset_id, "row_counts": manifest["row_counts"],
                 "split": {k: split_block[k] for k in ("contour", "group_key", "fractions", "groups", "rows",
-                                                      "treated_rows_dropped")}}
+                                                      "treated_rows_dropped", "memory")}}
 
     return publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir)
 
