@@ -1,5 +1,8 @@
 """Shared helpers of the Dagster tests: resources on temp dirs with small thresholds."""
 
+import os
+import signal
+import subprocess
 import warnings
 
 warnings.filterwarnings("ignore", module="dagster")
@@ -46,3 +49,16 @@ def metadata(result, asset: str) -> dict:
         if e.asset_key.to_user_string() == asset:
             return {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
     raise KeyError(asset)
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a server started with ``start_new_session=True`` and all its children: SIGTERM to
+    its process group, SIGKILL if it is still there after 30 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass

@@ -14,7 +14,6 @@ requests what follows. Then, after a full automation tick that saw every outcome
 """
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from dagster._core.event_api import PartitionKeyFilter
 
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
+
+from tests.dagster_helpers import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
@@ -82,14 +83,7 @@ def daemon(tmp_path):
             os.environ.pop("DAGSTER_HOME", None)
         else:
             os.environ["DAGSTER_HOME"] = saved
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+        stop_group(proc)
         log.close()
 
 

@@ -7,7 +7,6 @@ descriptions render their paths."""
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.dagster_helpers import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split", "v5_policy_checkpoint",
@@ -92,14 +93,7 @@ def dagster_dev(tmp_path_factory):
             time.sleep(1)
         yield url, home
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+        stop_group(proc)
         log.close()
 
 
