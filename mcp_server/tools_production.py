@@ -97,6 +97,7 @@ def register(server: "ExtraRLHFServer") -> None:
     async def export_returnclock_dataset(
         end_at: Instant,
         name: NewName,
+        ctx: Context,
         start_at: Annotated[Instant | None, Field(description="Sessions that ended at or after this instant "
                                                               "(default: all before end_at).")] = None,
         ingested_before: IngestedBefore = None,
@@ -110,10 +111,12 @@ def register(server: "ExtraRLHFServer") -> None:
         A treatment assigned in [ended_at, min(next_start, end_at)) marks the row treated whatever
         its later status (status and exposed kept as audit). One snapshot, streamed; player ids are
         keyed pseudonyms. Trainers never read this raw export: split it with
-        split_returnclock_training_dataset."""
+        split_returnclock_training_dataset. Sends progress notifications."""
         return await run_cancellable(production.export_returnclock_dataset, start_at, end_at, name=name,
                                      ingested_before=ingested_before, max_rows=max_rows,
-                                     publish_incomplete=publish_incomplete, overwrite=overwrite, **where)
+                                     publish_incomplete=publish_incomplete, overwrite=overwrite,
+                                     progress=progress_bridge(ctx, "export_returnclock_dataset", "sessions"),
+                                     **where)
 
     @tool(title="Split a ReturnClock export (organic only)")
     async def split_returnclock_training_dataset(

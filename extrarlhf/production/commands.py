@@ -93,7 +93,8 @@ def _cmd_export_returnclock(args: argparse.Namespace) -> int:
                                         ingested_before=args.ingested_before, datasets_dir=args.datasets_dir,
                                         max_rows=args.max_rows, overwrite=args.overwrite,
                                         publish_incomplete=args.publish_incomplete,
-                                        policy=parse_policy_overrides(args.policy))
+                                        policy=parse_policy_overrides(args.policy),
+                                        progress=ProgressLine(f"returnclock export {args.name}", unit="sessions"))
     if args.json:
         _dump(result)
         return 0

@@ -45,8 +45,9 @@ row -- the activity islands and the next start by window functions over the play
 ordered by ``started_at, session_id``, each row's treatments by a hash join on the player with the
 row's interval as join filter -- and sends it by COPY as CSV, sorted by player (``COLLATE "C"``)
 then ``ended_at`` (returnclock_query.py). Python holds one COPY buffer of about ``batch_bytes``,
-its parsed Arrow batch and one row group per table; pseudonyms, keys, durations and covariates are
-computed on whole columns. The manifest reports what was held (``production.memory.measured``).
+at most two batches queued for the worker thread that parses and processes them, and one row group
+per table; pseudonyms, keys, durations and covariates are computed on whole columns. The
+manifest reports what was held (``production.memory.measured``).
 
 Row ceiling (``max_rows``, at most 1,000,000 per raw stream): past ``max_rows`` session rows the
 stream stops there (``LIMIT`` in the query); past ``max_rows`` treatments the export keeps the
@@ -83,7 +84,7 @@ from .export import _iso, check_max_rows, check_window
 from .gate import open_gate
 from .pseudonyms import PSEUDONYM_RULE, keyed_ids
 from .reader import ProductionReadError, is_server_error, open_snapshot
-from .returnclock_query import (EXPOSED_STATUSES, PLANNER_SETTINGS, RETURNCLOCK_SQL, TREATMENT_COUNT_SQL, TREATMENT_CUT_SQL, CsvBatches,
+from .returnclock_query import (EXPOSED_STATUSES, PLANNER_SETTINGS, RETURNCLOCK_SQL, SESSION_COUNT_SQL, TREATMENT_COUNT_SQL, TREATMENT_CUT_SQL, CsvBatches,
                                 as_utc)
 
 __all__ = ["export_returnclock_dataset", "split_returnclock_training_dataset", "load_returnclock_training",
@@ -114,9 +115,9 @@ class _Rows:
     durations and covariates computed on whole columns. Raw ids end here."""
 
     def __init__(self, salt: bytes, end_at: datetime, tables: dict[str, StreamingTable], max_rows: int,
-                 cut: tuple[str, datetime] | None, progress: Callable[[int, int], None] | None,
+                 cut: tuple[str, datetime] | None, total: int, progress: Callable[[int, int], None] | None,
                  cancel: Callable[[], bool] | None) -> None:
-        self.salt, self.tables, self.max_rows, self.cut = salt, tables, max_rows, cut
+        self.salt, self.tables, self.max_rows, self.cut, self.total = salt, tables, max_rows, cut, total
         self.end_us = _instant(end_at)
         self.progress, self.cancel = progress, cancel
         self.counts = dict.fromkeys(("rows", "events", "organic_rows", "organic_events", "treated_rows",
@@ -140,8 +141,12 @@ class _Rows:
         self.batches += 1
         self.peak_batch_rows = max(self.peak_batch_rows, raw.num_rows)
         self.peak_arrow_bytes = max(self.peak_arrow_bytes, pa.total_allocated_bytes())
-        if self.progress:
-            self.progress(self.read, 0)
+
+    def report_progress(self) -> None:
+        """``progress(session rows processed, session rows in the window)``; called on the
+        export's own thread."""
+        if self.progress is not None:
+            self.progress(min(self.read, self.total), self.total)
 
     def _stop(self, raw: pa.RecordBatch) -> pa.Array:
         return pc.coalesce(as_utc(raw.column("next_start")), self.end_us)
@@ -202,8 +207,8 @@ class _Rows:
     def memory(self, copy_buffer_bytes: int, batch_bytes: int, row_group_rows: int) -> dict[str, Any]:
         """What the export held, measured: the largest COPY buffer and parsed batch, and the
         Arrow pool's peak (which includes the row group being written)."""
-        return {"held": "one COPY buffer of about batch_bytes, its parsed batch and one row group per table; the "
-                        "database sorts on its side",
+        return {"held": "one COPY buffer of about batch_bytes, at most two batches queued, one parsed batch and "
+                        "one row group per table; the database sorts on its side",
                 "grows_with_window": False, "batch_bytes": batch_bytes, "row_group_rows": row_group_rows,
                 "measured": {"peak_copy_buffer_bytes": copy_buffer_bytes, "peak_batch_rows": self.peak_batch_rows,
                              "peak_arrow_bytes": self.peak_arrow_bytes, "batches": self.batches}}
@@ -242,27 +247,36 @@ async def _treatment_cut(conn: Any, args: list, ceiling: int) -> tuple[int, tupl
     return ceiling, (row["player_id"], row["assigned_at"])
 
 
+async def _session_rows(conn: Any, args: list, ceiling: int) -> int:
+    """How many session rows the stream will send (at most the ceiling): the progress total."""
+    return min(await conn.fetchval(SESSION_COUNT_SQL, *args), ceiling)
+
+
 async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_bytes: int, make_rows: Callable,
                   scrub: Callable[[str], str]) -> tuple[_Rows, dict[str, dict[str, Any]], int]:
     """Count the treatments (follower), then COPY the rows (leader) through :class:`_Rows`."""
     try:
         treatments, cut = await _treatment_cut(follower, args, ceiling)
+        total = await _session_rows(follower, args, ceiling)
     except RLHFError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
         raise _read_failed(TREATMENTS, 0, exc, scrub) from None
-    rows = make_rows(cut)
-    batches = CsvBatches(batch_bytes, rows)
+    rows = make_rows(cut, total)
+    batches = CsvBatches(batch_bytes, rows, rows.report_progress)
     try:
         await leader.execute(PLANNER_SETTINGS)
         await leader.copy_from_query(RETURNCLOCK_SQL, *args, ceiling + 1, output=batches.feed, format="csv")
         batches.finish()
+        rows.report_progress()
     except _CutReached:
         pass
     except RLHFError:
         raise
     except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
         raise _read_failed(SESSIONS, rows.read, exc, scrub) from None
+    finally:
+        batches.close()
     streams = {SESSIONS: {"rows": rows.read, "ceiling_hit": rows.stopped == SESSIONS, "max_rows": ceiling},
                TREATMENTS: {"rows": treatments, "ceiling_hit": cut is not None, "max_rows": ceiling}}
     return rows, streams, batches.peak_bytes
@@ -302,7 +316,8 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
         try:
             rows, streams, copy_peak = loop.run_until_complete(_stream(
                 leader, follower, args, ceiling, batch_bytes, scrub=access.scrub,
-                make_rows=lambda cut: _Rows(access.salt, window.end_at, tables, ceiling, cut, progress, cancel)))
+                make_rows=lambda cut, total: _Rows(access.salt, window.end_at, tables, ceiling, cut, total,
+                                                  progress, cancel)))
             facts["streams"] = streams
             stopped = rows.stopped
             if stopped and not publish_incomplete:

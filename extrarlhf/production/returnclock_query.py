@@ -6,10 +6,12 @@ everything that needs the player's whole history -- activity islands and the nex
 window functions, the treatments of each row by a hash join on the player with the row's
 interval as join filter -- and hands the rows out as CSV through ``COPY (query) TO STDOUT``.
 :class:`CsvBatches` cuts that byte stream at record boundaries into batches of about
-``batch_bytes`` and parses each with Arrow's CSV reader (C++), so Python touches no row.
+``batch_bytes`` and parses each with Arrow's CSV reader (C++) on a worker thread, so Python
+touches no row and the server's sending overlaps the processing.
 
-Memory: one COPY buffer of about ``batch_bytes`` and one parsed batch; the server sorts on its
-side (spilling to its own temp files), so neither grows with the window.
+Memory: one COPY buffer of about ``batch_bytes``, at most two batches queued and one parsed
+batch; the server sorts on its side (spilling to its own temp files), so none grows with the
+window.
 
 Keyset paging is not used for this stream: every page would re-run the window functions over
 the players' histories (the production tables have no index but their primary keys), so the
@@ -20,12 +22,14 @@ whatever the database's collation), as every tie-break in the query.
 
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-__all__ = ["RETURNCLOCK_SQL", "PLANNER_SETTINGS", "TREATMENT_COUNT_SQL", "TREATMENT_CUT_SQL", "ROW_COLUMNS", "CsvBatches",
+__all__ = ["RETURNCLOCK_SQL", "PLANNER_SETTINGS", "SESSION_COUNT_SQL", "TREATMENT_COUNT_SQL", "TREATMENT_CUT_SQL", "ROW_COLUMNS", "CsvBatches",
            "EXPOSED_STATUSES", "as_utc"]
 
 EXPOSED_STATUSES = ("sent", "delivered")
@@ -87,6 +91,9 @@ LIMIT $4
 # (quadratic), which a hash join never is.
 PLANNER_SETTINGS = "SET LOCAL enable_nestloop = off"
 
+# How many session rows the query will send (sessions that ended in the window), for progress.
+SESSION_COUNT_SQL = ("SELECT count(*) FROM player_sessions WHERE ingested_at < $3::timestamptz "
+                     "AND started_at < $1::timestamptz AND ended_at >= $2::timestamptz AND ended_at < $1::timestamptz")
 # How many treatments the window holds, counted up to $4 (the ceiling + 1).
 TREATMENT_COUNT_SQL = f"SELECT count(*) FROM (SELECT 1 FROM return_treatments WHERE {_VISIBLE_TREATMENTS} LIMIT $4) t"
 # The first treatment past the ceiling ($4 = the ceiling), in the order the stream would read them.
@@ -105,38 +112,83 @@ _CONVERT = pacsv.ConvertOptions(column_types=ROW_COLUMNS, true_values=["t"], fal
 
 
 class CsvBatches:
-    """COPY's CSV chunks in, Arrow tables of whole records out (``on_table``), about
-    ``batch_bytes`` at a time. A record ends at a newline outside quotes (COPY quotes a field
-    holding a newline, and doubles quotes inside it), so a cut is where the quotes before a
-    newline are even."""
+    """COPY's CSV chunks in (:meth:`feed`, on the event loop), Arrow tables of whole records out
+    (``on_table``, on a worker thread), about ``batch_bytes`` at a time; ``on_handover()`` is
+    called on the event loop's thread after each batch is handed over.
 
-    def __init__(self, batch_bytes: int, on_table: Callable[[pa.Table], None]) -> None:
-        self.batch_bytes, self.on_table = batch_bytes, on_table
+    The worker parses and processes one batch while the connection receives the next (Arrow's
+    parser and kernels release the GIL), so the database's sending overlaps Python's work; the
+    queue holds at most two batches, and a full queue stops reading the socket (the server then
+    waits). An error of ``on_table`` is raised by the next :meth:`feed` (which ends the COPY) or
+    by :meth:`finish`. A record ends at a newline outside quotes (COPY quotes a field holding a
+    newline and doubles quotes inside it), so a cut is where the quotes before a newline are even.
+    """
+
+    def __init__(self, batch_bytes: int, on_table: Callable[[pa.Table], None],
+                 on_handover: Callable[[], None] | None = None) -> None:
+        self.batch_bytes, self.on_table, self.on_handover = batch_bytes, on_table, on_handover
         self.chunks: list[bytes] = []
         self.size = 0
         self.peak_bytes = 0
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._worker = threading.Thread(target=self._work, name="returnclock-batches", daemon=True)
+        self._worker.start()
 
     async def feed(self, chunk: bytes) -> None:
+        if self._error is not None:
+            raise self._error
         self.chunks.append(chunk)
         self.size += len(chunk)
         if self.size >= self.batch_bytes:
-            self._parse(final=False)
+            data = b"".join(self.chunks)
+            self.peak_bytes = max(self.peak_bytes, len(data))
+            end = _last_record_end(data)
+            if end <= 0:  # one record longer than a batch: wait for its end
+                self.chunks = [data]
+                return
+            rest = data[end:]
+            self.chunks, self.size = ([rest], len(rest)) if rest else ([], 0)
+            self._put(data[:end])
+            if self.on_handover is not None:
+                self.on_handover()  # on the caller's thread (progress callbacks may need it)
 
     def finish(self) -> None:
+        """Hand over the last records, wait until every batch is processed, raise its error."""
         if self.size:
-            self._parse(final=True)
+            data = b"".join(self.chunks)
+            self.peak_bytes = max(self.peak_bytes, len(data))
+            self.chunks, self.size = [], 0
+            self._put(data)
+        self.close()
+        if self._error is not None:
+            raise self._error
 
-    def _parse(self, final: bool) -> None:
-        data = b"".join(self.chunks)
-        self.peak_bytes = max(self.peak_bytes, len(data))
-        end = len(data) if final else _last_record_end(data)
-        if end <= 0:  # one record longer than a batch: wait for its end
-            self.chunks, self.size = [data], len(data)
-            return
-        rest = data[end:]
-        self.chunks, self.size = ([rest], len(rest)) if rest else ([], 0)
-        self.on_table(pacsv.read_csv(pa.BufferReader(pa.py_buffer(data)[:end]), read_options=_READ,
-                                     parse_options=_PARSE, convert_options=_CONVERT))
+    def close(self) -> None:
+        """Stop the worker (after the batches already handed over); idempotent, never raises."""
+        if self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join()
+
+    def _put(self, data: bytes) -> None:
+        while True:
+            if self._error is not None:
+                raise self._error
+            try:
+                self._queue.put(data, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def _work(self) -> None:
+        while (data := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drain: the COPY is being stopped
+            try:
+                self.on_table(pacsv.read_csv(pa.BufferReader(pa.py_buffer(data)), read_options=_READ,
+                                             parse_options=_PARSE, convert_options=_CONVERT))
+            except BaseException as exc:  # noqa: BLE001 - handed to the event loop's side
+                self._error = exc
 
 
 def _last_record_end(data: bytes) -> int:
