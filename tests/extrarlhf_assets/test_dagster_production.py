@@ -234,6 +234,19 @@ def test_a_row_ceiling_is_an_outcome_not_a_failure(world, tmp_path, monkeypatch)
     assert "returnclock_export" in materialized  # the other export is not held by it
 
 
+def test_a_published_incomplete_export_fails_export_complete_and_nothing_builds_on_it(world, tmp_path, monkeypatch):
+    _set_gate(monkeypatch, world)
+    instance = dg.DagsterInstance.ephemeral()
+    result = _run(instance, _resources(tmp_path), run_config={"ops": {"production_v5_export": {"config": {
+        "max_rows": 5, "publish_incomplete": True}}}})
+    assert _meta(result, "production_v5_export")["complete"] is False
+    evaluation = _checks(result)[("production_v5_export", "export_complete")]
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert not {"timestamp_dataset", "metronome_dataset"} & materialized  # blocked by the check
+    assert not result.success  # an incomplete export published on request is an error to look at
+
+
 def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeypatch, listener):
     _set_gate(monkeypatch, f"postgresql://u@127.0.0.1:{listener.getsockname()[1]}/db")
     yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%d")

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from extrarlhf.datasets.manifest import read_manifest
 from extrarlhf.datasets.paths import DatasetsDir
 from extrarlhf.datasets.pointers import resolve
+from extrarlhf.production.export import DETAIL as EXCLUSION_REASONS
 from extrarlhf.production.leaks import scan_for_identifiers, window_identifiers
 
 from ...metadata import upstream_metadata
@@ -36,8 +37,7 @@ from .assets import (POOL, production_days, production_v5_export, returnclock_ex
 # Partitioned asset checks (one result per day) are a Dagster preview feature.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning, message=".*partitions_def on an AssetCheckSpec.*")
 
-REPLAY_FAILURES = ("unknown_ruleset", "invalid_record", "missing_actions", "illegal_action", "winner_mismatch",
-                   "turns_mismatch")
+REPLAY_FAILURES = frozenset(EXCLUSION_REASONS) - {"unfinished"}  # unfinished battles are not replayed at all
 
 
 @dg.asset_check(asset=production_v5_export, partitions_def=production_days,
