@@ -506,3 +506,52 @@ def test_a_sigkill_mid_export_leaves_no_half_dataset(pg_server, tmp_path):
     again = subprocess.run(command, cwd=root, env=env, capture_output=True, timeout=600)
     assert again.returncode == 0, again.stderr.decode()
     assert [p.name for p in (datasets / "rc").iterdir() if not p.name.startswith(".publish")] == ["v1"]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_mcp_tool_reports_progress_and_leaks_nothing(pg_server, tmp_path):
+    """Over the real stdio server: progress notifications that count the window's session rows up
+    to their total, the same rows as the oracle says, and no DSN, salt or raw id in the result, the
+    files or the server's stderr."""
+    import os
+    import shlex
+    import sys
+
+    from mcp import Client, StdioServerParameters
+
+    from ..mcp_helpers import REPO, Checked
+
+    dsn = pg_server.create_database("returnclock_mcp")
+    await asyncio.to_thread(asyncio.run, _fill(dsn, EDGE_SESSIONS, EDGE_TREATMENTS, fresh=True))
+    errlog = tmp_path / "stderr.log"
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"), "PYTHONPATH": str(REPO),
+           **env_for(dsn)}
+    command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "mcp_server", "--sessions-dir",
+                                                 str(tmp_path / "sessions"), "--datasets-dir", str(tmp_path / "ds")))
+    server = StdioServerParameters(command="/bin/sh", args=["-c", f"exec {command} 2>>{shlex.quote(str(errlog))}"],
+                                   env=env, cwd=str(REPO))
+    progress: list[tuple[float, float | None]] = []
+
+    async def on_progress(done, total, message):
+        progress.append((done, total))
+
+    async with Client(server) as client:
+        result = await Checked(client).ok("export_returnclock_dataset", {
+            "start_at": START.isoformat(), "end_at": END.isoformat(), "ingested_before": CUT.isoformat(),
+            "name": "rc"}, progress_callback=on_progress)
+    assert result["published"] and result["complete"]
+    window_rows = result["counts"]["rows"] + result["counts"]["excluded"]
+    assert progress and progress[-1] == (window_rows, window_rows)
+    assert [d for d, _ in progress] == sorted(d for d, _ in progress)
+    assert_matches_oracle(result, EDGE_SESSIONS, EDGE_TREATMENTS, START, END, CUT)
+    raw = {s.id for s in EDGE_SESSIONS} | {s.player for s in EDGE_SESSIONS} | {a.id for a in EDGE_TREATMENTS}
+    blobs = [json.dumps(result).encode(), errlog.read_bytes()]
+    blobs += [p.read_bytes() for p in (tmp_path / "ds").rglob("*") if p.is_file()]
+    blobs += [repr(pq.read_table(p).to_pylist()).encode() for p in (tmp_path / "ds").rglob("*.parquet")]
+    for secret in [dsn, SALT, *(f'"{r}"' for r in raw), *(f"'{r}'" for r in raw)]:
+        assert not any(secret.encode() in blob for blob in blobs), secret
