@@ -8,13 +8,16 @@ Importing it also registers the Gymnasium id ``"ExtraArena-v1"``, so
 
 * :class:`ArenaAECEnv` (and :func:`aec_env`, the same behind PettingZoo's
   OrderEnforcingWrapper): both seats, agents ``player_1`` / ``player_2``.
-* :class:`ArenaGymEnv`: one seat against a baseline or a policy object.
+* :class:`ArenaGymEnv`: one seat against an actor spec, a policy object or a pool of them.
+* :func:`onnx_feed`: the feed of the project's action-conditioned ONNX models for a Dict
+  observation (``observation_mode="dict"`` in either env).
 """
 
 try:
     from .aec import ArenaAECEnv
     from .aec import env as aec_env
-    from .gym_single import ENV_ID, ArenaGymEnv
+    from .gym_single import ENV_ID, ActionMasks, ArenaGymEnv
+    from .observations import onnx_feed
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installed extras
     if exc.name not in ("gymnasium", "pettingzoo"):
         raise
@@ -22,4 +25,4 @@ except ModuleNotFoundError as exc:  # pragma: no cover - depends on the installe
         f"extrarlhf.envs needs the optional 'rl' extra ({exc.name} is not installed): "
         "pip install 'extrarlhf[rl]'", name=exc.name) from exc
 
-__all__ = ["ENV_ID", "ArenaAECEnv", "ArenaGymEnv", "aec_env"]
+__all__ = ["ENV_ID", "ActionMasks", "ArenaAECEnv", "ArenaGymEnv", "aec_env", "onnx_feed"]

@@ -7,6 +7,10 @@ actions ended by END_TURN, so the same agent is usually selected several times i
 * Observation of an agent: ``{"observation": float32[OBS_DIM] in [-1, 1] (that player's
   view, no hidden information), "action_mask": int8[163]}``. The mask is all zeros for the
   agent that is not to move and once the battle is over (as in PettingZoo's classic envs).
+  ``observation_mode="dict"`` adds ``legal_ids`` and padded ``action_features`` (see
+  :mod:`extrarlhf.envs.observations`).
+* Render modes: ``human`` (prints the selected agent's text view), ``ansi`` (returns it),
+  ``rgb_array`` (a uint8 frame, see :mod:`extrarlhf.envs.render`).
 * Rewards: +1 win / -1 loss / 0 draw, given when the battle ends; 0 otherwise.
 * Terminations: both agents when the battle ends. Truncations are always False: the
   engine's turn limit is a real end of the game (a draw), not a time limit.
@@ -32,8 +36,11 @@ from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
 import engine
-from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, State
+from engine import ACTION_SPACE_SIZE, IllegalActionError, State
 from engine.actions import check_action_id
+
+from .observations import action_mask, check_observation_mode, dict_observation, dict_space, mask_space, vector_space
+from .render import RENDER_MODES, check_render_mode, render_view
 
 AGENTS: tuple[str, str] = ("player_1", "player_2")
 _SEED_BOUND = 2**63 - 1  # battle seeds drawn by the env are non-negative int64 values
@@ -71,12 +78,6 @@ def illegal_action_message(state: State, action: Any, who: str) -> str:
     raise AssertionError(f"action {action!r} is legal")  # callers only ask about refused actions
 
 
-def check_render_mode(render_mode: str | None, modes: list[str]) -> str | None:
-    if render_mode is not None and render_mode not in modes:
-        raise ValueError(f"render_mode must be None or one of {modes}, got {render_mode!r}")
-    return render_mode
-
-
 class ArenaAECEnv(AECEnv):
     """Two-seat ExtraArena battle as a PettingZoo AEC environment (see the module doc).
 
@@ -85,21 +86,21 @@ class ArenaAECEnv(AECEnv):
     ``options`` of :meth:`reset` are accepted for API compatibility and currently unused.
     """
 
-    metadata = {"name": "extraarena_v1", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata = {"name": "extraarena_v1", "is_parallelizable": False, "render_modes": RENDER_MODES}
 
-    def __init__(self, render_mode: str | None = None, seed: int | None = None) -> None:
+    def __init__(self, render_mode: str | None = None, seed: int | None = None,
+                 observation_mode: str = "vector") -> None:
         super().__init__()
         self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
+        self.observation_mode = check_observation_mode(observation_mode)
         self.possible_agents = list(AGENTS)
         self.agents = []
         self._player = {agent: i + 1 for i, agent in enumerate(AGENTS)}
         self._agent = {i + 1: agent for i, agent in enumerate(AGENTS)}
         self.action_spaces = {agent: spaces.Discrete(ACTION_SPACE_SIZE) for agent in AGENTS}
         self.observation_spaces = {
-            agent: spaces.Dict({
-                "observation": spaces.Box(-1.0, 1.0, (OBS_DIM,), np.float32),
-                "action_mask": spaces.Box(0, 1, (ACTION_SPACE_SIZE,), np.int8),
-            })
+            agent: dict_space() if observation_mode == "dict"
+            else spaces.Dict({"observation": vector_space(), "action_mask": mask_space()})
             for agent in AGENTS
         }
         self._np_random, _ = seeding.np_random(seed)
@@ -137,11 +138,10 @@ class ArenaAECEnv(AECEnv):
         self._skip_agent_selection = None
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
-        state = self.battle
-        player = self._player[agent]
-        mask = state.legal_action_mask().astype(np.int8) if state.to_move == player \
-            else np.zeros(ACTION_SPACE_SIZE, dtype=np.int8)
-        return {"observation": state.observation(player), "action_mask": mask}
+        state, player = self.battle, self._player[agent]
+        if self.observation_mode == "dict":
+            return dict_observation(state, player)
+        return {"observation": state.observation(player), "action_mask": action_mask(state, player)}
 
     def step(self, action: int | None) -> None:
         agent = self.agent_selection
@@ -167,11 +167,13 @@ class ArenaAECEnv(AECEnv):
             self.agent_selection = self._agent[state.to_move]
         self._accumulate_rewards()
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
+        """The selected agent's view: printed (``human``), text (``ansi``) or a uint8 frame (``rgb_array``)."""
         if self.render_mode is None:
-            gymnasium.logger.warn("render() was called without a render_mode; use render_mode='ansi'")
+            gymnasium.logger.warn("render() was called without a render_mode; pass render_mode='ansi', "
+                                  "'rgb_array' or 'human'")
             return None
-        return self.battle.render(self._player[self.agent_selection])
+        return render_view(self.battle, self._player[self.agent_selection], self.render_mode)
 
     def close(self) -> None:
         """Nothing to release (no window, no process)."""

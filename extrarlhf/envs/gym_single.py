@@ -5,29 +5,25 @@ The learner plays one seat; an opponent policy plays the other automatically ins
 Since a turn is many actions, one ``step`` is one learner action (END_TURN hands over to
 the opponent, whose whole turn is played before ``step`` returns).
 
-Illegal actions, and why check_env is run with ``illegal_action="penalize"``
---------------------------------------------------------------------------------
+Illegal actions
+---------------
 The action space is the engine's fixed ``Discrete(163)``; in a given state only a few ids
-are legal. The mask is ``info["action_mask"]`` (int8, usable as
-``env.action_space.sample(mask=info["action_mask"])``) and ``env.action_masks()`` (bool,
-what sb3-contrib's MaskablePPO calls).
+are legal. The mask is int8 everywhere: ``info["action_mask"]``, ``action_masks()`` (what
+sb3-contrib's MaskablePPO calls; ``gym.make`` adds :class:`ActionMasks` as its outermost
+wrapper so ``gym.make(ENV_ID).action_masks()`` works, and ``env.get_wrapper_attr("action_masks")()``
+works through any wrapper) and ``obs["action_mask"]`` in the Dict mode, so
+``env.action_space.sample(mask=...)`` takes any of them.
 
-* ``illegal_action="raise"`` (default): an illegal id raises
-  :class:`engine.IllegalActionError` whose message gives the reason and the legal ids. The
-  state is unchanged. Nothing is silently replaced or penalized, so a masking bug in the
-  learner surfaces at once.
-* ``illegal_action="penalize"``: an id of the action space that is illegal now ends the
-  episode with reward -1 (``terminated=True``, state unchanged,
-  ``info["illegal_action"]`` holds the reason). Values that are not action ids at all
-  (wrong type, outside 0..162) still raise: they are bugs, not moves.
-
-``gymnasium.utils.env_checker.check_env`` steps with ``env.action_space.sample()``, which it
-cannot mask, and in ``check_step_determinism`` it even samples before the reset it steps
-after. Those ids are almost always illegal, so the default env would (correctly) raise.
-The project's tests therefore run ``check_env`` on ``illegal_action="penalize"``, whose
-spaces, reset, seeding, rendering and step return types are the same code as the
-default's; legal-action steps are checked separately with gymnasium's own
-``data_equivalence``/``data_shares_objects`` helpers and full masked episodes.
+* ``illegal_action="penalize"`` (default): an id of the action space that is illegal now
+  ends the episode with reward -1 (``terminated=True``, state unchanged,
+  ``info["illegal_action"]`` holds the reason, which lists the legal ids). This is what
+  generic tools expect: ``check_env`` (Gymnasium's and Stable-Baselines3's) and
+  unmasked algorithms step with ``env.action_space.sample()``, which cannot know the mask.
+  Values that are not action ids at all (wrong type, outside 0..162) still raise: they are
+  bugs, not moves.
+* ``illegal_action="raise"``: an illegal id raises :class:`engine.IllegalActionError`
+  whose message gives the reason and the legal ids; the state is unchanged. Use it with a
+  masked learner, so a masking bug surfaces at once instead of as a lost episode.
 
 Seeding: ``reset(seed=s)`` plays ``engine.new_battle(s)`` and reseeds ``self.np_random``;
 ``reset()`` draws the battle seed from ``self.np_random``. The opponent baseline's seed and
@@ -44,11 +40,14 @@ import numpy as np
 from gymnasium import spaces
 
 import engine
-from adapters import BASELINES, Policy, make_baseline
-from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, State, derive_seed
+from adapters import Policy
+from engine import ACTION_SPACE_SIZE, IllegalActionError, State, derive_seed
 from engine.actions import check_action_id
 
-from .aec import check_render_mode, draw_battle_seed, illegal_action_message, is_legal
+from .aec import draw_battle_seed, illegal_action_message, is_legal
+from .observations import action_mask, check_observation_mode, dict_observation, dict_space, vector_space
+from .opponents import Opponent, resolve_opponent, resolve_pool
+from .render import RENDER_MODES, check_render_mode, render_view
 
 ENV_ID = "ExtraArena-v1"
 ILLEGAL_ACTION_MODES = ("raise", "penalize")
@@ -62,43 +61,53 @@ def _is_action_id(action: Any) -> bool:
     return True
 
 
-class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
+class ArenaGymEnv(gym.Env[Any, np.int64]):
     """One seat of an ExtraArena battle against ``opponent`` (see the module doc).
 
     Args:
-        opponent: a baseline name (``"random"``, ``"greedy"``), built afresh each episode
-            with a seed derived from the battle seed, or a policy object with
-            ``act(state) -> action_id`` that is used as is (its own seeding).
+        opponent: an actor spec (``"baseline:greedy"`` (default), ``"baseline:random"``, a
+            checkpoint name registered in ``checkpoints_dir``; ``"random"``/``"greedy"`` too),
+            a policy object with ``act(state) -> action_id`` (used as is, its own seeding), or
+            a list of these: a pool, one member drawn per episode (see
+            :mod:`extrarlhf.envs.opponents`). A spec's policy is built afresh each episode with
+            a seed derived from the battle seed. ``info["opponent"]`` names the episode's one.
         seat: the learner's player number, 1 or 2, or ``"random"`` (derived from the battle seed).
-        render_mode: None or ``"ansi"`` (``render()`` returns the learner's text view).
-        illegal_action: ``"raise"`` (default) or ``"penalize"``.
+        render_mode: None, ``"human"`` (the text view printed at every reset/step),
+            ``"ansi"`` (``render()`` returns the text view) or ``"rgb_array"`` (a uint8 frame).
+        illegal_action: ``"penalize"`` (default) or ``"raise"``.
+        observation_mode: ``"vector"`` (default, float32 [OBS_DIM]) or ``"dict"``
+            (``observation``, ``action_mask``, ``legal_ids``, ``action_features``; see
+            :mod:`extrarlhf.envs.observations`).
+        checkpoints_dir: where checkpoint names are looked up (default ``checkpoints``).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": RENDER_MODES, "render_fps": 4}
 
-    def __init__(self, opponent: str | Policy = "greedy", seat: int | str = 1, render_mode: str | None = None,
-                 illegal_action: str = "raise") -> None:
-        if isinstance(opponent, str):
-            if opponent not in BASELINES:
-                raise ValueError(f"unknown opponent baseline {opponent!r}; available: {', '.join(BASELINES)}, "
-                                 "or pass a policy object with act(state)")
-        elif not callable(getattr(opponent, "act", None)):
-            raise TypeError(f"opponent must be a baseline name or have act(state), got {opponent!r}")
+    def __init__(self, opponent: Any = "baseline:greedy", seat: int | str = 1, render_mode: str | None = None,
+                 illegal_action: str = "penalize", observation_mode: str = "vector",
+                 checkpoints_dir: str | None = None) -> None:
         if seat not in (1, 2, "random") or isinstance(seat, bool):
             raise ValueError(f"seat must be 1, 2 or 'random', got {seat!r}")
         if illegal_action not in ILLEGAL_ACTION_MODES:
             raise ValueError(f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}")
-        self.opponent_spec = opponent
+        self.observation_mode = check_observation_mode(observation_mode)
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
+        self.checkpoints_dir = checkpoints_dir
+        self.opponents: list[Opponent] = resolve_pool(opponent, checkpoints_dir)
         self.seat_choice = seat
         self.illegal_action = illegal_action
-        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
-        self.observation_space = spaces.Box(-1.0, 1.0, (OBS_DIM,), np.float32)
+        self.observation_space = dict_space() if observation_mode == "dict" else vector_space()
         self.action_space = spaces.Discrete(ACTION_SPACE_SIZE)
         self._state: State | None = None
         self._opponent: Policy | None = None
         self._done = True
         self.seat: int | None = None  # the learner's seat in the current episode
         self.battle_seed: int | None = None
+        self.opponent_label: str | None = None  # the current episode's opponent
+
+    def add_opponent(self, opponent: Any) -> None:
+        """Add a member to the opponent pool (a spec or a policy object); used from the next reset."""
+        self.opponents.append(resolve_opponent(opponent, self.checkpoints_dir))
 
     @property
     def battle(self) -> State:
@@ -115,12 +124,14 @@ class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
         self.battle_seed = int(seed) if seed is not None else draw_battle_seed(self.np_random)
         self.seat = (self.seat_choice if self.seat_choice != "random"
                      else 1 + derive_seed(self.battle_seed, "gym-seat") % 2)
-        self._opponent = (make_baseline(self.opponent_spec, derive_seed(self.battle_seed, "gym-opponent"))
-                          if isinstance(self.opponent_spec, str) else self.opponent_spec)
+        member = self.opponents[0] if len(self.opponents) == 1 else \
+            self.opponents[derive_seed(self.battle_seed, "gym-opponent-pick") % len(self.opponents)]
+        self.opponent_label = member.label
+        self._opponent = member.make(derive_seed(self.battle_seed, "gym-opponent"))
         self._state = engine.new_battle(self.battle_seed)
         self._done = False
         opponent_actions = self._play_opponent()
-        return self._state.observation(self.seat), self._info(opponent_actions)
+        return self._observe(), self._info(opponent_actions)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         state = self.battle
@@ -132,7 +143,7 @@ class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
                 self._done = True
                 info = self._info([])
                 info["illegal_action"] = message
-                return state.observation(self.seat), -1.0, True, False, info
+                return self._observe(), -1.0, True, False, info
             raise IllegalActionError(message)
         state.apply(action)
         opponent_actions = self._play_opponent()
@@ -141,24 +152,33 @@ class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
         if terminated:
             self._done = True
             reward = 0.0 if state.winner == 0 else (1.0 if state.winner == self.seat else -1.0)
-        return state.observation(self.seat), reward, terminated, False, self._info(opponent_actions)
+        return self._observe(), reward, terminated, False, self._info(opponent_actions)
 
     def action_masks(self) -> np.ndarray:
-        """Bool mask of the learner's legal actions (all False once the episode is over)."""
+        """int8 mask of the learner's legal actions (all zeros before reset and once the episode is over)."""
         if self._done or self._state is None:
-            return np.zeros(ACTION_SPACE_SIZE, dtype=bool)
-        return self._state.legal_action_mask()
+            return np.zeros(ACTION_SPACE_SIZE, dtype=np.int8)
+        return action_mask(self._state, self.seat)
 
-    def render(self) -> str | None:
+    def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
-            gym.logger.warn("render() was called without a render_mode; use render_mode='ansi'")
+            gym.logger.warn("render() was called without a render_mode; pass render_mode='ansi', 'rgb_array' "
+                            "or 'human' to gym.make")
             return None
-        return self.battle.render(self.seat)
+        return render_view(self.battle, self.seat, self.render_mode)
 
     def close(self) -> None:
         """Nothing to release (no window, no process)."""
 
     # ------------------------------------------------------------------ internals
+    def _observe(self) -> Any:
+        if self.render_mode == "human":
+            render_view(self.battle, self.seat, "human")
+        if self.observation_mode == "dict":
+            # after a penalized illegal action the learner is still "to move" but has no move left
+            return dict_observation(self.battle, self.seat, live=not self._done)
+        return self.battle.observation(self.seat)
+
     def _play_opponent(self) -> list[int]:
         """Let the opponent act until it is the learner's decision or the battle is over."""
         state = self.battle
@@ -168,7 +188,7 @@ class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
             try:
                 state.apply(action)
             except IllegalActionError as exc:
-                raise IllegalActionError(f"the opponent policy {self.opponent_spec!r} chose an illegal "
+                raise IllegalActionError(f"the opponent {self.opponent_label!r} chose an illegal "
                                          f"action: {exc}") from None
             played.append(int(action))
         return played
@@ -176,11 +196,12 @@ class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
     def _info(self, opponent_actions: list[int]) -> dict[str, Any]:
         state = self.battle
         info: dict[str, Any] = {
-            "action_mask": self.action_masks().astype(np.int8),
+            "action_mask": self.action_masks(),
             "battle_seed": self.battle_seed,
             "seat": self.seat,
             "turn": state.turn,
             "opponent_actions": opponent_actions,
+            "opponent": self.opponent_label,
         }
         if state.is_terminal:
             info["winner"] = state.winner
@@ -188,10 +209,24 @@ class ArenaGymEnv(gym.Env[np.ndarray, np.int64]):
         return info
 
 
+class ActionMasks(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Exposes ``action_masks()`` on the outside of a wrapper stack (gymnasium wrappers do not
+    forward attributes); ``gym.make(ENV_ID)`` adds it last, so ``env.action_masks()`` works."""
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.get_wrapper_attr("action_masks")()
+
+
 def register() -> None:
     """Register ``"ExtraArena-v1"`` with gymnasium once (importing this module does it)."""
     if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="extrarlhf.envs.gym_single:ArenaGymEnv")
+        gym.register(id=ENV_ID, entry_point="extrarlhf.envs.gym_single:ArenaGymEnv",
+                     additional_wrappers=(gym.envs.registration.WrapperSpec(
+                         "ActionMasks", "extrarlhf.envs.gym_single:ActionMasks", {}),))
 
 
 register()

@@ -77,7 +77,8 @@ def test_pettingzoo_seed_test_passes(make) -> None:
 
 def test_aec_spaces_and_metadata() -> None:
     env = ArenaAECEnv()
-    assert env.metadata == {"name": "extraarena_v1", "is_parallelizable": False, "render_modes": ["ansi"]}
+    assert env.metadata == {"name": "extraarena_v1", "is_parallelizable": False,
+                            "render_modes": ["human", "ansi", "rgb_array"]}
     assert env.possible_agents == ["player_1", "player_2"]
     space = env.observation_space("player_1")
     assert space["observation"] == gym.spaces.Box(-1.0, 1.0, (OBS_DIM,), np.float32)
@@ -166,8 +167,8 @@ def test_aec_render_ansi_is_the_selected_agents_view() -> None:
     text = env.render()
     assert isinstance(text, str)
     assert text == env.battle.render(env.battle.to_move)
-    with pytest.raises(ValueError, match="render_mode"):
-        ArenaAECEnv(render_mode="human")
+    with pytest.raises(ValueError, match=r"render_mode must be None or one of \['human', 'ansi', 'rgb_array'\]"):
+        ArenaAECEnv(render_mode="opengl")
 
 
 def test_aec_terminate_illegal_wrapper_gives_loss_semantics_on_request() -> None:
@@ -184,19 +185,20 @@ def test_aec_terminate_illegal_wrapper_gives_loss_semantics_on_request() -> None
 
 
 # ---------------------------------------------------------------------------------- Gymnasium
-@pytest.mark.parametrize("kwargs", [{}, {"seat": 2}, {"seat": "random", "opponent": "random"}],
-                         ids=["seat1-greedy", "seat2-greedy", "random-seat-random-opponent"])
+@pytest.mark.parametrize("kwargs", [{}, {"seat": 2}, {"seat": "random", "opponent": "random"},
+                                    {"observation_mode": "dict"}, {"render_mode": "rgb_array"}],
+                         ids=["defaults", "seat2-greedy", "random-seat-random-opponent", "dict", "rgb_array"])
 def test_gymnasium_check_env_passes(kwargs: dict) -> None:
-    """check_env steps with unmasked samples, so it runs on illegal_action="penalize" (see gym_single)."""
-    env = gym.make(ENV_ID, illegal_action="penalize", **kwargs).unwrapped
+    """The default env: check_env steps with unmasked samples, which the default "penalize" takes."""
+    env = gym.make(ENV_ID, **kwargs).unwrapped
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env)
     assert [str(w.message) for w in caught] == []
 
 
-def test_gym_default_env_refuses_the_unmasked_samples_check_env_would_send() -> None:
-    env = ArenaGymEnv()
+def test_gym_raise_mode_refuses_the_unmasked_samples_check_env_would_send() -> None:
+    env = ArenaGymEnv(illegal_action="raise")
     env.reset(seed=123)
     before = env.battle.state_hash()
     legal = env.battle.legal_actions()
@@ -210,7 +212,7 @@ def test_gym_default_env_refuses_the_unmasked_samples_check_env_would_send() -> 
 
 
 def test_gym_penalize_mode_ends_the_episode_with_minus_one() -> None:
-    env = ArenaGymEnv(illegal_action="penalize")
+    env = ArenaGymEnv()  # penalize is the default
     obs, info = env.reset(seed=9)
     illegal = int(np.flatnonzero(info["action_mask"] == 0)[0])
     before = env.battle.state_hash()
@@ -237,7 +239,7 @@ def test_gym_masked_random_episodes_reward_the_result(seat: int, opponent: str) 
             assert obs in env.observation_space
             assert np.array_equal(obs, env.battle.observation(seat)), "the learner sees its own seat's view"
             assert info["action_mask"].dtype == np.int8, "int8, as Discrete.sample(mask=...) requires"
-            assert np.array_equal(info["action_mask"].astype(bool), env.action_masks())
+            assert env.action_masks().dtype == np.int8 and np.array_equal(info["action_mask"], env.action_masks())
             assert env.battle.to_move == seat
             obs, reward, terminated, truncated, info = env.step(_masked_choice(rng, info["action_mask"]))
             assert truncated is False
@@ -336,7 +338,7 @@ def test_gymnasium_make_and_registration() -> None:
     assert env.spec.id == "ExtraArena-v1"
     obs, info = env.reset(seed=1)
     assert obs.shape == (OBS_DIM,) and obs.dtype == np.float32
-    assert np.array_equal(env.get_wrapper_attr("action_masks")(), info["action_mask"].astype(bool))
+    assert np.array_equal(env.get_wrapper_attr("action_masks")(), info["action_mask"])
     assert isinstance(env.render(), str)
     env.step(END_TURN)
     env.close()
@@ -348,7 +350,8 @@ def test_gymnasium_make_and_registration() -> None:
 
 @pytest.mark.parametrize("kwargs, error", [
     ({"opponent": "minimax"}, ValueError), ({"opponent": object()}, TypeError), ({"seat": 3}, ValueError),
-    ({"seat": True}, ValueError), ({"illegal_action": "ignore"}, ValueError), ({"render_mode": "human"}, ValueError),
+    ({"seat": True}, ValueError), ({"illegal_action": "ignore"}, ValueError), ({"render_mode": "opengl"}, ValueError),
+    ({"observation_mode": "image"}, ValueError), ({"opponent": []}, ValueError),
 ])
 def test_gym_constructor_rejects_bad_arguments(kwargs: dict, error: type) -> None:
     with pytest.raises(error):
