@@ -22,7 +22,11 @@ Statistics (counted from the candidate's side, W/D/L over battles):
   the promotion policy's ``min_pairs`` pairs are played (an H0 crossing stops at once): the
   match goes on, and the decision is the one at the stop, so that a decided benchmark with
   ``n_pairs >= min_pairs`` has enough pairs to count for promotion. Reaching ``n_pairs``
-  undecided is ``inconclusive`` (not passed).
+  undecided leaves the SPRT decision ``inconclusive`` (not passed); the verdict then says
+  what the numbers do say: ``WORSE`` when the 95% Elo interval lies wholly below zero (a
+  futility result: more pairs would not make the candidate pass), ``BETTER`` when it lies
+  wholly above zero (stronger, but not shown to be ``elo1`` stronger), ``INCONCLUSIVE``
+  only when the interval includes zero or fewer than ``min_pairs`` pairs were played.
 
 Promotion eligibility. ``passed`` is true only when the benchmark is valid, the SPRT
 accepted H1 *and* its settings meet the :class:`extrarlhf.promotion.PromotionPolicy`
@@ -590,8 +594,7 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
         verdict = f"FAILED: SPRT accepted H0 ({candidate} is not {elo1:g} Elo stronger than {incumbent}, " \
                   f"LLR {llr:.3f} <= {lower:.3f}) after {tally.pairs} pairs; {outcome}"
     else:
-        verdict = f"INCONCLUSIVE: LLR {llr:.3f} stayed within [{lower:.3f}, {upper:.3f}] for {tally.pairs} pairs; " \
-                  f"not passed (run more pairs); {outcome}"
+        verdict = _verdict_at_cap(match, tally.pairs, policy.min_pairs, candidate, incumbent, elo1, outcome)
     report: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION, "kind": "policy_benchmark", "sequence": None,
         "candidate": side_reports["candidate"], "incumbent": side_reports["incumbent"],
@@ -618,6 +621,38 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
     else:
         report["markdown"] = format_markdown(report)
     return report
+
+
+def elo_side_of_zero(match: dict[str, Any], min_pairs: int) -> str | None:
+    """``"below"``/``"above"`` when the 95% Elo interval of ``match`` lies wholly on one side of
+    zero, else None. Only with at least ``min_pairs`` pairs (the promotion policy's floor): the
+    normal interval of a handful of battles (4 losses in a row: a zero-width interval at
+    -1200) would otherwise "exclude zero" on no evidence."""
+    ci = match.get("elo_ci95")
+    if ci is None or match["pairs"] < min_pairs:
+        return None
+    return "below" if ci[1] < 0 else "above" if ci[0] > 0 else None
+
+
+def _verdict_at_cap(match: dict[str, Any], pairs: int, min_pairs: int, candidate: str, incumbent: str,
+                    elo1: float, outcome: str) -> str:
+    """The verdict when the SPRT reached the pair cap undecided (the SPRT itself is unchanged):
+    WORSE or BETTER when the Elo interval excludes zero (:func:`elo_side_of_zero`), else
+    INCONCLUSIVE. None of them passes."""
+    sprt = match["sprt"]
+    undecided = f"the SPRT stayed undecided (LLR {sprt['llr']:.3f} within [{sprt['lower']:.3f}, " \
+                f"{sprt['upper']:.3f}]) for all {pairs} pairs"
+    side = elo_side_of_zero(match, min_pairs)
+    if side == "below":
+        return f"WORSE: {undecided}, but the 95% Elo interval lies wholly below zero: {candidate} is weaker than " \
+               f"{incumbent}; not passed (more pairs are unlikely to change that); {outcome}"
+    if side == "above":
+        return f"BETTER: {undecided}; the 95% Elo interval lies wholly above zero, so {candidate} is stronger than " \
+               f"{incumbent}, but not shown to be {elo1:g} Elo stronger; not passed (run more pairs for the SPRT " \
+               f"to decide); {outcome}"
+    why = "the 95% Elo interval includes zero" if pairs >= min_pairs else \
+        f"fewer than {min_pairs} pairs, too few for the interval to say which is stronger"
+    return f"INCONCLUSIVE: {undecided}, and {why}; not passed (run more pairs); {outcome}"
 
 
 def _store(report: dict[str, Any], checkpoints_dir: str) -> None:

@@ -15,6 +15,7 @@ import pytest
 from extrarlhf.benchmarking import (
     benchmark_models,
     elo_of_score,
+    elo_side_of_zero,
     latest_benchmark,
     list_benchmarks,
     logistic,
@@ -206,6 +207,53 @@ def test_h1_never_stops_before_min_pairs_and_h0_stops_at_once(trained: Path) -> 
                           checkpoints_dir=trained)
     assert h0["match"]["sprt"]["decision"] == "H0" and h0["match"]["pairs"] < 50 and not h0["passed"]
     assert h0["verdict"].startswith("FAILED")
+
+
+# ---------------------------------------------------------------------------- verdicts at the pair cap
+@pytest.mark.parametrize("candidate, incumbent, word, side", [
+    ("baseline:random", "baseline:greedy", "WORSE", "below"),
+    ("baseline:greedy", "baseline:random", "BETTER", "above"),
+])
+def test_at_the_pair_cap_an_interval_that_excludes_zero_says_worse_or_better(
+        tmp_path: Path, candidate: str, incumbent: str, word: str, side: str) -> None:
+    """Hypotheses 5 Elo apart with alpha = beta = 1e-6: the SPRT stays undecided for all 60 pairs
+    (its logic is unchanged), while the Elo interval of a one-sided match excludes zero."""
+    report = benchmark_models(candidate, incumbent, n_pairs=60, baseline_pairs=0, alpha=1e-6, beta=1e-6,
+                              elo0=0.0, elo1=5.0, checkpoints_dir=tmp_path)
+    m, sprt = report["match"], report["match"]["sprt"]
+    assert sprt["decision"] == "inconclusive" and m["pairs"] == 60 and not sprt["stopped_early"]
+    assert sprt["lower"] < sprt["llr"] < sprt["upper"]
+    lo, hi = m["elo_ci95"]
+    assert (hi < 0) if side == "below" else (lo > 0)
+    assert elo_side_of_zero(m, 50) == side
+    assert report["verdict"].startswith(f"{word}: the SPRT stayed undecided") and "INCONCLUSIVE" not in report["verdict"]
+    assert f"wholly {side} zero" in report["verdict"] and "95% CI" in report["verdict"]
+    assert not report["passed"] and report["valid"] and not report["promotion_eligible"]
+    assert [b["check"] for b in report["promotion_blockers"]] == ["benchmark_passed"]
+    assert f"**{report['verdict']}**" in Path(report["markdown_path"]).read_text()
+
+
+def test_at_the_pair_cap_fewer_than_min_pairs_stays_inconclusive(tmp_path: Path) -> None:
+    """Two pairs lost 4-0: the normal interval is a point at -1200, which says nothing."""
+    report = benchmark_models("baseline:random", "baseline:greedy", n_pairs=2, baseline_pairs=0, write=False,
+                              checkpoints_dir=tmp_path)
+    m = report["match"]
+    assert m["losses"] == 4 and m["elo_ci95"][1] < 0 and elo_side_of_zero(m, 50) is None
+    assert report["verdict"].startswith("INCONCLUSIVE:") and "fewer than 50 pairs" in report["verdict"]
+
+
+@pytest.mark.parametrize("wins, draws, losses, side", [
+    (150, 10, 230, "below"),   # the issue's case: Elo -72, 95% CI about [-108, -38]
+    (230, 10, 150, "above"),
+    (190, 10, 190, None),      # an even match: the interval includes zero
+    (180, 10, 200, None),      # slightly behind, but not significantly
+])
+def test_elo_side_of_zero_follows_the_interval(wins: int, draws: int, losses: int, side: str | None) -> None:
+    match = {"pairs": (wins + draws + losses) // 2, **score_stats(wins, draws, losses)}
+    assert elo_side_of_zero(match, 50) == side
+    lo, hi = match["elo_ci95"]
+    assert (side == "below") == (hi < 0) and (side == "above") == (lo > 0)
+    assert elo_side_of_zero({**match, "pairs": 49}, 50) is None
 
 
 def test_a_degraded_battle_invalidates_the_benchmark(trained: Path, tmp_path: Path) -> None:
