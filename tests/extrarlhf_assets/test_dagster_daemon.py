@@ -71,12 +71,17 @@ def daemon(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
            "RLHF_SESSIONS_DIR": str(sessions), "RLHF_DATASETS_DIR": str(tmp_path / "datasets"),
            "RLHF_CHECKPOINTS_DIR": str(checkpoints), "RLHF_SENSOR_SETTLE_SECONDS": "0"}
+    saved = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)
+    instance = dg.DagsterInstance.get()
+    # create the SQLite storages (runs, event log, schedules) before the daemon opens them: two
+    # processes creating one schema at once race on it
+    instance.get_runs(), instance.get_dynamic_partitions("session_groups"), instance.all_instigator_state()
     log = open(tmp_path / "daemon.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", "workspace.yaml"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    os.environ["DAGSTER_HOME"], saved = str(home), os.environ.get("DAGSTER_HOME")
     try:
-        with dg.DagsterInstance.get() as instance:
+        with instance:
             yield instance, proc, tmp_path
     finally:
         if saved is None:
