@@ -1,7 +1,8 @@
 """Policies that play ExtraArena. Imports engine (and numpy/onnx/onnxruntime) only.
 
 Every policy has ``act(state) -> action_id`` and ``decide(state) -> Decision``; model
-policies (onnx_models.py) fall back to a baseline with a warning instead of failing.
+policies (onnx_models.py) fall back to a baseline with a warning instead of failing; the
+search actor (search.py) searches the acting player's information set with any of them.
 """
 
 from .baselines import BASELINES, GreedyPolicy, RandomPolicy, evaluate
@@ -9,6 +10,7 @@ from .decision import AdapterError, Decision, KindMismatch, Policy
 from .onnx_models import (MODEL_KINDS, ModelPolicy, check_kind, decide, decide_many, detect_kind, signature,
                           weights_hash)
 from .registry import AdapterRegistry, default_registry, load_factory
+from .search import SearchPolicy, parse_search_spec
 
 
 def make_baseline(name: str, seed: int = 0):
@@ -20,6 +22,6 @@ def make_baseline(name: str, seed: int = 0):
 
 
 __all__ = ["AdapterError", "AdapterRegistry", "BASELINES", "Decision", "GreedyPolicy", "KindMismatch",
-           "MODEL_KINDS", "ModelPolicy", "Policy", "RandomPolicy", "check_kind", "decide", "decide_many",
-           "default_registry", "detect_kind", "evaluate", "load_factory", "make_baseline", "signature",
+           "MODEL_KINDS", "ModelPolicy", "Policy", "RandomPolicy", "SearchPolicy", "check_kind", "decide", "decide_many",
+           "default_registry", "detect_kind", "evaluate", "load_factory", "make_baseline", "parse_search_spec", "signature",
            "weights_hash"]

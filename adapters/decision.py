@@ -31,6 +31,7 @@ class Decision:
     probabilities: tuple[float, ...] | None = None  # over the legal actions, in legal_actions() order
     value: float | None = None  # v5 models only
     warning: dict | None = None  # set when a fallback played
+    outputs: dict | None = None  # further JSON-safe outputs for the trace (the search's action values)
 
     @property
     def degraded(self) -> bool:
@@ -42,10 +43,10 @@ class Decision:
         Rounded to 6 decimals: a batched and an unbatched run of the same model may differ in
         the last bits of a float, and traces must not.
         """
-        if self.probabilities is None and self.value is None:
+        if self.probabilities is None and self.value is None and self.outputs is None:
             return None
         return {"probabilities": None if self.probabilities is None else [round(p, 6) for p in self.probabilities],
-                "value": None if self.value is None else round(self.value, 6)}
+                "value": None if self.value is None else round(self.value, 6), **(self.outputs or {})}
 
 
 class AdapterError(ValueError):

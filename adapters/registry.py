@@ -6,7 +6,10 @@ kinds ``legacy_onnx``, ``action_onnx`` (alias ``v4``) and ``v5``
 sample=False, spec=None, timeout_s=None, max_timeouts=None)`` ->
 :class:`~adapters.onnx_models.ModelPolicy`; ``timeout_s`` limits each inference run, default
 env ``RLHF_INFERENCE_TIMEOUT_S`` else 2 s, and ``max_timeouts`` timed-out runs in a row
-disable the model, default env ``RLHF_INFERENCE_MAX_TIMEOUTS`` else 3). Custom kinds
+disable the model, default env ``RLHF_INFERENCE_MAX_TIMEOUTS`` else 3), and ``search``
+(``create("search", rollout=<policy>, sims=64, seed=0, spec=None)`` ->
+:class:`~adapters.search.SearchPolicy`; the spec form ``search:<rollout spec>?sims=N`` is
+parsed by :func:`~adapters.search.parse_search_spec`). Custom kinds
 register a callable or a ``"package.module:attr"`` path; whatever a factory returns gets
 ``decide``/``decide_batch`` if it only has ``act``.
 """
@@ -26,6 +29,7 @@ from engine import State
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision
 from .onnx_models import KIND_ALIASES, MODEL_KINDS, ModelPolicy
+from .search import DEFAULT_SIMS, SearchPolicy
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
@@ -92,6 +96,10 @@ def _model_factory(kind: str) -> Callable[..., ModelPolicy]:
                            sample=sample, spec=spec, timeout_s=timeout_s, max_timeouts=max_timeouts)
     factory.__name__ = f"{kind}_factory"
     return factory
+
+
+def _search_factory(rollout: Any, sims: int = DEFAULT_SIMS, seed: int = 0, spec: str | None = None) -> SearchPolicy:
+    return SearchPolicy(rollout, sims, seed, spec)
 
 
 class AdapterRegistry:
@@ -179,6 +187,7 @@ def builtin_registry() -> AdapterRegistry:
     """A fresh registry holding only the built-in kinds."""
     registry = AdapterRegistry()
     registry.register("baseline", _baseline_factory)
+    registry.register("search", _search_factory)
     for kind in MODEL_KINDS:
         registry.register(kind, _model_factory(kind))
     for alias, kind in KIND_ALIASES.items():

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import engine
-from adapters import ModelPolicy, decide_many, make_baseline
+from adapters import ModelPolicy, SearchPolicy, decide_many, make_baseline
 from engine import derive_seed
 
 from .runtime.actors import resolve_actor
@@ -163,6 +163,8 @@ def side_plan(spec: str, checkpoints_dir: str) -> dict[str, Any]:
     actor = resolve_actor(spec, "model", checkpoints_dir)
     if actor.is_baseline:
         return {"spec": spec, "kind": "baseline", "baseline": spec.split(":", 1)[1], "weights_hash": None}
+    if actor.kind == "search":
+        return {"spec": spec, "kind": "search", "checkpoints_dir": checkpoints_dir, "weights_hash": actor.weights_hash}
     cp = CheckpointRegistry(checkpoints_dir).get(spec)
     return {"spec": spec, "kind": cp.kind, "path": str(cp.path), "weights_hash": cp.weights_hash}
 
@@ -170,6 +172,8 @@ def side_plan(spec: str, checkpoints_dir: str) -> dict[str, Any]:
 def _policy(side: dict[str, Any], seed: int) -> Any:
     if side["kind"] == "baseline":
         return make_baseline(side["baseline"], seed)
+    if side["kind"] == "search":
+        return resolve_actor(side["spec"], "model", side["checkpoints_dir"]).make_policy(seed)
     return ModelPolicy(side["path"], side["kind"], expected_weights_hash=side["weights_hash"], seed=seed,
                        spec=side["spec"])
 
@@ -187,7 +191,7 @@ def play_battles(sides: dict[str, dict[str, Any]], jobs: list[tuple[Any, int, st
 
     def policy(spec: str, seed: int) -> Any:
         side = sides[spec]
-        if side["kind"] == "baseline":
+        if side["kind"] in ("baseline", "search"):  # a search keeps per-battle state (its seed, its rollouts)
             return _policy(side, seed)
         if spec not in models:
             models[spec] = _policy(side, 0)
@@ -197,7 +201,7 @@ def play_battles(sides: dict[str, dict[str, Any]], jobs: list[tuple[Any, int, st
         policies = (policy(p1, derive_seed(seed, "policy-p1")), policy(p2, derive_seed(seed, "policy-p2")))
         played = {}
         for spec, pol in zip((p1, p2), policies):
-            if isinstance(pol, ModelPolicy):
+            if isinstance(pol, (ModelPolicy, SearchPolicy)):
                 played[spec] = pol.weights_hash
         live.append({"i": i, "key": key, "seed": seed, "state": engine.new_battle(seed), "policies": policies,
                      "decisions": 0, "warnings": [], "played": played, "specs": (p1, p2)})

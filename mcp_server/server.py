@@ -85,8 +85,10 @@ MatchId = Annotated[str, Strict(), Field(description="The match_id returned by s
                                                      "hex>); valid only in this server process.")]
 GroupName = Annotated[str, Strict(), Field(description="Session group name: 1-64 letters, digits, '.', '_' or '-', "
                                                        "starting with a letter or digit.")]
-Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy' or a registered "
-                                                  "checkpoint name (see list_models).")]
+Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy', a registered "
+                                                  "checkpoint name (see list_models), or the search actor over one "
+                                                  "of those, 'search:<spec>?sims=N' (e.g. "
+                                                  "'search:baseline:greedy?sims=64').")]
 Codename = Annotated[str, Strict(), Field(description="Worker codename: starts with a letter; letters, digits, '_' or "
                                                       "'-'; 1-48 characters.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
@@ -294,7 +296,8 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             description="Who plays player 1: 'llm' or 'human' (you submit the moves) or 'rl' (p1_model plays and "
                         "the whole battle auto-plays at once).")],
         opponent: Annotated[str, Strict(), Field(description="Player 2 (moves automatically): 'baseline:random', "
-                                                             "'baseline:greedy' or a registered checkpoint.")]
+                                                             "'baseline:greedy', a registered checkpoint, or "
+                                                             "'search:<spec>?sims=N' over one of those.")]
         = "baseline:greedy",
         p1_model: Annotated[str | None, Strict(), Field(description="Only for p1_actor_type 'rl': the spec of the "
                                                                     "model playing player 1.")] = None,
@@ -428,7 +431,8 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                              Field(description="How many battles the group should hold; already finished ones "
                                                "are skipped (a series resumes).")],
         p1_model: Annotated[str, Strict(), Field(description="Spec of the model playing player 1: "
-                                                             "'baseline:random', 'baseline:greedy' or a checkpoint.")],
+                                                             "'baseline:random', 'baseline:greedy', a checkpoint, "
+                                                             "or 'search:<spec>?sims=N' over one of those.")],
         opponent: Annotated[str, Strict(), Field(description="Spec of player 2, same forms as p1_model.")],
         ctx: Context,
         seed: Annotated[SeedArg, Field(description="Base seed of the series; battle i gets a seed derived from "

@@ -34,8 +34,9 @@ log = logging.getLogger("mcp_server")
 
 CheckpointName = Annotated[str, Strict(), Field(description="Checkpoint name: 1-64 letters, digits, '.', '_' or '-', "
                                                             "starting with a letter or digit.")]
-ModelSpec = Annotated[str, Strict(), Field(description="A registered checkpoint name or a baseline spec "
-                                                       "('baseline:random', 'baseline:greedy').")]
+ModelSpec = Annotated[str, Strict(), Field(description="A registered checkpoint name, a baseline spec "
+                                                       "('baseline:random', 'baseline:greedy') or the search actor "
+                                                       "over one of those ('search:baseline:greedy?sims=64').")]
 # Every bound below is the core's own (tests/mcp_server/test_mcp_schemas.py calls the core at each
 # bound): the schema refuses exactly what the core would refuse, before any work starts --
 # run_pipeline in particular hands its arguments to stages that run hours apart.

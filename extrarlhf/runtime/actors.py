@@ -1,7 +1,9 @@
 """Actor specs: how opponents and models are named.
 
 ``baseline:random`` and ``baseline:greedy`` are the baselines; a registered checkpoint is
-named by its registry name (names never contain ``:``). A spec resolves to an
+named by its registry name (names never contain ``:``); ``search:<rollout spec>?sims=N``
+is the search actor over one of those (adapters/search.py), recorded with its canonical spec
+(sims explicit) and the rollout policy's weights hash. A spec resolves to an
 :class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
 specs are refused with the list of what exists.
 """
@@ -12,7 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from adapters import BASELINES, make_baseline
+from adapters import AdapterError, BASELINES, make_baseline
+from adapters.search import SearchPolicy, is_search_spec, parse_search_spec, search_spec
+from engine import derive_seed
 
 from ..checkpoints import CheckpointRegistry
 from ..errors import InvalidArgument, UnknownSpec
@@ -27,6 +31,8 @@ class Actor:
     kind: str
     weights_hash: str | None = None
     checkpoints_dir: str | None = None  # where a checkpoint actor's registry lives
+    rollout: "Actor | None" = None  # a search actor's rollout policy
+    sims: int | None = None  # a search actor's budget
 
     @property
     def is_baseline(self) -> bool:
@@ -36,16 +42,21 @@ class Actor:
         """A fresh policy for one battle, seeded from the battle (sampling uses it)."""
         if self.is_baseline:
             return make_baseline(self.spec.split(":", 1)[1], seed)
+        if self.rollout is not None:
+            return SearchPolicy(self.rollout.make_policy(derive_seed(seed, "rollout")), self.sims, seed, self.spec)
         return CheckpointRegistry(self.checkpoints_dir).policy(self.spec, seed)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"spec": self.spec, "kind": self.kind, "weights_hash": self.weights_hash}
+        out = {"spec": self.spec, "kind": self.kind, "weights_hash": self.weights_hash}
+        if self.rollout is not None:
+            out["search"] = {"sims": self.sims, "rollout": self.rollout.as_dict()}
+        return out
 
 
 def available_specs(checkpoints_dir: str | os.PathLike[str] | None = None) -> list[str]:
-    """Baseline specs, then the registered checkpoint names."""
+    """Baseline specs, then the registered checkpoint names, then the search form over them."""
     registry = CheckpointRegistry(checkpoints_dir or DEFAULT_CHECKPOINTS)
-    return [f"baseline:{name}" for name in BASELINES] + registry.specs()
+    return [f"baseline:{name}" for name in BASELINES] + registry.specs() + ["search:<one of these>?sims=N"]
 
 
 def resolve_actor(spec: Any, role: str = "opponent",
@@ -54,6 +65,14 @@ def resolve_actor(spec: Any, role: str = "opponent",
     if not isinstance(spec, str) or not spec:
         raise InvalidArgument(f"{role} must be a spec string such as 'baseline:greedy' or a registered "
                               f"checkpoint name, got {spec!r}")
+    if is_search_spec(spec):
+        try:
+            rollout_spec, sims = parse_search_spec(spec)
+        except AdapterError as exc:
+            raise InvalidArgument(f"{role}: {exc}") from None
+        rollout = resolve_actor(rollout_spec, f"{role}'s rollout policy", checkpoints_dir)
+        return Actor(spec=search_spec(rollout.spec, sims), kind="search", weights_hash=rollout.weights_hash,
+                     checkpoints_dir=rollout.checkpoints_dir, rollout=rollout, sims=sims)
     if spec.startswith("baseline:"):
         if spec.split(":", 1)[1] in BASELINES:
             return Actor(spec=spec, kind="baseline")

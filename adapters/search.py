@@ -1,0 +1,233 @@
+"""The search actor ``search:<rollout policy>?sims=N``: decision-time search over the acting
+player's information set (DESIGN section 14).
+
+At each decision the actor samples ``sims`` determinized worlds from what the acting player
+can know (:func:`determinize`), tries its candidate actions in them and plays the one whose
+truncated rollouts end best:
+
+* a world keeps every public part of the state (heroes, mana, boards, turn, the hand and deck
+  *sizes*), the player's own hand and the *contents* of their own remaining deck (they know
+  their deck list and what they drew); it re-draws what the player cannot see: the order of
+  their own deck, the opponent's hand and deck (from two copies of every pool card minus the
+  opponent's creatures on the board, the prior the default decks are drawn from), the
+  battle's generator and seed. Nothing of the real hidden cards survives into a world, and
+  the search's own generator is seeded from the actor's seed and a digest of the
+  information set, so two states the player cannot tell apart give the same decision;
+* a rollout applies the candidate, lets the rollout policy finish the player's turn and play
+  the opponent's next turn, and stops when the player's next turn has started (or the battle
+  ended); the leaf is scored by :func:`adapters.baselines.evaluate` squashed to [-1, 1]
+  (``tanh(evaluate / 30)``; a win is 1, a loss -1, a draw 0). Truncating at the opponent's
+  reply keeps a decision near 50 ms with greedy rollouts instead of seconds for full games,
+  while still seeing the opponent's answer to what the player does;
+* the budget is spent by sequential halving (Karnin et al. 2013): every candidate gets the
+  same worlds (common random numbers), the worse half is dropped each round. More than
+  :data:`MAX_CANDIDATES` legal actions are first cut to the best by a one-ply evaluation in
+  the first world.
+
+The decision's policy record carries the search's action values (mean leaf value per legal
+action, null where an action was not searched), the visits per action and the chosen
+action's value. A rollout policy that falls back (a model that cannot act) makes the search
+decision carry its warning, so the battle is marked degraded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from typing import Any
+
+import orjson
+
+from engine import CARD_IDS, MAX_COPIES, SplitMix64, State, derive_seed
+
+from .baselines import evaluate
+from .decision import AdapterError, Decision
+
+SEARCH_PREFIX = "search:"
+DEFAULT_SIMS = 64
+MAX_SIMS = 4096
+MAX_CANDIDATES = 12
+LEAF_SCALE = 30.0
+_OPTION = re.compile(r"([a-z_]+)=([^&=]*)")
+OPTIONS = ("sims",)
+
+
+def is_search_spec(spec: Any) -> bool:
+    return isinstance(spec, str) and spec.startswith(SEARCH_PREFIX)
+
+
+def parse_search_spec(spec: str) -> tuple[str, int]:
+    """``search:<rollout spec>[?sims=N]`` -> (rollout spec, sims); a bad spec is an AdapterError
+    saying what is wrong and what a good one looks like."""
+    def bad(why: str) -> AdapterError:
+        return AdapterError(f"search spec {spec!r}: {why} (e.g. 'search:baseline:greedy?sims=64' or "
+                            f"'search:<checkpoint name>?sims=32')")
+
+    if not is_search_spec(spec):
+        raise bad(f"a search spec starts with {SEARCH_PREFIX!r}")
+    body = spec[len(SEARCH_PREFIX):]
+    rollout, _, query = body.partition("?")
+    if not rollout:
+        raise bad("names no rollout policy")
+    if is_search_spec(rollout):
+        raise bad("nests a search as its rollout policy; the rollout policy must be a baseline or a checkpoint")
+    if "?" in body and not query:
+        raise bad("ends with '?' but sets no option; options: sims=N")
+    sims, seen = DEFAULT_SIMS, set()
+    for part in query.split("&") if query else []:
+        match = _OPTION.fullmatch(part)
+        if match is None:
+            raise bad(f"option {part!r} is not name=value")
+        name, value = match.groups()
+        if name not in OPTIONS:
+            raise bad(f"unknown option {name!r}; options: {', '.join(OPTIONS)}")
+        if name in seen:
+            raise bad(f"option {name!r} is given twice")
+        seen.add(name)
+        if not value.isdigit() or not 1 <= int(value) <= MAX_SIMS:
+            raise bad(f"sims must be an integer in 1..{MAX_SIMS}, got {value!r}")
+        sims = int(value)
+    return rollout, sims
+
+
+def search_spec(rollout_spec: str, sims: int) -> str:
+    """The canonical spec (sims always explicit), as traces and reports record it."""
+    return f"{SEARCH_PREFIX}{rollout_spec}?sims={sims}"
+
+
+# ---------------------------------------------------------------------------- information sets
+def information_set(state: State, player: int) -> dict[str, Any]:
+    """Everything ``player`` can know in ``state``: the player view (no opponent hand, no deck
+    order), their own deck list and the contents (not the order) of their remaining deck."""
+    me = state.players[player - 1]
+    return {"view": state.player_view(player), "own_deck_list": sorted(state.decks[player - 1]),
+            "own_deck_contents": sorted(me.deck)}
+
+
+def information_set_digest(state: State, player: int) -> str:
+    return hashlib.sha256(orjson.dumps(information_set(state, player), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def determinize(state: State, player: int, rng: SplitMix64) -> State:
+    """A world consistent with what ``player`` knows, with every hidden part re-drawn from ``rng``."""
+    world = state.clone()
+    me = world.players[player - 1]
+    opp = world.players[2 - player]
+    own = sorted(me.deck)
+    rng.shuffle(own)
+    me.deck = own
+    unseen = Counter({card_id: MAX_COPIES for card_id in CARD_IDS})
+    unseen.subtract(c.card_id for c in opp.board if c is not None)
+    pool = sorted(unseen.elements())
+    rng.shuffle(pool)
+    n_hand, n_deck = len(opp.hand), len(opp.deck)
+    opp.hand = pool[:n_hand]
+    opp.deck = pool[n_hand:n_hand + n_deck]
+    decks = [state.decks[player - 1], tuple(sorted(pool[:30]))]
+    world.decks = (decks[0], decks[1]) if player == 1 else (decks[1], decks[0])
+    world.seed = 0
+    world.rng = SplitMix64(rng.next_u64())
+    world._legal = None
+    return world
+
+
+# ---------------------------------------------------------------------------- the actor
+def leaf_value(state: State, player: int) -> float:
+    """A rollout's end scored for ``player`` in [-1, 1]."""
+    if state.is_terminal:
+        return 0.0 if state.winner == 0 else (1.0 if state.winner == player else -1.0)
+    return math.tanh(evaluate(state, player) / LEAF_SCALE)
+
+
+class SearchPolicy:
+    """Plays ``search:<rollout>?sims=N`` (module docstring). One instance per battle; the
+    rollout policy is any adapter policy (``decide``/``act``)."""
+
+    kind = "search"
+
+    def __init__(self, rollout: Any, sims: int = DEFAULT_SIMS, seed: int = 0, spec: str | None = None) -> None:
+        if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= MAX_SIMS:
+            raise AdapterError(f"sims must be an integer in 1..{MAX_SIMS}, got {sims!r}")
+        if not (hasattr(rollout, "decide") or hasattr(rollout, "act")):
+            raise AdapterError(f"the rollout policy must have decide(state) or act(state), got "
+                               f"{type(rollout).__name__}")
+        self.rollout = rollout
+        self.sims = sims
+        self.seed = seed
+        self.spec = spec or search_spec(getattr(rollout, "spec", type(rollout).__name__), sims)
+        self.weights_hash = getattr(rollout, "weights_hash", None)
+        self._warning: dict | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """What searched, for traces: the sims and the rollout policy's spec, kind and weights."""
+        return {"sims": self.sims, "rollout": {"spec": getattr(self.rollout, "spec", None),
+                                               "kind": getattr(self.rollout, "kind", None),
+                                               "weights_hash": getattr(self.rollout, "weights_hash", None)}}
+
+    def act(self, state: State) -> int:
+        return self.decide(state).action_id
+
+    def decide_batch(self, states: list[State]) -> list[Decision]:
+        return [self.decide(s) for s in states]
+
+    def _rollout_action(self, world: State) -> int:
+        decide = getattr(self.rollout, "decide", None)
+        if decide is None:
+            return int(self.rollout.act(world))
+        decision = decide(world)
+        if decision.warning is not None and self._warning is None:
+            self._warning = {**decision.warning, "message": f"in the search's rollouts: {decision.warning['message']}"}
+        return decision.action_id
+
+    def _value(self, world: State, action: int, player: int, horizon: int) -> float:
+        world = world.clone()
+        world.apply(action)
+        while not world.is_terminal and world.turn < horizon:
+            world.apply(self._rollout_action(world))
+        return leaf_value(world, player)
+
+    def decide(self, state: State) -> Decision:
+        if state.is_terminal:
+            raise ValueError(f"cannot decide in a finished battle ({state!r})")
+        legal = state.legal_actions()
+        player = state.to_move
+        if len(legal) == 1:
+            return Decision(legal[0], outputs={"action_values": [None], "visits": [0]})
+        self._warning = None
+        rng = SplitMix64(derive_seed(self.seed, f"search:{information_set_digest(state, player)}"))
+        worlds = [determinize(state, player, rng)]
+        candidates = self._candidates(worlds[0], legal, player)
+        horizon = state.turn + 2  # stop once the player's next turn has started
+        totals = dict.fromkeys(candidates, 0.0)
+        visits = dict.fromkeys(candidates, 0)
+        alive = list(candidates)
+        rounds = max(1, math.ceil(math.log2(len(alive))))
+        for r in range(rounds):
+            each = max(1, self.sims // (rounds * len(alive)))
+            for action in alive:
+                for _ in range(each):
+                    j = visits[action]
+                    while j >= len(worlds):
+                        worlds.append(determinize(state, player, rng))
+                    totals[action] += self._value(worlds[j], action, player, horizon)
+                    visits[action] += 1
+            if r < rounds - 1:
+                alive.sort(key=lambda a: (-totals[a] / visits[a], a))
+                alive = alive[:math.ceil(len(alive) / 2)]
+        best = max(alive, key=lambda a: (totals[a] / visits[a], -a))
+        values = [round(totals[a] / visits[a], 6) if visits.get(a) else None for a in legal]
+        return Decision(best, value=values[legal.index(best)], warning=self._warning,
+                        outputs={"action_values": values, "visits": [visits.get(a, 0) for a in legal]})
+
+    def _candidates(self, world: State, legal: list[int], player: int) -> list[int]:
+        if len(legal) <= MAX_CANDIDATES:
+            return list(legal)
+        scored = []
+        for action in legal:
+            child = world.clone()
+            child.apply(action)
+            scored.append((-evaluate(child, player), action))
+        scored.sort()
+        return sorted(a for _, a in scored[:MAX_CANDIDATES])
