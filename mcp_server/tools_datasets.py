@@ -185,7 +185,7 @@ def register(server: "ExtraRLHFServer") -> None:
                                promote=promote, policy=policy, progress=progress_bridge(ctx, "split_v5_training_dataset", "rows"),
                                **extra, **where)
 
-    @tool(title="Split a Nemesis dataset (deck-grouped)")
+    @tool(title="Split a Nemesis dataset (battle- or deck-grouped)")
     async def split_nemesis_training_dataset(
         dataset: DatasetRef,
         ctx: Context,
@@ -193,15 +193,20 @@ def register(server: "ExtraRLHFServer") -> None:
             description="'lite' (any eligible battle) or 'standard' (human-vs-human production rows only; "
                         "refused with its blockers until ready).")] = "lite",
         name: Annotated[str | None, Strict(), Field(description="Name of the split dataset.")] = None,
+        group_by: Annotated[Literal["battle", "opponent_deck"], Field(
+            description="'battle' (default: both seats of a battle in one split, no shared trajectory) or "
+                        "'opponent_deck' (held-out opponent decks; the two seats of a battle may land in "
+                        "different splits, which leaks that battle).")] = "battle",
         fractions: Fractions = None,
         overwrite: Overwrite = False,
         promote: Promote = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Opponent-modelling split grouped by deck (keyed hash). Human-bot and model-model rows
-        train Lite only; Standard is refused with standard_readiness_blockers until ready."""
+        """Opponent-modelling split grouped by battle (default) or opponent deck (keyed hash).
+        Human-bot and model-model rows train Lite only; Standard is refused with
+        standard_readiness_blockers until ready."""
         extra = {} if fractions is None else {"fractions": fractions}
-        return await in_thread(datasets.split_nemesis_training_dataset, dataset, view, name=name,
+        return await in_thread(datasets.split_nemesis_training_dataset, dataset, view, name=name, group_by=group_by,
                                overwrite=overwrite, promote=promote, policy=policy,
                                progress=progress_bridge(ctx, "split_nemesis_training_dataset", "rows"),
                                **extra, **where)

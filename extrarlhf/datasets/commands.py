@@ -200,6 +200,9 @@ def _print_split(result: dict[str, Any]) -> None:
     print(f"{result['dataset_id']}: {s['contour']} split of {result['source']} by {s['group_key']}")
     for name in ("train", "val", "test"):
         print(f"  {name:<5} {s['rows'][name]:>9} rows  {s['groups'][name]:>7} groups")
+    if s.get("battles_straddling_splits"):
+        print(f"  {s['battles_straddling_splits']} battle(s) have rows in more than one split (grouped by "
+              f"{s['group_key']}: their trajectories are shared between splits)")
     print(f"  at {result['path']}")
     if result["pointer"]:
         print(f"  pointer {result['pointer']['pointer']} -> {result['dataset_id']}")
@@ -226,7 +229,7 @@ def _cmd_split_v5(args: argparse.Namespace) -> int:
 def _cmd_split_nemesis(args: argparse.Namespace) -> int:
     from .splits import split_nemesis_training_dataset
 
-    result = split_nemesis_training_dataset(args.dataset, args.view, **_split_kwargs(args),
+    result = split_nemesis_training_dataset(args.dataset, args.view, group_by=args.group_by, **_split_kwargs(args),
                                             progress=ProgressLine(f"split-nemesis {args.view}", unit="decisions"))
     _dump(result) if args.json else _print_split(result)
     return 0
@@ -288,9 +291,13 @@ def add_parser(sub: Any) -> None:
     p = common(dsub.add_parser("split-v5", help="battle-grouped train/val/test of a V5 dataset"))
     _split_common(p)
     p.set_defaults(func=_cmd_split_v5)
-    p = common(dsub.add_parser("split-nemesis", help="deck-grouped Nemesis train/val/test (lite or standard)"))
+    p = common(dsub.add_parser("split-nemesis", help="battle- or deck-grouped Nemesis train/val/test (lite or "
+                                                     "standard)"))
     _split_common(p)
     p.add_argument("--view", choices=("lite", "standard"), default="lite")
+    p.add_argument("--group-by", choices=("battle", "opponent_deck"), default="battle",
+                   help="battle (default: both seats of a battle in one split) or opponent_deck (held-out decks; "
+                        "battles then straddle splits, see docs/data-format.md 10.8)")
     p.set_defaults(func=_cmd_split_nemesis)
 
     p = common(dsub.add_parser("promote", help="validate a version and point POINTER at it (atomic replace)"))

@@ -3,8 +3,8 @@
 - ``split_v5_training_dataset``: the decisions rows, grouped by **battle** (every decision of
   a battle lands in one split). Files ``train/val/test.parquet`` have the ``decisions``
   layout.
-- ``split_nemesis_training_dataset(view="lite"|"standard")``: opponent-modelling rows,
-  grouped by the **opponent's deck**. A Nemesis row is taken at each decision of the
+- ``split_nemesis_training_dataset(view="lite"|"standard", group_by="battle"|"opponent_deck")``:
+  opponent-modelling rows, grouped by **battle** (default) or by the **opponent's deck**. A Nemesis row is taken at each decision of the
   acting player (the *viewer*): its input is the viewer's own observation (its public view:
   own hand, both boards, public counts; never the opponent's hand or any deck order) and its
   label is the opponent's next action (the first decision of the other player after it, in
@@ -16,8 +16,22 @@
   then keeps only rows whose viewer and opponent are both human: human-bot and model-model
   rows never enter it.
 
+  Grouping and leakage. One battle gives Nemesis rows from both seats: viewer A predicting
+  B's moves (opponent deck = B's) and viewer B predicting A's (opponent deck = A's). Grouped
+  by opponent deck, the two halves of a battle land in different splits whenever the two
+  decks do (94 of 300 battles in the issue-19 report; ``battles_straddling_splits`` in the
+  manifest counts them): a val/test row's label (B's next action) then sits in a training
+  row of the same battle (B's own decision, seen from B, with the board that follows it),
+  so a model can score on test by remembering the battle. That is why ``battle`` is the
+  default: no battle, hence no trajectory, is shared between splits. Its limit: the same
+  decks occur in every split, so the test score measures unseen *battles* from a familiar
+  deck pool (the case when production decks recur), not unseen *decks*. Use
+  ``group_by="opponent_deck"`` to measure generalization to new opponent decks, knowing
+  that the straddling battles above leak trajectories into that measurement.
+
 Both write ``assignments.parquet`` (group key -> split, bucket, rows) and a manifest whose
-``split`` block records the key, the contour and the fractions, so ``validate_dataset``
+``split`` block records the key, the contour, the fractions and the battles whose rows went to
+more than one split (always 0 when grouped by battle), so ``validate_dataset``
 recomputes every assignment. Assignment is by keyed hash (assign.py): deterministic, no
 group straddles splits, and a group's split never changes as data is added.
 
@@ -50,6 +64,8 @@ from .validate import validate_dir, validated_source
 __all__ = ["split_v5_training_dataset", "split_nemesis_training_dataset", "nemesis_rows"]
 
 DEFAULT_ROW_GROUP_ROWS = 8192
+# group_by of the Nemesis splits -> (group key column, its name in the manifest)
+NEMESIS_GROUPINGS = {"battle": ("battle_id", "battle"), "opponent_deck": ("opponent_deck_id", "opponent deck")}
 
 
 class _SplitWriter:
@@ -71,6 +87,7 @@ class _SplitWriter:
         self.pending: dict[str, list[pa.Table]] = {s: [] for s in SPLITS}
         self.pending_rows = dict.fromkeys(SPLITS, 0)
         self.groups: dict[str, list] = {}  # key -> [split, bucket, rows]
+        self.battle_splits: dict[str, set[str]] = {}  # battle id -> the splits its rows went to
 
     def write(self, table: pa.Table) -> None:
         if not table.num_rows:
@@ -89,6 +106,8 @@ class _SplitWriter:
             if not members:
                 continue
             part = table.filter(pc.is_in(keys, value_set=pa.array(members, pa.string())))
+            for battle_id in pc.unique(part.column("battle_id")).to_pylist():
+                self.battle_splits.setdefault(battle_id, set()).add(split)
             self.pending[split].append(part)
             self.pending_rows[split] += part.num_rows
             if self.pending_rows[split] >= self.row_group_rows:
@@ -123,7 +142,9 @@ class _SplitWriter:
         tables = {s: {**w.close(), "table": self.layout} for s, w in self.writers.items()}
         tables["assignments"] = {**self.assignments_writer.close(), "table": "assignments"}
         groups = {s: sum(1 for g in self.groups.values() if g[0] == s) for s in SPLITS}
-        return tables, {"groups": groups, "rows": {s: tables[s]["rows"] for s in SPLITS}}
+        straddling = sum(1 for splits in self.battle_splits.values() if len(splits) > 1)
+        return tables, {"groups": groups, "rows": {s: tables[s]["rows"] for s in SPLITS},
+                        "battles": len(self.battle_splits), "battles_straddling_splits": straddling}
 
 
 def _battle_chunks(path: Path, columns: list[str] | None) -> Iterator[pa.Table]:
@@ -244,7 +265,8 @@ def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: st
                      "row_counts": source_manifest["row_counts"], "groups": source_manifest["sources"].get("groups")},
             readiness=readiness, extra={"split": split_block})
         return {"kind": kind, "source": resolved.dataset_id, "row_counts": manifest["row_counts"],
-                "split": {k: split_block[k] for k in ("contour", "group_key", "fractions", "groups", "rows")}}
+                "split": {k: split_block[k] for k in ("contour", "group_key", "fractions", "groups", "rows",
+                                                      "battles_straddling_splits")}}
 
     result = publish_version(dirs, name, build, version=version, overwrite=overwrite, validate=validate_dir,
                              before_commit=pointer)
@@ -275,25 +297,30 @@ def _standard_rows(chunk: pa.Table) -> pa.Table:
 
 
 def split_nemesis_training_dataset(dataset: str, view: str = "lite", *, name: str | None = None,
+                                   group_by: str = "battle",
                                    fractions: Any = DEFAULT_FRACTIONS, split_key: str = DEFAULT_SPLIT_KEY,
                                    datasets_dir: Any = "datasets", version: int | None = None,
                                    overwrite: bool = False, promote: str | None = None,
                                    policy: ReadinessPolicy | dict | None = None,
                                    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
                                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Deck-grouped Nemesis split (``view`` ``lite`` or ``standard``) of a V5 decisions
-    dataset, published as ``name`` (default ``<source>-nemesis-<view>``). Standard is
-    refused with its blockers until ready and keeps human-vs-human rows only."""
+    """Nemesis split (``view`` ``lite`` or ``standard``) of a V5 decisions dataset, published as
+    ``name`` (default ``<source>-nemesis-<view>``), grouped by ``group_by`` (see the module
+    doc: ``battle``, the default, or ``opponent_deck``). Standard is refused with its blockers
+    until ready and keeps human-vs-human rows only."""
     if view not in ("lite", "standard"):
         raise InvalidArgument(f"view must be 'lite' or 'standard', got {view!r}")
+    if group_by not in NEMESIS_GROUPINGS:
+        raise InvalidArgument(f"group_by must be one of {', '.join(NEMESIS_GROUPINGS)}, got {group_by!r}")
     standard = view == "standard"
+    key_column, key_name = NEMESIS_GROUPINGS[group_by]
     return _split(dataset, contour=f"nemesis_{view}", kind=f"nemesis_{view}_split", layout="nemesis",
-                  key_column="opponent_deck_id", key_name="opponent deck", default_suffix=f"nemesis-{view}",
+                  key_column=key_column, key_name=key_name, default_suffix=f"nemesis-{view}",
                   rows_of=_standard_rows if standard else nemesis_rows, columns=_NEMESIS_SOURCE_COLUMNS, name=name,
                   fractions=fractions, split_key=split_key, datasets_dir=datasets_dir, version=version,
                   overwrite=overwrite, promote=promote, policy=policy, row_group_rows=row_group_rows,
                   progress=progress,
-                  extra_split={"view": view, "rows_definition": "viewer's observation at its decision -> the "
+                  extra_split={"view": view, "group_by": group_by,
+                               "rows_definition": "viewer's observation at its decision -> the "
                                "opponent's next action in the same battle",
                                "pairs": "human-vs-human only" if standard else "any eligible battle"})
-

@@ -138,7 +138,8 @@ EXCLUDED = [
 ]
 
 ASSIGNMENTS = [
-    ("group_key", pa.string(), False, "the split group key (battle id for V5, deck id for Nemesis)"),
+    ("group_key", pa.string(), False, "the split group key (battle id for V5 and for Nemesis by default, "
+                                      "opponent deck id for Nemesis with group_by=\"opponent_deck\")"),
     ("split", pa.string(), False, "train, val or test"),
     ("bucket", pa.float64(), False, "keyed-hash bucket in [0, 1) the split was read from"),
     ("rows", pa.int64(), False, "rows of this group in the split files"),

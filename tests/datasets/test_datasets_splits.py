@@ -1,10 +1,11 @@
-"""Grouped, deterministic, stable splits: V5 by battle, Nemesis by opponent deck; Standard is
+"""Grouped, deterministic, stable splits: V5 by battle, Nemesis by battle (default) or opponent deck; Standard is
 refused until ready and never takes human-bot or model-model rows."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -140,16 +141,54 @@ def test_nemesis_rows_predict_the_opponents_next_action(source: Path) -> None:
     assert first["observation"] == own["observation"]
 
 
-def test_nemesis_lite_split_groups_by_opponent_deck(source: Path) -> None:
-    result = split_nemesis_training_dataset("src", "lite", datasets_dir=source)
+def _straddling(splits: dict[str, list[dict]]) -> int:
+    seen: dict[str, set] = defaultdict(set)
+    for split, rows in splits.items():
+        for r in rows:
+            seen[r["battle_id"]].add(split)
+    return sum(len(v) > 1 for v in seen.values())
+
+
+def test_nemesis_lite_split_groups_by_battle_by_default(source: Path) -> None:
+    """Both seats of a battle land in one split: no trajectory is shared between splits."""
+    result = split_nemesis_training_dataset("src", "lite", datasets_dir=source, fractions=(0.5, 0.25, 0.25))
     assert result["kind"] == "nemesis_lite_split" and result["dataset_id"] == "src-nemesis-lite/v1"
+    assert result["split"]["group_key"] == "battle" and result["split"]["battles_straddling_splits"] == 0
     assert validate_dataset(result["dataset_id"], datasets_dir=source)["valid"] is True
-    splits = rows_by_split(Path(result["path"]), ["opponent_deck_id", "battle_tag"])
-    decks = {s: {r["opponent_deck_id"] for r in rows} for s, rows in splits.items()}
-    assert not decks["train"] & decks["val"] and not decks["train"] & decks["test"] and not decks["val"] & decks["test"]
-    assert all(decks[s] for s in SPLITS)
+    folder = Path(result["path"])
+    splits = rows_by_split(folder, ["battle_id", "viewer", "battle_tag"])
+    battles = {s: {r["battle_id"] for r in rows} for s, rows in splits.items()}
+    assert not battles["train"] & battles["val"] and not battles["train"] & battles["test"]
+    assert not battles["val"] & battles["test"] and all(battles[s] for s in SPLITS)
+    seats = defaultdict(set)
+    for rows in splits.values():
+        for r in rows:
+            seats[r["battle_id"]].add(r["viewer"])
+    assert {frozenset(v) for v in seats.values()} == {frozenset({1, 2})}, "both seats' rows of every battle"
+    assignments = {r["group_key"]: r["split"] for r in pq.read_table(folder / "assignments.parquet").to_pylist()}
+    assert all(assignments[b] == s for s, ids in battles.items() for b in ids)
+    assert all(split_of(bucket(DEFAULT_SPLIT_KEY, "nemesis_lite", b), (0.5, 0.25, 0.25)) == s
+               for b, s in assignments.items())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["split"]["group_by"] == "battle" and manifest["split"]["group_key_column"] == "battle_id"
     tags = {r["battle_tag"] for rows in splits.values() for r in rows}
     assert tags == {"rl-vs-bot", "human-vs-bot"}  # Lite takes any eligible battle, human-bot included
+
+
+def test_nemesis_lite_split_by_opponent_deck_counts_the_battles_it_splits(source: Path) -> None:
+    result = split_nemesis_training_dataset("src", "lite", name="by-deck", group_by="opponent_deck",
+                                            datasets_dir=source)
+    assert result["split"]["group_key"] == "opponent deck"
+    assert validate_dataset("by-deck", datasets_dir=source)["valid"] is True
+    splits = rows_by_split(Path(result["path"]), ["opponent_deck_id", "battle_id"])
+    decks = {s: {r["opponent_deck_id"] for r in rows} for s, rows in splits.items()}
+    assert not decks["train"] & decks["val"] and not decks["train"] & decks["test"] and not decks["val"] & decks["test"]
+    straddling = _straddling(splits)
+    assert straddling > 0, "with two decks per battle, deck grouping splits some battles in two"
+    assert result["split"]["battles_straddling_splits"] == straddling
+    expect_error("invalid_argument", split_nemesis_training_dataset, "src", "lite", name="bad",
+                 group_by="deck", datasets_dir=source)
+    assert not (source / "bad").exists()
 
 
 def test_standard_is_refused_and_never_takes_non_human_pairs(source: Path) -> None:

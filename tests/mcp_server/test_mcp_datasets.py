@@ -49,7 +49,13 @@ async def test_dataset_tools_end_to_end(tmp_path: Path) -> None:
         split = await c.ok("split_v5_training_dataset", {"dataset": "v5a", "fractions": [0.5, 0.25, 0.25],
                                                          "policy": small})
         assert split["dataset_id"]
-        await c.ok("split_nemesis_training_dataset", {"dataset": "v5a", "view": "lite", "policy": small})
+        lite = await c.ok("split_nemesis_training_dataset", {"dataset": "v5a", "view": "lite", "policy": small})
+        assert lite["split"]["group_key"] == "battle" and lite["split"]["battles_straddling_splits"] == 0
+        by_deck = await c.ok("split_nemesis_training_dataset", {"dataset": "v5a", "view": "lite", "policy": small,
+                                                                "name": "v5a-by-deck", "group_by": "opponent_deck"})
+        assert by_deck["split"]["group_key"] == "opponent deck"
+        bad = await c.err("split_nemesis_training_dataset", {"dataset": "v5a", "group_by": "deck", "name": "v5a-bad"})
+        assert bad["code"] == "invalid_argument" and "group_by" in bad["message"]
         standard = await c.err("split_nemesis_training_dataset", {"dataset": "v5a", "view": "standard"})
         assert "human" in standard["message"].lower()
         promoted = await c.ok("promote_dataset", {"dataset": "v5a", "pointer": "current"})
