@@ -74,20 +74,22 @@ def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
 @pytest.fixture(scope="module")
 def tcp_postgres():
     """The throwaway server, listening on 127.0.0.1 too (Dagster's storage connects over TCP)."""
-    options = localdb.SERVER_OPTIONS
-    localdb.SERVER_OPTIONS = options.replace("listen_addresses=''", "listen_addresses='127.0.0.1'")
     try:
         server = localdb.ThrowawayPostgres()
     except localdb.PostgresUnavailable as exc:
-        localdb.SERVER_OPTIONS = options
         if os.environ.get("RLHF_REQUIRE_POSTGRES") == "1":
             raise
         pytest.skip(str(exc))
+    options = localdb.SERVER_OPTIONS
+    localdb.SERVER_OPTIONS = options.replace("listen_addresses=''", "listen_addresses='127.0.0.1'")
     try:
-        with server:
-            yield server
+        server.start()  # the options are read here only
     finally:
         localdb.SERVER_OPTIONS = options
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
