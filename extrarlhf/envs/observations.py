@@ -52,9 +52,10 @@ def dict_space() -> spaces.Dict:
 
 def action_mask(state: State, player: int) -> np.ndarray:
     """int8 [163]: the legal ids of ``player`` (all zeros when it is not to move or the battle is over)."""
-    if state.to_move != player:
-        return np.zeros(ACTION_SPACE_SIZE, dtype=MASK_DTYPE)
-    return state.legal_action_mask().astype(MASK_DTYPE)
+    mask = np.zeros(ACTION_SPACE_SIZE, dtype=MASK_DTYPE)
+    if state.to_move == player:
+        mask[state.legal_actions()] = 1
+    return mask
 
 
 def dict_observation(state: State, player: int, live: bool = True) -> dict[str, np.ndarray]:
