@@ -16,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from adapters import BASELINES
+from adapters import BASELINES, AdapterError, parse_search_spec
 from extrarlhf.cli import build_parser
 from mcp_server.__main__ import parse_args as server_args
 from tests.mcp_helpers import Checked, stdio_params
@@ -214,6 +214,12 @@ def _check_span(span: str, ctx: dict[str, Any]) -> str | None:
         return None if var in ctx["code"] else f"{s}: {var} appears nowhere in the code"
     if re.fullmatch(r"baseline:[a-z]+", s):
         return None if s.split(":")[1] in BASELINES else f"{s}: no such baseline"
+    if s.startswith("search:") and "<" not in s:  # a concrete search spec must parse, over a real baseline
+        try:
+            rollout, _ = parse_search_spec(s)
+        except AdapterError as exc:
+            return f"{s}: {exc}"
+        return None if rollout.removeprefix("baseline:") in BASELINES else f"{s}: no such rollout baseline"
     if re.fullmatch(r"[a-z]+-vs-[a-z]+", s) and s.split("-")[0] in ACTOR_TYPES:
         return None if s.split("-vs-")[1] in ("bot", "rl") else f"{s}: not a battle_tag"
     if re.fullmatch(r"extra-rlhf(-[a-z0-9-]+)?", s):
@@ -296,3 +302,6 @@ def test_the_span_checks_catch_drift(ctx):
     assert _check_span("--checkpoints-dir", ctx) is None
     assert "appears nowhere" in _check_span("include_everything=true", ctx)
     assert "appears nowhere" in _check_span("structuredContents", ctx)
+    assert _check_span("search:baseline:greedy?sims=64", ctx) is None
+    assert "sims must be an integer" in _check_span("search:baseline:greedy?sims=0", ctx)
+    assert "no such rollout baseline" in _check_span("search:baseline:clever?sims=8", ctx)
