@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--group", required=True, help="session group name")
     collect.add_argument("--battles", type=int, required=True, help="battles in the series (resume plays the rest)")
     collect.add_argument("--p1-model", default="baseline:greedy",
-                         help="spec of player 1: baseline:random, baseline:greedy or a registered checkpoint name")
+                         help="spec of player 1: baseline:random, baseline:greedy, a registered checkpoint name, "
+                              "or search:<one of those>?sims=N (the search actor)")
     collect.add_argument("--opponent", default="baseline:greedy", help="spec of player 2 (same choices)")
     collect.add_argument("--seed", type=int, default=0, help="base seed of the series")
     collect.add_argument("--workers", type=int, default=1, help="worker processes (max_workers)")
