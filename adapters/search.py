@@ -130,6 +130,7 @@ def determinize(state: State, player: int, rng: SplitMix64) -> State:
     world.seed = 0
     world.rng = SplitMix64(rng.next_u64())
     world._legal = None
+    world.last_events = []  # the last events may name a card the opponent drew
     return world
 
 

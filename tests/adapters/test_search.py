@@ -161,6 +161,7 @@ def test_worlds_keep_what_the_player_knows_and_redraw_the_rest():
         assert sorted(w.players[player - 1].deck) == sorted(me.deck)
         assert len(w.players[2 - player].hand) == len(opp.hand) and len(w.players[2 - player].deck) == len(opp.deck)
         assert w.legal_actions() == state.legal_actions()
+        assert w.seed == 0 and w.last_events == []  # nothing of the real battle's seed or last draw survives
     assert len({tuple(w.players[2 - player].hand) for w in worlds}) > 1  # the opponent's hand is re-drawn
 
 
