@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ExtraRLHF needs Python >= 3.11; set PYTHON=/path/to/python3.11+")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[rl,sb3,test,deploy,dg]'
+	$(PY) -m pip install --quiet -e '.[rl,sb3,minari,test,deploy,dg]'
 	@touch $(STAMP)
 
 # The main job end to end through Dagster on a persistent local home (.dagster_home, SQLite).

@@ -16,6 +16,7 @@ confined to the datasets dir (paths.py). Modules:
 - assign.py       keyed-hash split assignment
 - splits.py       ``split_v5_training_dataset``, ``split_nemesis_training_dataset``
 - catalog.py      ``list_datasets``, ``inspect_dataset``, ``promote_dataset``
+- offline_rl.py   ``offline_rl_episodes`` (per battle and seat) and ``export_minari``
 
 The names below are imported lazily, so that a worker process (which needs battles.py only)
 does not pay for importing pyarrow.
@@ -32,7 +33,7 @@ _EXPORTS = {
     "dataset_readiness": "contours", "materialize_v5_dataset": "materialize",
     "DEFAULT_DATASETS_DIR": "paths", "DatasetsDir": "paths",
     "split_nemesis_training_dataset": "splits", "split_v5_training_dataset": "splits",
-    "validate_dataset": "validate",
+    "validate_dataset": "validate", "offline_rl_episodes": "offline_rl", "export_minari": "offline_rl",
 }
 
 __all__ = sorted(_EXPORTS)
