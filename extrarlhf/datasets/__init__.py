@@ -17,6 +17,7 @@ confined to the datasets dir (paths.py). Modules:
 - splits.py       ``split_v5_training_dataset``, ``split_nemesis_training_dataset``
 - catalog.py      ``list_datasets``, ``inspect_dataset``, ``promote_dataset``
 - offline_rl.py   ``offline_rl_episodes`` (per battle and seat) and ``export_minari``
+- card.py         ``write_dataset_card``: the Hugging Face dataset card ``<name>/README.md``
 
 The names below are imported lazily, so that a worker process (which needs battles.py only)
 does not pay for importing pyarrow.
@@ -34,6 +35,7 @@ _EXPORTS = {
     "DEFAULT_DATASETS_DIR": "paths", "DatasetsDir": "paths",
     "split_nemesis_training_dataset": "splits", "split_v5_training_dataset": "splits",
     "validate_dataset": "validate", "offline_rl_episodes": "offline_rl", "export_minari": "offline_rl",
+    "write_dataset_card": "card",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -235,6 +235,15 @@ def _cmd_split_nemesis(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_card(args: argparse.Namespace) -> int:
+    from .card import write_dataset_card
+
+    result = write_dataset_card(args.name, datasets_dir=args.datasets_dir)
+    _dump(result) if args.json else print(f"{result['name']}: card of v{', v'.join(map(str, result['versions']))} "
+                                          f"written to {result['path']}")
+    return 0
+
+
 def _cmd_promote(args: argparse.Namespace) -> int:
     from .catalog import promote_dataset
 
@@ -300,6 +309,9 @@ def add_parser(sub: Any) -> None:
                         "battles then straddle splits, see docs/data-format.md 10.8)")
     p.set_defaults(func=_cmd_split_nemesis)
 
+    p = common(dsub.add_parser("card", help="(re)write the Hugging Face dataset card NAME/README.md"))
+    p.add_argument("name", help="dataset name")
+    p.set_defaults(func=_cmd_card)
     p = common(dsub.add_parser("promote", help="validate a version and point POINTER at it (atomic replace)"))
     p.add_argument("dataset", help="NAME (latest version), NAME/vN or @POINTER")
     p.add_argument("pointer", help="pointer name")

@@ -1,0 +1,130 @@
+"""Hugging Face dataset card (``<name>/README.md``) of a published dataset, from its manifests.
+
+The dataset folder ``datasets/<name>/`` is laid out like a Hugging Face dataset repository:
+one folder per version, Parquet files inside. The card is that repository's ``README.md``:
+YAML metadata (``configs`` with ``data_files`` per version and split, so
+``datasets.load_dataset(folder, "v2")`` finds the files; ``dataset_info`` with the features and
+split sizes; a license *placeholder* to set before publishing anywhere) followed by the
+provenance each manifest records (sources, code version, ruleset, observation version, per-file
+sha256, readiness, split rules). It is derived data: rewritten whole, atomically, by
+:func:`write_dataset_card` (``python -m extrarlhf datasets card NAME``), never listed in a
+manifest (it lives beside the versions, not inside one). Local folders (the sessions dir) are
+left out: they are no provenance a reader elsewhere can use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from ..errors import NotFound
+from ..fileio import atomic_write_bytes
+from .manifest import read_manifest
+from .paths import DatasetsDir, check_dataset_name
+from .tables import TABLES
+
+CARD = "README.md"
+SPLIT_TABLES = ("train", "val", "test")
+_HF_SPLITS = {"train": "train", "val": "validation", "test": "test"}
+_LICENSE_NOTE = ("license: other (placeholder) - choose the license of this data before you publish it; the "
+                 "card is regenerated at every publication, so set it in your publishing step")
+
+
+def _feature(name: str, typ: pa.DataType) -> dict[str, Any]:
+    """A column as a Hugging Face feature (``dtype`` or ``sequence``/``list`` of one)."""
+    if pa.types.is_fixed_size_list(typ) or pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        inner = _feature(name, typ.value_type)
+        return {"name": name, "sequence": inner.get("dtype", inner.get("sequence"))}
+    dtype = "string" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else \
+        "bool" if pa.types.is_boolean(typ) else \
+        f"float{typ.bit_width}" if pa.types.is_floating(typ) else str(typ)  # Arrow says "float" for float32
+    return {"name": name, "dtype": dtype}
+
+
+def _configs(version: int, manifest: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """(configs, dataset_info) entries of one version: one config with train/validation/test for
+    a split dataset, else one config per table (split ``train``), ``decisions`` first."""
+    tables = manifest["tables"]
+    groups = ([(f"v{version}", [t for t in SPLIT_TABLES if t in tables])] if all(t in tables for t in SPLIT_TABLES)
+              else [(f"v{version}-{t}", [t]) for t in sorted(tables, key=lambda t: (t != "decisions", t))
+                    if t != "assignments"])
+    configs, infos = [], []
+    for config, members in groups:
+        split_of = (lambda t: _HF_SPLITS[t]) if len(members) > 1 else (lambda t: "train")
+        configs.append({"config_name": config,
+                        "data_files": [{"split": split_of(t), "path": f"v{version}/{tables[t]['file']}"}
+                                       for t in members]})
+        layout = TABLES[tables[members[0]]["table"]]
+        infos.append({"config_name": config, "features": [_feature(n, typ) for n, typ, *_ in layout],
+                      "splits": [{"name": split_of(t), "num_examples": tables[t]["rows"]} for t in members]})
+    return configs, infos
+
+
+def _provenance(version: int, m: dict[str, Any]) -> list[str]:
+    code = m["code_version"]
+    code = ", ".join(f"{k} {v}" for k, v in sorted(code.items())) if isinstance(code, dict) else str(code)
+    lines = [f"### v{version} ({m['kind']})", "",
+             f"- dataset id `{m['dataset_id']}`, created {m['created_at']}, code: {code}, "
+             f"ruleset `{m['ruleset']}`, observation version {m['obs_version']} ({m['obs_dim']} floats), "
+             f"action features {m['action_feature_dim']} floats",
+             f"- rows: " + ", ".join(f"{t} {n}" for t, n in sorted(m["row_counts"].items()))]
+    sources = m.get("sources") or {}
+    if sources.get("kind") == "dataset":
+        lines.append(f"- made from `{sources['dataset_id']}` (manifest sha256 `{sources['manifest_sha256']}`)")
+    elif sources.get("kind") == "session_groups":
+        lines += [f"- session group `{g['group']}`: {g['battles']} battles, catalog sha256 `{g['catalog_sha256']}`"
+                  for g in sources.get("groups", [])]
+    elif sources:  # local folders are not provenance a reader can use: left out
+        shown = {k: v for k, v in sources.items() if not k.endswith(("_dir", "path"))}
+        lines.append(f"- sources: `{yaml.safe_dump(shown, default_flow_style=True, width=10**6).strip()}`")
+    split = m.get("split")
+    if split:
+        lines.append(f"- split of contour `{split['contour']}` grouped by {split['group_key']} (keyed hash, key "
+                     f"`{split['split_key']}`), fractions {split['fractions']}"
+                     + (f"; {split['battles_straddling_splits']} battle(s) straddle splits"
+                        if "battles_straddling_splits" in split else ""))
+    readiness = (m.get("readiness") or {}).get("contours") or {}
+    ready = [c for c, state in sorted(readiness.items()) if isinstance(state, dict) and state.get("ready")]
+    if readiness:
+        lines.append(f"- ready contours at build time: {', '.join(ready) or 'none'}")
+    lines += ["- files (sha256):"] + [f"  - `v{version}/{f}` `{sha}`" for f, sha in sorted(m["files"].items())]
+    return lines + [""]
+
+
+def dataset_card(name: str, manifests: dict[int, dict[str, Any]]) -> str:
+    """The card text for ``name`` given its manifests by version (newest is the default config)."""
+    configs, infos = [], []
+    for version in sorted(manifests, reverse=True):
+        c, i = _configs(version, manifests[version])
+        configs += c
+        infos += i
+    if configs:
+        configs[0]["default"] = True
+    meta = {"pretty_name": name, "license": "other", "license_name": "to-be-decided",
+            "tags": ["reinforcement-learning", "imitation-learning", "games", "extraarena"],
+            "configs": configs, "dataset_info": infos}
+    body = [f"# {name}", "",
+            "ExtraArena battles recorded by ExtraRLHF: per-decision observations (the acting player's "
+            "view, no hidden information), legal actions with their features, the chosen action and the "
+            "battle's outcome. Column meanings: the project's `docs/data-format.md`, section 10.", "",
+            f"**{_LICENSE_NOTE}.**", "", "## Provenance", ""]
+    for version in sorted(manifests, reverse=True):
+        body += _provenance(version, manifests[version])
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body)
+
+
+def write_dataset_card(name: str, *, datasets_dir: Any = "datasets") -> dict[str, Any]:
+    """(Re)write ``<name>/README.md`` from every published version's manifest, atomically;
+    returns ``{"name", "path", "versions"}``. A name with no published version is ``not_found``."""
+    dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
+    check_dataset_name(name)
+    versions = dirs.versions(name)
+    if not versions:
+        raise NotFound(f"dataset {name!r} has no published version in {dirs.root}; nothing to describe")
+    manifests = {v: read_manifest(dirs.version_dir(name, v)) for v in versions}
+    path = dirs.dataset_dir(name) / CARD
+    atomic_write_bytes(path, dataset_card(name, manifests).encode("utf-8"))
+    return {"name": name, "path": str(path), "versions": versions}
