@@ -41,11 +41,16 @@ def _resources(root: Path, **production) -> dict:
             "production": ProductionResource(**{**THRESHOLDS, **production})}
 
 
-def _run(instance, res, day=DAY, run_config=None, job="production_daily"):
+def _run(instance, res, day=DAY, run_config=None, only=None):
+    """production_daily for ``day``, or only the asset ``only``."""
     from extrarlhf_assets.definitions import defs
+    from extrarlhf_assets.defs.production import assets
 
-    return defs.resolve_job_def(job).execute_in_process(instance=instance, partition_key=day, resources=res,
-                                                        run_config=run_config or {}, raise_on_error=False)
+    if only:
+        return dg.materialize([getattr(assets, only)], instance=instance, partition_key=day, resources=res,
+                              run_config=run_config or {}, raise_on_error=False)
+    return defs.resolve_job_def("production_daily").execute_in_process(
+        instance=instance, partition_key=day, resources=res, run_config=run_config or {}, raise_on_error=False)
 
 
 def _messages(instance, result) -> list[str]:
@@ -54,6 +59,17 @@ def _messages(instance, result) -> list[str]:
 
 def _checks(result) -> dict[tuple[str, str], dg.AssetCheckEvaluation]:
     return {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
+
+
+def _failures(result) -> dict[str, str]:
+    """Step key -> what its failure says (the user's description, also after retries)."""
+    out = {}
+    for e in result.all_events:
+        if e.is_step_failure:
+            data = e.event_specific_data
+            out[e.step_key] = (data.user_failure_data.description if data.user_failure_data else "") + \
+                data.error.message
+    return out
 
 
 def _meta(result, asset: str) -> dict:
@@ -261,8 +277,15 @@ def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeyp
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     _set_gate(monkeypatch, f"postgresql://u@127.0.0.1:{port}/db")
-    result = _run(instance, _resources(tmp_path), day=DAY, job="production_daily",
+    result = _run(instance, _resources(tmp_path), only="production_v5_export",
                   run_config={"ops": {"production_v5_export": {"config": {"ingested_before": "2026-01-03T00:00:00Z"}}}})
-    failures = [e for e in result.all_events if e.is_step_failure]
-    assert failures and "production_unavailable" in failures[0].event_specific_data.error.message
-    assert "127.0.0.1" not in failures[0].event_specific_data.error.message
+    failures = _failures(result)
+    assert "production_unavailable" in failures["production_v5_export"] and "127.0.0.1" not in str(failures)
+    # an unreachable database is transient: retried (twice) before the step fails
+    assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events) == 2
+
+    # a bad cut-off is a definite error: said clearly, never retried
+    result = _run(instance, _resources(tmp_path), only="production_v5_export",
+                  run_config={"ops": {"production_v5_export": {"config": {"ingested_before": "2026-01-03T00:00:00"}}}})
+    assert "has no timezone" in _failures(result)["production_v5_export"]
+    assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)

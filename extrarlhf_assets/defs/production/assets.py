@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import dagster as dg
+import engine
 
 from extrarlhf.datasets import dataset_readiness
 from extrarlhf.errors import NotReady, RLHFError
@@ -28,11 +29,15 @@ from extrarlhf.production import (export_production_v5_dataset, export_returnclo
                                   split_returnclock_training_dataset)
 from extrarlhf.production.export import _iso
 
-from ...metadata import bar_chart_md, parquet_schema, upstream_metadata
+from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, parquet_schema, upstream_metadata
 from ...resources import DatasetsResource, ProductionResource
 
 production_days = dg.DailyPartitionsDefinition(start_date="2026-01-01", timezone="UTC")
 POOL = "production_db"
+CODE_VERSION = f"1-obs{engine.OBS_VERSION}"  # the V5 rows the exports replay carry the observation layout
+CONVENTIONS = dict(partitions_def=production_days, group_name="production", owners=OWNERS,
+                   tags={"plane": "production", "domain": "production"}, code_version=CODE_VERSION,
+                   output_required=False)
 
 
 class ExportConfig(dg.Config):
@@ -55,8 +60,9 @@ def _core(call, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """The core's result; its errors (already free of secrets) as a clear step failure."""
     try:
         return call(*args, **kwargs)
-    except RLHFError as exc:
-        raise dg.Failure(description=f"[{exc.code}] {exc}") from None
+    except RLHFError as exc:  # only an unreachable database is worth a retry
+        raise dg.Failure(description=f"[{exc.code}] {exc}",
+                         allow_retries=exc.code == "production_unavailable") from None
 
 
 def _not_published(kind: str, result: dict[str, Any]) -> dg.AssetObservation:
@@ -122,9 +128,9 @@ def _returnclock_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
 
 
 @dg.asset(
-    partitions_def=production_days, group_name="production", pool=POOL, kinds={"postgres", "parquet"},
-    output_required=False,
-    description="Pseudonymized V5 export of one UTC day of production battles (datasets/production-v5-<day>/vN): "
+    **CONVENTIONS, pool=POOL, kinds={"postgres", "parquet"},
+    retry_policy=TRANSIENT_RETRY,  # a lost connection is retried; publication is atomic
+    description="Pseudonymized V5 export of one UTC day of production battles (`datasets/production-v5-<day>/vN`): "
                 "decisions/turns/battles, excluded, metronome, production_battles.",
 )
 def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
@@ -136,10 +142,10 @@ def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig
 
 
 @dg.asset(
-    partitions_def=production_days, group_name="production", pool=POOL, kinds={"postgres", "parquet"},
-    output_required=False,
+    **CONVENTIONS, pool=POOL, kinds={"postgres", "parquet"},
+    retry_policy=TRANSIENT_RETRY,  # a lost connection is retried; publication is atomic
     description="ReturnClock export of the player sessions that ended on one UTC day "
-                "(datasets/returnclock-<day>/vN): natural returns, censoring, treatments kept for audit.",
+                "(`datasets/returnclock-<day>/vN`): natural returns, censoring, treatments kept for audit.",
 )
 def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
                        datasets: DatasetsResource):
@@ -152,9 +158,8 @@ def _source(context: dg.AssetExecutionContext, asset: str) -> str:
 
 
 @dg.asset(
-    partitions_def=production_days, group_name="production", deps=[production_v5_export], kinds={"parquet"},
-    output_required=False,
-    description="TimeStamp dataset of one day (datasets/timestamp-<day>/vN): approved pre-battle inputs, "
+    **CONVENTIONS, deps=[production_v5_export], kinds={"parquet"},
+    description="TimeStamp dataset of one day (`datasets/timestamp-<day>/vN`): approved pre-battle inputs, "
                 "duration/turn labels and audit times, from the day's production V5 export.",
 )
 def timestamp_dataset(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource):
@@ -177,8 +182,7 @@ def timestamp_dataset(context: dg.AssetExecutionContext, production: ProductionR
 
 
 @dg.asset(
-    partitions_def=production_days, group_name="production", deps=[production_v5_export], kinds={"parquet"},
-    output_required=False,
+    **CONVENTIONS, deps=[production_v5_export], kinds={"parquet"},
     description="Metronome dataset of one day: the metronome table of the day's production V5 export (one row "
                 "per human decision with its observed decision_ms), with its readiness. The core writes it as "
                 "part of the export; this asset records it and judges metronome_ready.",
@@ -204,10 +208,9 @@ def metronome_dataset(context: dg.AssetExecutionContext, production: ProductionR
 
 
 @dg.asset(
-    partitions_def=production_days, group_name="production", deps=[returnclock_export], kinds={"parquet"},
-    output_required=False,
+    **CONVENTIONS, deps=[returnclock_export], kinds={"parquet"},
     description="Organic-only ReturnClock train/val/test of one day, grouped by player pseudonym "
-                "(datasets/returnclock-<day>-split/vN): the only input a ReturnClock trainer reads.",
+                "(`datasets/returnclock-<day>-split/vN`): the only input a ReturnClock trainer reads.",
 )
 def returnclock_training_split(context: dg.AssetExecutionContext, production: ProductionResource,
                                datasets: DatasetsResource):
@@ -223,7 +226,7 @@ def returnclock_training_split(context: dg.AssetExecutionContext, production: Pr
         context.log.warning(f"skipped: {exc}")
         return
     except RLHFError as exc:
-        raise dg.Failure(description=f"[{exc.code}] {exc}") from None
+        raise dg.Failure(description=f"[{exc.code}] {exc}", allow_retries=False) from None
     path = Path(result["path"])
     counts, split = result["row_counts"], result["split"]
     yield dg.MaterializeResult(metadata={
