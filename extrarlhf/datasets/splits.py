@@ -106,8 +106,9 @@ class _SplitWriter:
             if not members:
                 continue
             part = table.filter(pc.is_in(keys, value_set=pa.array(members, pa.string())))
-            for battle_id in pc.unique(part.column("battle_id")).to_pylist():
-                self.battle_splits.setdefault(battle_id, set()).add(split)
+            if "battle_id" in part.column_names:  # ReturnClock rows have no battle
+                for battle_id in pc.unique(part.column("battle_id")).to_pylist():
+                    self.battle_splits.setdefault(battle_id, set()).add(split)
             self.pending[split].append(part)
             self.pending_rows[split] += part.num_rows
             if self.pending_rows[split] >= self.row_group_rows:
