@@ -13,12 +13,15 @@ truncated rollouts end best:
   battle's generator and seed. Nothing of the real hidden cards survives into a world, and
   the search's own generator is seeded from the actor's seed and a digest of the
   information set, so two states the player cannot tell apart give the same decision;
-* a rollout applies the candidate, lets the rollout policy finish the player's turn and play
-  the opponent's next turn, and stops when the player's next turn has started (or the battle
-  ended); the leaf is scored by :func:`adapters.baselines.evaluate` squashed to [-1, 1]
-  (``tanh(evaluate / 30)``; a win is 1, a loss -1, a draw 0). Truncating at the opponent's
-  reply keeps a decision near 50 ms with greedy rollouts instead of seconds for full games,
-  while still seeing the opponent's answer to what the player does;
+* a rollout applies the candidate, lets the rollout policy finish the player's turn, play
+  the opponent's reply and the player's next turn (:data:`LOOKAHEAD_TURNS` turns counting
+  the current one), and stops when the opponent's turn after that starts (or the battle ended); the leaf
+  is scored by :func:`adapters.baselines.evaluate` squashed to [-1, 1] (``tanh(evaluate /
+  30)``; a win is 1, a loss -1, a draw 0). Truncated rollouts keep a decision near 30-40 ms
+  with greedy instead of seconds for full games, and measured stronger: full-game rollouts
+  from determinized worlds scored far worse, and stopping right after the opponent's reply
+  (2 turns) scored 0.63 against greedy where 3 turns scored 0.71 (the same 50 pairs, 32
+  sims);
 * the budget is spent by sequential halving (Karnin et al. 2013): every candidate gets the
   same worlds (common random numbers), the worse half is dropped each round. More than
   :data:`MAX_CANDIDATES` legal actions are first cut to the best by a one-ply evaluation in
@@ -50,6 +53,7 @@ DEFAULT_SIMS = 64
 MAX_SIMS = 4096
 MAX_CANDIDATES = 12
 LEAF_SCALE = 30.0
+LOOKAHEAD_TURNS = 3  # the player's turn, the opponent's reply, the player's next turn
 _OPTION = re.compile(r"([a-z_]+)=([^&=]*)")
 OPTIONS = ("sims",)
 
@@ -200,7 +204,7 @@ class SearchPolicy:
         rng = SplitMix64(derive_seed(self.seed, f"search:{information_set_digest(state, player)}"))
         worlds = [determinize(state, player, rng)]
         candidates = self._candidates(worlds[0], legal, player)
-        horizon = state.turn + 2  # stop once the player's next turn has started
+        horizon = state.turn + LOOKAHEAD_TURNS
         totals = dict.fromkeys(candidates, 0.0)
         visits = dict.fromkeys(candidates, 0)
         alive = list(candidates)
