@@ -57,8 +57,12 @@ def resolve_players(p1_actor_type: Any, opponent: Any, p1_model: Any,
 
 
 def _played(actor: Actor, policy: Any) -> dict[str, Any]:
-    """The actor as it plays: a model records the weights hash of the file actually loaded."""
-    return {**actor.as_dict(), "weights_hash": getattr(policy, "weights_hash", actor.weights_hash)}
+    """The actor as it plays: a model records the weights hash of the file actually loaded (a
+    search actor, that of its rollout model, in its provenance too)."""
+    played = {**actor.as_dict(), "weights_hash": getattr(policy, "weights_hash", actor.weights_hash)}
+    if "search" in played:
+        played["search"] = policy.provenance()
+    return played
 
 
 class Match:

@@ -208,6 +208,9 @@ def test_a_rollout_model_that_cannot_act_degrades_the_battle(tmp_path, checkpoin
     result = match.finish()
     assert result["degraded"] and result["policy_warnings"][0]["player"] == 2
     assert "in the search's rollouts" in result["policy_warnings"][0]["message"]
+    p2 = _records(result["paths"])[0]["actors"]["p2"]
+    registered = CheckpointRegistry(checkpoints_dir).get(name).weights_hash
+    assert p2["search"]["rollout"]["weights_hash"] == p2["weights_hash"] != registered  # the hash that played
 
 
 def test_a_series_with_the_search_is_deterministic(tmp_path):
