@@ -1,9 +1,9 @@
 """The search actor ``search:<rollout policy>?sims=N``: decision-time search over the acting
 player's information set (DESIGN section 14).
 
-At each decision the actor samples ``sims`` determinized worlds from what the acting player
-can know (:func:`determinize`), tries its candidate actions in them and plays the one whose
-truncated rollouts end best:
+At each decision the actor samples worlds from what the acting player can know
+(:func:`determinize`), tries its candidate actions in them with about ``sims`` truncated
+rollouts in all, and plays the one whose rollouts end best:
 
 * a world keeps every public part of the state (heroes, mana, boards, turn, the hand and deck
   *sizes*), the player's own hand and the *contents* of their own remaining deck (they know
@@ -23,7 +23,9 @@ truncated rollouts end best:
   (2 turns) scored 0.63 against greedy where 3 turns scored 0.71 (the same 50 pairs, 32
   sims);
 * the budget is spent by sequential halving (Karnin et al. 2013): every candidate gets the
-  same worlds (common random numbers), the worse half is dropped each round. More than
+  same worlds (common random numbers), the worse half is dropped each round, and every
+  surviving candidate gets at least one rollout per round (so a decision with many
+  candidates and a small ``sims`` runs a few more rollouts than ``sims``). More than
   :data:`MAX_CANDIDATES` legal actions are first cut to the best by a one-ply evaluation in
   the first world.
 
