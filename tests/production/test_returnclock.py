@@ -369,7 +369,8 @@ def test_validation_checks_every_row_against_the_definition(edge_export):
 
 
 def test_a_dropped_connection_fails_cleanly_with_nothing_published(world_db, tmp_path):
-    fill(world_db, _bulk(50, 100), [])
+    # far more than the socket buffers and the batches queued can hold: the server is still sending
+    fill(world_db, _bulk(100, 500), [])
     killed = []
 
     def cancel() -> bool:
