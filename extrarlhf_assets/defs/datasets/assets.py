@@ -164,7 +164,8 @@ def _split(context: dg.AssetExecutionContext, datasets: DatasetsResource, view: 
     check_specs=[dg.AssetCheckSpec("nemesis_lite_ready", asset="nemesis_lite_split", partitions_def=session_groups,
                                    description="Nemesis Lite readiness (eligible battles, distinct decks). Warns: "
                                                "not ready means the split waits for more battles.")],
-    description="Deck-grouped Nemesis Lite train/val/test split (opponent modelling from any eligible battle), "
+    description="Battle-grouped Nemesis Lite train/val/test split (opponent modelling from any eligible battle; "
+                "both seats of a battle in one split), "
                 "`datasets/<group>-nemesis-lite/vN`.",
 )
 def nemesis_lite_split(context: dg.AssetExecutionContext, datasets: DatasetsResource):
