@@ -4,7 +4,7 @@
 
 Figures:
 
-* the search actor ``search:<rollout>?sims=S`` (default ``search:baseline:greedy?sims=64``)
+* the search actor ``search:<rollout>?sims=S`` (default ``search:baseline:greedy?sims=32``)
   against ``baseline:greedy`` over ``N`` paired battles with seats swapped, played by
   ``benchmark_models`` itself (the same code path as the MCP tool; no early stop, no baseline
   side matches): W/D/L, score with its 95% interval, Elo with its interval, battles/s;
@@ -57,7 +57,7 @@ def decisions_per_s(spec: str, checkpoints_dir: str, n: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=400, help="paired battles (each seed played from both seats)")
-    parser.add_argument("--sims", type=int, default=64)
+    parser.add_argument("--sims", type=int, default=32)
     parser.add_argument("--rollout", default="baseline:greedy", help="rollout policy: a baseline or checkpoint spec")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

@@ -54,11 +54,11 @@ def checkpoint(tmp_path: Path) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- specs
 def test_spec_parsing_and_canonical_form(tmp_path):
     assert parse_search_spec("search:baseline:greedy?sims=64") == ("baseline:greedy", 64)
-    assert parse_search_spec("search:baseline:random") == ("baseline:random", 64)  # default budget
+    assert parse_search_spec("search:baseline:random") == ("baseline:random", 32)  # default budget
     actor = resolve_actor("search:baseline:greedy", "opponent", tmp_path)
-    assert actor.spec == "search:baseline:greedy?sims=64" and actor.kind == "search" and not actor.is_baseline
-    assert actor.as_dict() == {"spec": "search:baseline:greedy?sims=64", "kind": "search", "weights_hash": None,
-                               "search": {"sims": 64, "rollout": {"spec": "baseline:greedy", "kind": "baseline",
+    assert actor.spec == "search:baseline:greedy?sims=32" and actor.kind == "search" and not actor.is_baseline
+    assert actor.as_dict() == {"spec": "search:baseline:greedy?sims=32", "kind": "search", "weights_hash": None,
+                               "search": {"sims": 32, "rollout": {"spec": "baseline:greedy", "kind": "baseline",
                                                                   "weights_hash": None}}}
     assert "search" in default_registry().kinds()
     policy = default_registry().create("search", rollout=GreedyPolicy(), sims=3, seed=1)
