@@ -130,7 +130,7 @@ class CsvBatches:
         self.chunks: list[bytes] = []
         self.size = 0
         self.peak_bytes = 0
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[pa.Buffer | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._worker = threading.Thread(target=self._work, name="returnclock-batches", daemon=True)
         self._worker.start()
@@ -149,7 +149,7 @@ class CsvBatches:
                 return
             rest = data[end:]
             self.chunks, self.size = ([rest], len(rest)) if rest else ([], 0)
-            self._put(data[:end])
+            self._put(pa.py_buffer(data)[:end])  # a view: no copy of the batch
             if self.on_handover is not None:
                 self.on_handover()  # on the caller's thread (progress callbacks may need it)
 
@@ -159,7 +159,7 @@ class CsvBatches:
             data = b"".join(self.chunks)
             self.peak_bytes = max(self.peak_bytes, len(data))
             self.chunks, self.size = [], 0
-            self._put(data)
+            self._put(pa.py_buffer(data))
         self.close()
         if self._error is not None:
             raise self._error
@@ -170,7 +170,7 @@ class CsvBatches:
             self._queue.put(None)
             self._worker.join()
 
-    def _put(self, data: bytes) -> None:
+    def _put(self, data: pa.Buffer) -> None:
         while True:
             if self._error is not None:
                 raise self._error
@@ -185,7 +185,7 @@ class CsvBatches:
             if self._error is not None:
                 continue  # drain: the COPY is being stopped
             try:
-                self.on_table(pacsv.read_csv(pa.BufferReader(pa.py_buffer(data)), read_options=_READ,
+                self.on_table(pacsv.read_csv(pa.BufferReader(data), read_options=_READ,
                                              parse_options=_PARSE, convert_options=_CONVERT))
             except BaseException as exc:  # noqa: BLE001 - handed to the event loop's side
                 self._error = exc
