@@ -115,9 +115,10 @@ class _Rows:
     durations and covariates computed on whole columns. Raw ids end here."""
 
     def __init__(self, salt: bytes, end_at: datetime, tables: dict[str, StreamingTable], max_rows: int,
-                 cut: tuple[str, datetime] | None, total: int, progress: Callable[[int, int], None] | None,
-                 cancel: Callable[[], bool] | None) -> None:
-        self.salt, self.tables, self.max_rows, self.cut, self.total = salt, tables, max_rows, cut, total
+                 progress: Callable[[int, int], None] | None, cancel: Callable[[], bool] | None) -> None:
+        self.salt, self.tables, self.max_rows = salt, tables, max_rows
+        self.cut: tuple[str, datetime] | None = None  # set from the treatments count before any row
+        self.total = 0
         self.end_us = _instant(end_at)
         self.progress, self.cancel = progress, cancel
         self.counts = dict.fromkeys(("rows", "events", "organic_rows", "organic_events", "treated_rows",
@@ -254,19 +255,29 @@ async def _session_rows(conn: Any, args: list, ceiling: int) -> int:
 
 async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_bytes: int, make_rows: Callable,
                   scrub: Callable[[str], str]) -> tuple[_Rows, dict[str, dict[str, Any]], int]:
-    """Count the treatments (follower), then COPY the rows (leader) through :class:`_Rows`."""
-    try:
-        treatments, cut = await _treatment_cut(follower, args, ceiling)
-        total = await _session_rows(follower, args, ceiling)
-    except RLHFError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
-        raise _read_failed(TREATMENTS, 0, exc, scrub) from None
-    rows = make_rows(cut, total)
-    batches = CsvBatches(batch_bytes, rows, rows.report_progress)
+    """COPY the rows (leader) through :class:`_Rows` while the follower counts the treatments
+    and the session rows; no row is processed before the counts (and so the cut) are known."""
+
+    async def counted() -> tuple[int, tuple[str, datetime] | None, int]:
+        try:
+            treatments, cut = await _treatment_cut(follower, args, ceiling)
+            return treatments, cut, await _session_rows(follower, args, ceiling)
+        except RLHFError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
+            raise _read_failed(TREATMENTS, 0, exc, scrub) from None
+
+    counts = asyncio.ensure_future(counted())
+    rows = make_rows()
+
+    async def ready() -> None:
+        _, rows.cut, rows.total = await counts
+
+    batches = CsvBatches(batch_bytes, rows, rows.report_progress, ready=ready)
     try:
         await leader.execute(PLANNER_SETTINGS)
         await leader.copy_from_query(RETURNCLOCK_SQL, *args, ceiling + 1, output=batches.feed, format="csv")
+        await ready()  # a window without rows never called it
         batches.finish()
         rows.report_progress()
     except _CutReached:
@@ -277,6 +288,11 @@ async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_by
         raise _read_failed(SESSIONS, rows.read, exc, scrub) from None
     finally:
         batches.close()
+        if not counts.done():
+            counts.cancel()
+        elif not counts.cancelled():
+            counts.exception()  # retrieved: an error here was raised above already
+    treatments, cut, _ = counts.result()
     streams = {SESSIONS: {"rows": rows.read, "ceiling_hit": rows.stopped == SESSIONS, "max_rows": ceiling},
                TREATMENTS: {"rows": treatments, "ceiling_hit": cut is not None, "max_rows": ceiling}}
     return rows, streams, batches.peak_bytes
@@ -316,8 +332,7 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
         try:
             rows, streams, copy_peak = loop.run_until_complete(_stream(
                 leader, follower, args, ceiling, batch_bytes, scrub=access.scrub,
-                make_rows=lambda cut, total: _Rows(access.salt, window.end_at, tables, ceiling, cut, total,
-                                                  progress, cancel)))
+                make_rows=lambda: _Rows(access.salt, window.end_at, tables, ceiling, progress, cancel)))
             facts["streams"] = streams
             stopped = rows.stopped
             if stopped and not publish_incomplete:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -114,7 +114,8 @@ _CONVERT = pacsv.ConvertOptions(column_types=ROW_COLUMNS, true_values=["t"], fal
 class CsvBatches:
     """COPY's CSV chunks in (:meth:`feed`, on the event loop), Arrow tables of whole records out
     (``on_table``, on a worker thread), about ``batch_bytes`` at a time; ``on_handover()`` is
-    called on the event loop's thread after each batch is handed over.
+    called on the event loop's thread after each batch is handed over, and ``ready()`` is awaited
+    once before the first one (the caller's preconditions; :meth:`finish` does not await it).
 
     The worker parses and processes one batch while the connection receives the next (Arrow's
     parser and kernels release the GIL), so the database's sending overlaps Python's work; the
@@ -125,8 +126,9 @@ class CsvBatches:
     """
 
     def __init__(self, batch_bytes: int, on_table: Callable[[pa.Table], None],
-                 on_handover: Callable[[], None] | None = None) -> None:
-        self.batch_bytes, self.on_table, self.on_handover = batch_bytes, on_table, on_handover
+                 on_handover: Callable[[], None] | None = None,
+                 ready: Callable[[], Awaitable[None]] | None = None) -> None:
+        self.batch_bytes, self.on_table, self.on_handover, self.ready = batch_bytes, on_table, on_handover, ready
         self.chunks: list[bytes] = []
         self.size = 0
         self.peak_bytes = 0
@@ -149,6 +151,9 @@ class CsvBatches:
                 return
             rest = data[end:]
             self.chunks, self.size = ([rest], len(rest)) if rest else ([], 0)
+            if self.ready is not None:  # before the first batch is processed
+                await self.ready()
+                self.ready = None
             self._put(pa.py_buffer(data)[:end])  # a view: no copy of the batch
             if self.on_handover is not None:
                 self.on_handover()  # on the caller's thread (progress callbacks may need it)
