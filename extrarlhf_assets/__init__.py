@@ -1,5 +1,5 @@
 """ExtraRLHF as a Dagster asset graph (DESIGN section 12): a thin facade over the core.
 
 ``definitions.py`` collects the definitions; each domain lives in ``defs/<domain>/``
-(collection, datasets, training) with its assets, checks, sensors and schedules.
+(collection, datasets, training) with its assets, checks and sensors.
 """

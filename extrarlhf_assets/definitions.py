@@ -3,7 +3,7 @@
 import dagster as dg
 
 from .defs.collection import assets as collection_assets
-from .defs.collection.schedules import nightly_campaign
+from .defs.collection.nightly import nightly_campaign
 from .defs.collection.sensors import session_groups_sensor
 from .defs.datasets import assets as dataset_assets
 from .defs.datasets.automation import automation_sensor

@@ -121,6 +121,11 @@ def deployment(tcp_postgres, tmp_path_factory):
            "RLHF_SESSIONS_DIR": str(tmp / "sessions"), "RLHF_DATASETS_DIR": str(tmp / "datasets"),
            "RLHF_CHECKPOINTS_DIR": str(tmp / "checkpoints"),
            gate.ENABLE_VAR: "1", gate.DSN_VAR: production_dsn, gate.SALT_VAR: SALT, gate.KEY_ID_VAR: "rc-deploy"}
+    # the pool's slots are set once at deploy time, as the README says: left to default_limit, two
+    # run workers that initialize the pool at the same moment can each allocate a slot (Dagster
+    # counts the slots, then inserts the missing ones)
+    subprocess.run([str(BIN / "dagster"), "instance", "concurrency", "set", "production_db", "1"], cwd=ROOT, env=env,
+                   check=True, capture_output=True, timeout=120)
     logs = {name: open(tmp / f"{name}.log", "w") for name in ("daemon", "webserver")}
     procs = []
     try:
@@ -216,10 +221,11 @@ def test_postgres_instance_queue_and_pool_limits_hold(deployment):
     for e in events:
         by_run[e["run"]].append(e)
 
-    # run queue: at most two production runs at once, and the limit was actually reached
+    # run queue: at most two production runs at once (the queue also holds back a run whose first
+    # steps wait for a full pool, so with the pool's slot taken the runs may well go one by one)
     runs_spans = _intervals(events, "RUN_START", ("RUN_SUCCESS", "RUN_FAILURE"),
                             lambda e: e["run"] if e["step"] is None else None)
-    assert len(runs_spans) == 4 and _max_overlap(runs_spans) == 2
+    assert len(runs_spans) == 4 and _max_overlap(runs_spans) <= 2
     # one partition at a time: the two runs of the first day never overlap
     first_day = [s for s in runs_spans if s[2] in (run_ids[0], run_ids[3])]
     assert _max_overlap(first_day) == 1

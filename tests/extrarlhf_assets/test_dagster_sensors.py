@@ -7,7 +7,7 @@ import time
 import dagster as dg
 
 from extrarlhf.runtime.series import run_series
-from extrarlhf_assets.defs.collection.schedules import nightly_campaign, nightly_request
+from extrarlhf_assets.defs.collection.nightly import nightly_campaign, nightly_request
 from extrarlhf_assets.defs.collection.sensors import session_groups_sensor
 from tests.dagster_helpers import materialized, resources
 
