@@ -30,8 +30,9 @@ from extrarlhf.runtime.sessions import SessionStore
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = ROOT / "extrarlhf" / "schemas"
 DOC = ROOT / "docs" / "data-format.md"
-BASE_URI = "https://extrarlhf.local/schemas/"
 RECORD_SCHEMAS = ("manifest", "summary", "catalog_entry", "meta", "turn", "action", "agents_index", "state")
+# the dataset plane and the checkpoints dir (validated on real output by tests/test_check_jsonschema.py)
+OTHER_SCHEMAS = ("dataset_manifest", "dataset_pointer", "promoted")
 
 
 # --------------------------------------------------------------------------- loading helper
@@ -44,6 +45,8 @@ def load_schemas() -> dict[str, dict[str, Any]]:
 
 
 SCHEMAS = load_schemas()
+# the $ids are relative (the file names), so the registry is keyed by them and every $ref resolves
+# offline, here as in any tool that resolves against the schema file's own location
 REGISTRY = Registry().with_resources(
     (schema["$id"], Resource.from_contents(schema)) for schema in SCHEMAS.values())
 VALIDATORS = {name: Draft202012Validator(schema, registry=REGISTRY) for name, schema in SCHEMAS.items()}
@@ -135,12 +138,34 @@ def first(records, schema: str, pred: Callable[[dict], bool] = lambda r: True) -
 
 
 def test_every_schema_is_valid_draft_2020_12_with_a_matching_id():
-    assert set(RECORD_SCHEMAS) <= set(SCHEMAS)
+    assert set(RECORD_SCHEMAS) | set(OTHER_SCHEMAS) | {"common"} == set(SCHEMAS)
     for name, schema in SCHEMAS.items():
         Draft202012Validator.check_schema(schema)
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-        assert schema["$id"] == f"{BASE_URI}{name}.schema.json"
+        assert schema["$id"] == f"{name}.schema.json"  # relative: resolved against the file, never a URL
         assert schema.get("description"), name
+
+
+def test_no_schema_names_a_network_location():
+    """Only the metaschema is a URL (every validator ships it); every $id and $ref is relative, so
+    resolving them never needs the network."""
+    for name, schema in SCHEMAS.items():
+        text = json.dumps(schema)
+        urls = set(re.findall(r'"(?:\$id|\$ref)": "([a-z+.-]+:[^"]*)"', text))
+        assert not urls, (name, urls)
+
+
+def test_the_observation_pins_match_the_engine():
+    """The trace observation's length and its base64 length are pinned to the engine's layout."""
+    obs = SCHEMAS["action"]["properties"]["observation"]["properties"]
+    size = 4 * engine.OBS_DIM
+    encoded = len(base64.b64encode(bytes(size)))
+    assert obs["shape"]["const"] == [engine.OBS_DIM] and obs["obs_version"]["const"] == engine.OBS_VERSION
+    assert obs["data"]["minLength"] == obs["data"]["maxLength"] == encoded
+    manifest = SCHEMAS["dataset_manifest"]["properties"]
+    assert manifest["obs_dim"]["const"] == engine.OBS_DIM
+    assert manifest["action_feature_dim"]["const"] == engine.ACTION_FEATURE_DIM
+    assert manifest["obs_version"]["const"] == engine.OBS_VERSION
 
 
 def _walk(node: Any, path: str = "") -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -309,6 +334,14 @@ NEGATIVE = [
     ("action", None, _set(3, "player")),
     ("action", None, _set("3", "turn")),
     ("action", None, _set("float64", "observation", "dtype")),
+    # the observation's length and encoding are pinned (OBS_DIM floats, exactly that much base64)
+    ("action", None, lambda r: r["observation"].update(data=r["observation"]["data"][:-4])),  # truncated
+    ("action", None, lambda r: r["observation"].update(data=r["observation"]["data"] + "AAAA")),
+    ("action", None, lambda r: r["observation"].update(
+        data=base64.b64encode(bytes(4 * (engine.OBS_DIM - 1))).decode())),  # one float short, valid base64
+    ("action", None, lambda r: r["observation"].update(data=r["observation"]["data"][:-2] + "B=")),  # non-canonical
+    ("action", None, _set([engine.OBS_DIM - 1], "observation", "shape")),
+    ("action", None, _set(engine.OBS_VERSION + 1, "observation", "obs_version")),
     ("action", None, _set("x" * 4001, "rationale")),
     ("action", None, _set({"type": "teleport"}, "events", 0)),
     ("action", None, _set([None] * 5, "state_before", "players", 0, "board")),
