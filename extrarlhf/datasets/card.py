@@ -5,11 +5,17 @@ one folder per version, Parquet files inside. The card is that repository's ``RE
 YAML metadata (``configs`` with ``data_files`` per version and split, so
 ``datasets.load_dataset(folder, "v2")`` finds the files; ``dataset_info`` with the features and
 split sizes; a license *placeholder* to set before publishing anywhere) followed by the
-provenance each manifest records (sources, code version, ruleset, observation version, per-file
-sha256, readiness, split rules). It is derived data: rewritten whole, atomically, by
-:func:`write_dataset_card` (``python -m extrarlhf datasets card NAME``), never listed in a
-manifest (it lives beside the versions, not inside one). Local folders (the sessions dir) are
-left out: they are no provenance a reader elsewhere can use.
+provenance each manifest records (sources, code version, ruleset, observation version, the
+manifest's own sha256 and every file's, readiness, split rules). It is derived data: rewritten
+whole, atomically, by :func:`write_dataset_card` at every publication (publish.py, under the
+dataset's lock, after the commit point) and on demand (``python -m extrarlhf datasets card
+NAME``). It is deliberately in no manifest's ``files``: it lives beside the versions, not inside
+one, and changes whenever a version is added, while a published version never changes; it
+instead lists the sha256 of every version's manifest and files. Local folders (the sessions
+dir) are left out: they are no provenance a reader elsewhere can use.
+
+Features follow Hugging Face ``datasets``' YAML: a fixed-size Arrow list (``observation``,
+each legal action's feature row) is ``list`` with its ``length``, so the fixed shape survives.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ import yaml
 
 from ..errors import NotFound
 from ..fileio import atomic_write_bytes
-from .manifest import read_manifest
+from .manifest import MANIFEST, read_manifest
 from .paths import DatasetsDir, check_dataset_name
+from .pointers import manifest_sha256
 from .tables import TABLES
 
 CARD = "README.md"
@@ -33,15 +40,23 @@ _LICENSE_NOTE = ("license: other (placeholder) - choose the license of this data
                  "card is regenerated at every publication, so set it in your publishing step")
 
 
-def _feature(name: str, typ: pa.DataType) -> dict[str, Any]:
-    """A column as a Hugging Face feature (``dtype`` or ``sequence``/``list`` of one)."""
+def _feature_type(typ: pa.DataType) -> dict[str, Any]:
+    """An Arrow type as a Hugging Face YAML feature type: ``{"dtype": ...}``, or ``{"list": inner}``
+    (plus ``length`` for a fixed-size list), the inner type simplified to its dtype when plain."""
     if pa.types.is_fixed_size_list(typ) or pa.types.is_list(typ) or pa.types.is_large_list(typ):
-        inner = _feature(name, typ.value_type)
-        return {"name": name, "sequence": inner.get("dtype", inner.get("sequence"))}
+        inner = _feature_type(typ.value_type)
+        out: dict[str, Any] = {"list": inner["dtype"] if list(inner) == ["dtype"] else inner}
+        if pa.types.is_fixed_size_list(typ):
+            out["length"] = typ.list_size
+        return out
     dtype = "string" if pa.types.is_string(typ) or pa.types.is_large_string(typ) else \
         "bool" if pa.types.is_boolean(typ) else \
         f"float{typ.bit_width}" if pa.types.is_floating(typ) else str(typ)  # Arrow says "float" for float32
-    return {"name": name, "dtype": dtype}
+    return {"dtype": dtype}
+
+
+def _feature(name: str, typ: pa.DataType) -> dict[str, Any]:
+    return {"name": name, **_feature_type(typ)}
 
 
 def _configs(version: int, manifest: dict[str, Any]) -> tuple[list[dict], list[dict]]:
@@ -63,13 +78,14 @@ def _configs(version: int, manifest: dict[str, Any]) -> tuple[list[dict], list[d
     return configs, infos
 
 
-def _provenance(version: int, m: dict[str, Any]) -> list[str]:
+def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]:
     code = m["code_version"]
     code = ", ".join(f"{k} {v}" for k, v in sorted(code.items())) if isinstance(code, dict) else str(code)
     lines = [f"### v{version} ({m['kind']})", "",
              f"- dataset id `{m['dataset_id']}`, created {m['created_at']}, code: {code}, "
              f"ruleset `{m['ruleset']}`, observation version {m['obs_version']} ({m['obs_dim']} floats), "
              f"action features {m['action_feature_dim']} floats",
+             f"- `v{version}/{MANIFEST}` sha256 `{manifest_sha}`",
              f"- rows: " + ", ".join(f"{t} {n}" for t, n in sorted(m["row_counts"].items()))]
     sources = m.get("sources") or {}
     if sources.get("kind") == "dataset":
@@ -94,8 +110,9 @@ def _provenance(version: int, m: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def dataset_card(name: str, manifests: dict[int, dict[str, Any]]) -> str:
-    """The card text for ``name`` given its manifests by version (newest is the default config)."""
+def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas: dict[int, str]) -> str:
+    """The card text for ``name`` given its manifests (and their sha256) by version (newest is
+    the default config)."""
     configs, infos = [], []
     for version in sorted(manifests, reverse=True):
         c, i = _configs(version, manifests[version])
@@ -112,7 +129,7 @@ def dataset_card(name: str, manifests: dict[int, dict[str, Any]]) -> str:
             "battle's outcome. Column meanings: the project's `docs/data-format.md`, section 10.", "",
             f"**{_LICENSE_NOTE}.**", "", "## Provenance", ""]
     for version in sorted(manifests, reverse=True):
-        body += _provenance(version, manifests[version])
+        body += _provenance(version, manifests[version], manifest_shas[version])
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body)
 
 
@@ -125,6 +142,7 @@ def write_dataset_card(name: str, *, datasets_dir: Any = "datasets") -> dict[str
     if not versions:
         raise NotFound(f"dataset {name!r} has no published version in {dirs.root}; nothing to describe")
     manifests = {v: read_manifest(dirs.version_dir(name, v)) for v in versions}
+    shas = {v: manifest_sha256(dirs.version_dir(name, v)) for v in versions}
     path = dirs.dataset_dir(name) / CARD
-    atomic_write_bytes(path, dataset_card(name, manifests).encode("utf-8"))
+    atomic_write_bytes(path, dataset_card(name, manifests, shas).encode("utf-8"))
     return {"name": name, "path": str(path), "versions": versions}

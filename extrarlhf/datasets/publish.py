@@ -15,6 +15,11 @@
    commit point of an overwrite (``before_commit``): a pointer that cannot be written takes
    the version back (a new version is removed, an overwritten one restored), so an error
    return means nothing was published.
+5. After the commit point, still under the lock, the dataset card ``<name>/README.md``
+   (card.py: Hugging Face YAML metadata, features, splits, provenance of every version) is
+   rewritten atomically. It is derived data outside every version, so no manifest lists it;
+   a card that cannot be written never undoes the publication: the result's ``card`` says
+   why (``error``) and ``datasets card NAME`` rewrites it.
 
 A publisher killed at any step leaves no visible half version: a ``.tmp-`` folder (ignored by
 readers, deleted by the next publication), or an ``.old-`` folder that the next publication
@@ -40,6 +45,7 @@ from typing import Any, Callable
 from ..errors import DatasetExists, InvalidArgument, RLHFError, ValidationFailed, resource_error
 from ..fileio import LockBusy, fsync_dir, locked, writing
 from ..procs import pid_alive
+from .card import write_dataset_card
 from .paths import VERSION_DIR, DatasetsDir, check_dataset_name, check_positive_int
 from .tables import abort_writers_under
 
@@ -251,6 +257,17 @@ def publish_version(dirs: DatasetsDir, name: str, build: Callable[[Path, str, in
             os.rename(old, trash)  # the commit point of an overwrite
             fsync_dir(folder)
             shutil.rmtree(trash, ignore_errors=True)
+        card = _write_card(dirs, name)
     recovered += _sweep_siblings(dirs, name)
     return {**result, "dataset_id": dataset_id, "name": name, "version": version, "path": str(target),
-            "replaced": replaced, "recovered": recovered}
+            "replaced": replaced, "recovered": recovered, "card": card}
+
+
+def _write_card(dirs: DatasetsDir, name: str) -> dict[str, Any]:
+    """Rewrite the dataset card after a commit: ``{"path", "error"}``; never raises (the
+    version is published whatever happens to its card)."""
+    try:
+        return {"path": write_dataset_card(name, datasets_dir=dirs)["path"], "error": None}
+    except (OSError, RLHFError) as exc:
+        return {"path": None, "error": f"the dataset card {name}/README.md was not rewritten ({exc}); the version "
+                                       f"is published: fix that, then run `python -m extrarlhf datasets card {name}`"}

@@ -8,12 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+import engine
 from extrarlhf.datasets import materialize_v5_dataset, split_v5_training_dataset, validate_dataset, write_dataset_card
-from tests.datasets_helpers import GREEDY, expect_error, shared_sessions
+from extrarlhf.datasets.paths import DatasetsDir
+from extrarlhf.datasets.publish import publish_version
+from tests.datasets_helpers import GREEDY, expect_error, sha256, shared_sessions
 
 LENIENT = {"min_v5_battles": 1, "min_v5_decisions": 1}
 
@@ -25,6 +29,20 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> Path:
     materialize_v5_dataset([GREEDY], "src", sessions_dir=shared_sessions(), datasets_dir=root)  # v2
     split_v5_training_dataset("src", datasets_dir=root, policy=LENIENT)
     return root
+
+
+def _expected_type(typ: pa.DataType) -> dict:
+    """What Hugging Face's YAML says for an Arrow type, written out for the types the tables use."""
+    if isinstance(typ, (pa.ListType, pa.FixedSizeListType)):
+        inner = _expected_type(typ.value_type)
+        out = {"list": inner.get("dtype", inner)}
+        return {**out, "length": typ.list_size} if isinstance(typ, pa.FixedSizeListType) else out
+    names = {pa.string(): "string", pa.bool_(): "bool", pa.float32(): "float32", pa.float64(): "float64"}
+    return {"dtype": names.get(typ, str(typ))}
+
+
+def _expected_feature(field: pa.Field) -> dict:
+    return {"name": field.name, **_expected_type(field.type)}
 
 
 def _card(path: Path) -> tuple[dict, str]:
@@ -50,7 +68,13 @@ def test_card_metadata_is_what_the_files_hold(datasets: Path) -> None:
         assert split["num_examples"] == pq.ParquetFile(path).metadata.num_rows
         assert [f["name"] for f in info["features"]] == pq.read_schema(path).names
     observation = next(f for f in info["features"] if f["name"] == "observation")
-    assert observation == {"name": "observation", "sequence": "float32"}
+    assert observation == {"name": "observation", "list": "float32", "length": engine.OBS_DIM}
+    features = next(f for f in info["features"] if f["name"] == "legal_action_features")
+    assert features == {"name": "legal_action_features",
+                        "list": {"list": "float32", "length": engine.ACTION_FEATURE_DIM}}
+    for entry in config["data_files"]:
+        assert info["features"] == [_expected_feature(f) for f in pq.read_schema(datasets / "src-v5split" /
+                                                                                  entry["path"])]
     for file, sha in manifest["files"].items():
         assert f"`v1/{file}` `{sha}`" in body
     assert "grouped by battle" in body and manifest["sources"]["manifest_sha256"] in body
@@ -75,3 +99,65 @@ def test_card_cli_and_errors(datasets: Path) -> None:
     expect_error("not_found", write_dataset_card, "nothing-here", datasets_dir=datasets)
     expect_error("invalid_argument", write_dataset_card, "../escape", datasets_dir=datasets)
     assert not (datasets / "nothing-here").exists()
+
+
+# ------------------------------------------------------------------ written at every publication
+
+
+def test_every_publication_writes_the_card_beside_its_versions(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    first = materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    card = root / "pub" / "README.md"
+    assert first["card"] == {"path": str(card), "error": None}
+    meta, body = _card(card)
+    assert {c["config_name"] for c in meta["configs"]} == {f"v1-{t}" for t in ("decisions", "turns", "battles",
+                                                                              "excluded")}
+    second = materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    assert second["version"] == 2 and second["card"]["error"] is None
+    meta, body = _card(card)
+    assert meta["configs"][0]["config_name"] == "v2-decisions" and meta["configs"][0]["default"] is True
+    [decisions] = [i for i in meta["dataset_info"] if i["config_name"] == "v2-decisions"]
+    path = root / "pub" / "v2" / "decisions.parquet"
+    assert decisions["features"] == [_expected_feature(f) for f in pq.read_schema(path)]
+    assert decisions["splits"] == [{"name": "train", "num_examples": pq.ParquetFile(path).metadata.num_rows}]
+    for version in (1, 2):  # the card ties itself to the checksums: every manifest's sha256 and every file's
+        manifest = json.loads((root / "pub" / f"v{version}" / "manifest.json").read_text())
+        assert f"`v{version}/manifest.json` sha256 `{sha256(root / 'pub' / f'v{version}' / 'manifest.json')}`" in body
+        assert all(f"`v{version}/{file}` `{sha}`" in body for file, sha in manifest["files"].items())
+        assert "README.md" not in manifest["files"]  # outside every version, by design
+    # a split publishes its own card
+    split = split_v5_training_dataset("pub", datasets_dir=root, policy=LENIENT)
+    meta, _ = _card(Path(split["card"]["path"]))
+    assert [s["name"] for s in meta["dataset_info"][0]["splits"]] == ["train", "validation", "test"]
+    assert validate_dataset("pub", datasets_dir=root)["valid"] and validate_dataset("pub/v1", datasets_dir=root)["valid"]
+
+
+def test_a_failed_publication_leaves_the_card_as_it_was(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    card = root / "pub" / "README.md"
+    before = card.read_bytes()
+
+    def build(folder: Path, dataset_id: str, version: int) -> dict:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(Exception) as info:
+        publish_version(DatasetsDir(root), "pub", build)
+    assert getattr(info.value, "code", None) == "disk_full"
+    expect_error("dataset_exists", materialize_v5_dataset, [GREEDY], "pub", sessions_dir=shared_sessions(),
+                 datasets_dir=root, version=1)
+    assert card.read_bytes() == before and [p.name for p in (root / "pub").iterdir() if p.name.startswith("v")] == ["v1"]
+
+
+def test_a_card_that_cannot_be_written_never_undoes_the_publication(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    card = root / "pub" / "README.md"
+    before = card.read_bytes()
+    (root / "pub" / "v1" / "manifest.json").write_text("{ damaged")  # the card reads every version's manifest
+    result = materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    assert result["version"] == 2 and validate_dataset("pub/v2", datasets_dir=root)["valid"]
+    assert result["card"]["path"] is None
+    assert "README.md was not rewritten" in result["card"]["error"] and "v1" in result["card"]["error"]
+    assert "datasets card pub" in result["card"]["error"]
+    assert card.read_bytes() == before  # the old card, whole: never a half-written one
