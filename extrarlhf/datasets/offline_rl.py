@@ -35,7 +35,7 @@ import engine
 from ..errors import InvalidArgument
 from .paths import DatasetsDir
 from .splits import _battle_chunks, _source
-from .tables import iter_batches
+from .tables import fixed_vectors, iter_batches
 
 __all__ = ["offline_rl_episodes", "export_minari"]
 
@@ -69,8 +69,7 @@ def _episodes(path: Path) -> Iterator[dict[str, Any]]:
             rows = chunk.filter(pc.equal(chunk.column("battle_id"), battle_id))
             final = engine.State.from_dict(json.loads(finals[battle_id]))
             players = rows.column("player").to_numpy()
-            obs = rows.column("observation").combine_chunks().flatten().to_numpy().reshape(len(players),
-                                                                                           engine.OBS_DIM)
+            obs = fixed_vectors(rows.column("observation"), engine.OBS_DIM, "observation")
             actions = rows.column("action_id").to_numpy().astype(np.int64)
             outcomes = rows.column("outcome").to_numpy()
             order = np.argsort(rows.column("decision_index").to_numpy(), kind="stable")

@@ -16,9 +16,12 @@ from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 import engine
+
+from ..errors import InvalidArgument
 
 DATASET_SCHEMA_VERSION = 1
 COMPRESSION = "zstd"
@@ -452,6 +455,37 @@ class Columns:
         for values in self.data.values():
             values.clear()
         return out
+
+
+def fixed_vectors(column: pa.Array | pa.ChunkedArray, dim: int, what: str) -> np.ndarray:
+    """float32 ``[rows, dim]`` of a column of float vectors, column-wise (no Python object per
+    row). The tables store them as ``fixed_size_list<float>[dim]``; a variable-size list column
+    (a file rewritten by a tool that drops Arrow's fixed sizes, such as DuckDB's ``COPY``) is read
+    too when every row holds ``dim`` values. Anything else is ``invalid_argument`` naming the
+    column and the first row that is wrong."""
+    if isinstance(column, pa.ChunkedArray):  # one chunk (a file read whole) is used as is, not copied
+        array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        array = column
+    typ = array.type
+    if pa.types.is_fixed_size_list(typ):
+        if typ.list_size != dim:
+            raise InvalidArgument(f"{what} holds vectors of {typ.list_size} values, this code reads {dim} "
+                                  f"(another observation or feature layout: check the manifest's obs_version)")
+    elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        lengths = np.diff(array.offsets.to_numpy())
+        bad = np.flatnonzero(lengths != dim)
+        if bad.size:
+            raise InvalidArgument(f"{what}: row {int(bad[0])} has {int(lengths[bad[0]])} values where every row "
+                                  f"must have {dim} (float32[{dim}])")
+    else:
+        raise InvalidArgument(f"{what} must be a column of float32[{dim}] vectors, got Arrow type {typ}")
+    if array.null_count:
+        raise InvalidArgument(f"{what}: {array.null_count} row(s) are null where a float32[{dim}] vector is required")
+    values = array.flatten()
+    if values.null_count:
+        raise InvalidArgument(f"{what}: {values.null_count} value(s) are null inside the vectors")
+    return values.to_numpy().astype(np.float32, copy=False).reshape(len(array), dim)
 
 
 def float32_array(data: bytes) -> pa.Array:

@@ -15,6 +15,14 @@ Which decisions are imitated (``imitate``):
 
 The value head learns the final outcome from every decision of the split, whatever
 ``imitate`` says (imitating winners only would leave it a constant).
+
+Targets (``temperature``): ``None`` imitates the recorded choice (a one-hot target). A
+number reads ``policy_json`` too and, for a decision of the search actor, imitates the
+search's *action values* instead: ``softmax(values / temperature)`` over the actions it
+searched (0 for those it did not). The search plays the lowest id among tied best values,
+so a one-hot target would teach an arbitrary tie-break; the soft target shares the
+probability between equally good actions and ranks the rest. Decisions without action
+values keep the one-hot target.
 """
 
 from __future__ import annotations
@@ -24,12 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import engine
 
+from ..datasets.tables import fixed_vectors
 from ..errors import InvalidArgument
 
 COLUMNS = ["battle_id", "actor_spec", "outcome", "observation", "legal_action_features", "action_index"]
@@ -48,6 +58,7 @@ class Decisions:
     imitated: np.ndarray     # bool [D], decisions the policy learns from
     battle_ids: np.ndarray   # object [D]
     actors: dict[str, int] = field(default_factory=dict)  # decisions per actor spec in the file read
+    targets: np.ndarray | None = None  # float32 [R], target probability of each action row (module docstring)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
@@ -90,16 +101,37 @@ def _imitated(table: pa.Table, imitate: str) -> np.ndarray:
     return mask.to_numpy(zero_copy_only=False)
 
 
-def from_table(table: pa.Table, imitate: str) -> Decisions:
-    """Dense arrays from a table with the ``decisions`` layout (at least :data:`COLUMNS`)."""
+def search_targets(policy_json: pa.ChunkedArray, offsets: np.ndarray, labels: np.ndarray,
+                   temperature: float) -> np.ndarray:
+    """Flat target probabilities: the softmax of the search's action values where a decision
+    has them, else one-hot on the recorded choice (module docstring)."""
+    targets = np.zeros(int(offsets[-1]), dtype=np.float32)
+    targets[offsets[:-1] + labels] = 1.0
+    for d, text in enumerate(policy_json.to_pylist()):
+        if not text or "action_values" not in text:
+            continue
+        values = orjson.loads(text).get("action_values")
+        start, stop = int(offsets[d]), int(offsets[d + 1])
+        if not isinstance(values, list) or len(values) != stop - start or stop - start < 2:
+            continue
+        searched = np.array([v is not None for v in values])
+        if searched.sum() < 2:
+            continue
+        v = np.array([x if x is not None else -np.inf for x in values], dtype=np.float64)
+        w = np.exp((v - v[searched].max()) / temperature)
+        targets[start:stop] = (w / w.sum()).astype(np.float32)
+    return targets
+
+
+def from_table(table: pa.Table, imitate: str, temperature: float | None = None) -> Decisions:
+    """Dense arrays from a table with the ``decisions`` layout (at least :data:`COLUMNS`, and
+    ``policy_json`` when ``temperature`` is set)."""
     n = table.num_rows
-    obs_col = table.column("observation").combine_chunks()
-    obs = obs_col.flatten().to_numpy().astype(np.float32, copy=False).reshape(n, engine.OBS_DIM)
+    obs = fixed_vectors(table.column("observation"), engine.OBS_DIM, "observation")
     legal = table.column("legal_action_features").combine_chunks()
     offsets = legal.offsets.to_numpy().astype(np.int64)
     offsets = offsets - offsets[0] if n else np.zeros(1, np.int64)
-    features = legal.flatten().flatten().to_numpy().astype(np.float32, copy=False)
-    features = features.reshape(-1, engine.ACTION_FEATURE_DIM)
+    features = fixed_vectors(legal.flatten(), engine.ACTION_FEATURE_DIM, "legal_action_features rows")
     labels = table.column("action_index").to_numpy().astype(np.int64)
     counts = np.diff(offsets)
     if n and ((labels < 0) | (labels >= counts)).any():
@@ -109,12 +141,15 @@ def from_table(table: pa.Table, imitate: str) -> Decisions:
     return Decisions(obs=np.ascontiguousarray(obs), features=np.ascontiguousarray(features), offsets=offsets,
                      labels=labels, outcome=table.column("outcome").to_numpy().astype(np.float32),
                      imitated=_imitated(table, imitate),
-                     battle_ids=np.asarray(table.column("battle_id").to_pylist(), dtype=object), actors=actors)
+                     battle_ids=np.asarray(table.column("battle_id").to_pylist(), dtype=object), actors=actors,
+                     targets=None if temperature is None else
+                     search_targets(table.column("policy_json"), offsets, labels, temperature))
 
 
-def read_decisions(path: Path, imitate: str) -> Decisions:
-    """Read a Parquet file with the ``decisions`` layout."""
-    return from_table(pq.read_table(path, columns=COLUMNS, use_threads=False), imitate)
+def read_decisions(path: Path, imitate: str, temperature: float | None = None) -> Decisions:
+    """Read a Parquet file with the ``decisions`` layout (``temperature``: module docstring)."""
+    columns = COLUMNS if temperature is None else [*COLUMNS, "policy_json"]
+    return from_table(pq.read_table(path, columns=columns, use_threads=False), imitate, temperature)
 
 
 def take(data: Decisions, index: np.ndarray) -> Decisions:
@@ -127,7 +162,7 @@ def take(data: Decisions, index: np.ndarray) -> Decisions:
     ids = data.battle_ids[index]
     return Decisions(obs=data.obs[index], features=data.features[rows], offsets=offsets, labels=data.labels[index],
                      outcome=data.outcome[index], imitated=data.imitated[index], battle_ids=ids,
-                     actors=dict(data.actors))
+                     actors=dict(data.actors), targets=None if data.targets is None else data.targets[rows])
 
 
 def row_index(offsets: np.ndarray, index: np.ndarray, new_offsets: np.ndarray) -> np.ndarray:
