@@ -25,6 +25,7 @@ from .cleanup import add_parser as add_gc_parser
 from .check import add_parser as add_check_parser
 from .agent_setup.commands import add_parser as add_agent_setup_parser
 from .training.commands import add_parser as add_training_parser
+from .ladder_commands import add_parser as add_ladder_parser
 from .runtime.sessions import SessionStore
 
 
@@ -191,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_datasets_parser(sub)  # python -m extrarlhf datasets list|inspect|validate|materialize|...
     add_training_parser(sub)  # train, benchmark, promote, pipeline
+    add_ladder_parser(sub)  # ladder: Elo of every promotion vs its predecessor and the baselines
     add_production_parser(sub)  # production status|export-v5|export-timestamp (opt-in)
     add_gc_parser(sub)  # gc: temp folders, unfinished publications and unused locks of dead processes
     add_check_parser(sub)  # check (alias fsck): every problem of sessions, datasets, checkpoints; --repair
