@@ -1,6 +1,6 @@
 """Gymnasium env throughput on one core, beside the raw engine; prints one JSON object.
 
-    .venv/bin/python -m benchmarks.envs [--seconds S]
+    .venv/bin/python -m benchmarks.envs [--seconds S] [--rounds R]
 
 The learner is a masked random agent (a legal id of ``info["action_mask"]`` drawn with the
 engine's ``SplitMix64``, as the raw engine figure draws its actions); the
@@ -10,7 +10,9 @@ engine action the env applied: the learner's and the opponent's). The raw engine
 ``benchmarks.engine``'s: random legal actions applied with ``legal_actions`` + ``apply``.
 Issue 19's target: the env at least 0.5x the raw engine with the random opponent, compared
 action for action (``ratio_engine_actions``); ``ratio_env_steps`` compares learner steps with
-raw engine steps, which charges the env for the opponent's actions too.
+raw engine steps, which charges the env for the opponent's actions too. The raw engine and the
+envs are measured in interleaved rounds (each ratio against its own round's raw figure) and
+the medians are reported, so a load change on a shared machine does not land on one side only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 
 import gymnasium as gym
 import numpy as np
@@ -44,28 +47,40 @@ def _env_run(env: gym.Env, seconds: float) -> dict[str, float]:
         return 1
 
     episodes, elapsed = _timed(episode, seconds)
-    return {"episodes_per_s": round(episodes / elapsed, 1), "env_steps_per_s": round(counts["steps"] / elapsed),
-            "engine_actions_per_s": round(counts["actions"] / elapsed)}
+    return {"episodes_per_s": episodes / elapsed, "env_steps_per_s": counts["steps"] / elapsed,
+            "engine_actions_per_s": counts["actions"] / elapsed}
+
+
+CONFIGS = {
+    "random_opponent": dict(opponent="baseline:random"),
+    "greedy_opponent": dict(opponent="baseline:greedy"),
+    "random_opponent_dict_observation": dict(opponent="baseline:random", observation_mode="dict"),
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per figure")
+    parser.add_argument("--seconds", type=float, default=3.0, help="minimum time per figure and round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of (raw engine, each env); figures and ratios are the medians over them")
     args = parser.parse_args()
-    steps, t_steps = _timed(random_steps, args.seconds)
-    raw = round(steps / t_steps)
-    configs = {
-        "random_opponent": dict(opponent="baseline:random"),
-        "greedy_opponent": dict(opponent="baseline:greedy"),
-        "random_opponent_dict_observation": dict(opponent="baseline:random", observation_mode="dict"),
-    }
+    envs = {name: gym.make(ENV_ID, **kwargs) for name, kwargs in CONFIGS.items()}
+    raws: list[float] = []
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in CONFIGS}
+    for _ in range(args.rounds):  # interleaved, so a load change on a shared machine hits both sides
+        steps, t_steps = _timed(random_steps, args.seconds)
+        raws.append(steps / t_steps)
+        for name, env in envs.items():
+            result = _env_run(env, args.seconds)
+            result["ratio_engine_actions"] = result["engine_actions_per_s"] / raws[-1]
+            result["ratio_env_steps"] = result["env_steps_per_s"] / raws[-1]
+            runs[name].append(result)
     figures: dict = {"benchmark": "envs", "python": platform.python_version(), "machine": platform.machine(),
-                     "raw_engine_steps_per_s": raw, "env": "gym.make('ExtraArena-v1', ...) with its wrappers"}
-    for name, kwargs in configs.items():
-        result = _env_run(gym.make(ENV_ID, **kwargs), args.seconds)
-        result["ratio_engine_actions"] = round(result["engine_actions_per_s"] / raw, 3)
-        result["ratio_env_steps"] = round(result["env_steps_per_s"] / raw, 3)
-        figures[name] = result
+                     "rounds": args.rounds, "raw_engine_steps_per_s": round(statistics.median(raws)),
+                     "env": "gym.make('ExtraArena-v1', ...) with its wrappers"}
+    for name, results in runs.items():
+        figures[name] = {key: round(statistics.median(r[key] for r in results), 3 if key.startswith("ratio") else 1)
+                         for key in results[0]}
     figures["target"] = "random_opponent.ratio_engine_actions >= 0.5"
     figures["target_met"] = figures["random_opponent"]["ratio_engine_actions"] >= 0.5
     print(json.dumps(figures, indent=2))

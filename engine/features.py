@@ -154,8 +154,39 @@ def observations(items: list[tuple["State", int]]) -> np.ndarray:
     return out
 
 
+# The single-observation path (what an env calls at every step) joins cached float32 bytes:
+# the 16 head values packed at once, then one cached piece per hand card and board slot.
+# A hand card's piece depends only on (card, playable), and playable only on the mana (capped
+# at the highest cost, beyond which nothing changes) and whether the board has room, so the
+# pieces are tabled by that pair: _HAND_ROWS[min(mana, _MAX_COST)][room][card_id].
+_head = struct.Struct(f"={_HEAD_N}f").pack
+_MAX_COST = max(card.cost for card in CARDS.values())
+_HAND_ROWS = [[{card_id: _HAND_PIECES[card_id, card.cost <= mana and (room or card.type != "creature")].tobytes()
+                for card_id, card in CARDS.items()} for room in (False, True)] for mana in range(_MAX_COST + 1)]
+_EMPTY_HANDS = [_EMPTY_CARD_PIECE.tobytes() * n for n in range(HAND_LIMIT + 1)]
+
+
 def observation(state: "State", player: int) -> np.ndarray:
-    return observations([(state, player)])[0]
+    """One observation, float32 [OBS_DIM]: the same bytes as ``observations([(state, player)])[0]``."""
+    if player != 1 and player != 2:
+        raise ValueError(f"player must be 1 or 2, got {player!r}")
+    me = state.players[player - 1]
+    opp = state.players[2 - player]
+    my_board, opp_board, hand, mana = me.board, opp.board, me.hand, me.mana
+    own_count = BOARD_SLOTS - my_board.count(None)
+    parts = [_head(max(-1.0, me.hp / 30.0), max(-1.0, opp.hp / 30.0), mana / 10.0, me.max_mana / 10.0,
+                   opp.max_mana / 10.0, len(hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0,
+                   len(opp.deck) / 30.0, min(me.fatigue / 10.0, 1.0), min(opp.fatigue / 10.0, 1.0),
+                   state.turn / 60.0, 1.0 if state.to_move == player else 0.0,
+                   1.0 if state.starting_player == player else 0.0, own_count / 6.0,
+                   (BOARD_SLOTS - opp_board.count(None)) / 6.0)]
+    row = _HAND_ROWS[mana if mana < _MAX_COST else _MAX_COST][own_count < BOARD_SLOTS]
+    parts += [row[card_id] for card_id in hand]
+    parts.append(_EMPTY_HANDS[HAND_LIMIT - len(hand)])
+    cached, empty = _CREATURE_BYTES, _NO_CREATURE
+    parts += [empty if c is None else (cached.get(c[2:]) or _creature_bytes(c)) for c in my_board]
+    parts += [empty if c is None else (cached.get(c[2:]) or _creature_bytes(c)) for c in opp_board]
+    return np.frombuffer(bytearray().join(parts), dtype=np.float32)
 
 
 def _would_kill(c: "Creature", amount: int, lethal: bool) -> bool:

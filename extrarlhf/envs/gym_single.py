@@ -44,8 +44,9 @@ from adapters import Policy
 from engine import ACTION_SPACE_SIZE, IllegalActionError, State, derive_seed
 from engine.actions import check_action_id
 
-from .aec import draw_battle_seed, illegal_action_message, is_legal
-from .observations import action_mask, check_observation_mode, dict_observation, dict_space, vector_space
+from .aec import draw_battle_seed, illegal_action_message
+from .observations import MASK_DTYPE, action_mask, check_observation_mode, dict_observation, dict_space, \
+    vector_space
 from .opponents import Opponent, resolve_opponent, resolve_pool
 from .render import RENDER_MODES, check_render_mode, render_view
 
@@ -101,6 +102,7 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
         self._state: State | None = None
         self._opponent: Policy | None = None
         self._done = True
+        self._mask = np.zeros(ACTION_SPACE_SIZE, dtype=MASK_DTYPE)  # the learner's mask at this decision point
         self.seat: int | None = None  # the learner's seat in the current episode
         self.battle_seed: int | None = None
         self.opponent_label: str | None = None  # the current episode's opponent
@@ -131,34 +133,33 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
         self._state = engine.new_battle(self.battle_seed)
         self._done = False
         opponent_actions = self._play_opponent()
-        return self._observe(), self._info(opponent_actions)
+        return self._decision_point(opponent_actions)
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        state = self.battle
+        state = self._state
+        if state is None:
+            raise RuntimeError("call reset() before using the environment")
         if self._done:
             raise RuntimeError("the episode is over (terminated); call reset() before step()")
-        if not is_legal(state, action):
-            message = illegal_action_message(state, action, f"ArenaGymEnv learner (player {self.seat})")
-            if self.illegal_action == "penalize" and _is_action_id(action):
-                self._done = True
-                info = self._info([])
-                info["illegal_action"] = message
-                return self._observe(), -1.0, True, False, info
-            raise IllegalActionError(message)
-        state.apply(action)
+        try:
+            state.apply(action)  # checks the id and its legality first; a refused action changes nothing
+        except IllegalActionError:
+            return self._refuse(action)
         opponent_actions = self._play_opponent()
-        terminated = state.is_terminal
         reward = 0.0
-        if terminated:
+        winner = state.winner
+        if winner is not None:
             self._done = True
-            reward = 0.0 if state.winner == 0 else (1.0 if state.winner == self.seat else -1.0)
-        return self._observe(), reward, terminated, False, self._info(opponent_actions)
+            reward = 0.0 if winner == 0 else (1.0 if winner == self.seat else -1.0)
+        obs, info = self._decision_point(opponent_actions)
+        return obs, reward, self._done, False, info
 
     def action_masks(self) -> np.ndarray:
-        """int8 mask of the learner's legal actions (all zeros before reset and once the episode is over)."""
-        if self._done or self._state is None:
-            return np.zeros(ACTION_SPACE_SIZE, dtype=np.int8)
-        return action_mask(self._state, self.seat)
+        """int8 mask of the learner's legal actions (all zeros before reset and once the episode is over).
+
+        It is computed once per decision point: the same array as that step's ``info["action_mask"]``
+        (and the Dict observation's ``action_mask``)."""
+        return self._mask
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
@@ -171,19 +172,36 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
         """Nothing to release (no window, no process)."""
 
     # ------------------------------------------------------------------ internals
-    def _observe(self) -> Any:
+    def _decision_point(self, opponent_actions: list[int]) -> tuple[Any, dict[str, Any]]:
+        """The observation and info of the learner's current decision point; sets the mask once."""
+        state, seat = self._state, self.seat
         if self.render_mode == "human":
-            render_view(self.battle, self.seat, "human")
+            render_view(state, seat, "human")
         if self.observation_mode == "dict":
             # after a penalized illegal action the learner is still "to move" but has no move left
-            return dict_observation(self.battle, self.seat, live=not self._done)
-        return self.battle.observation(self.seat)
+            obs = dict_observation(state, seat, live=not self._done)
+            mask = obs["action_mask"]
+        else:
+            obs = state.observation(seat)
+            mask = np.zeros(ACTION_SPACE_SIZE, dtype=MASK_DTYPE) if self._done else action_mask(state, seat)
+        self._mask = mask
+        return obs, self._info(opponent_actions)
+
+    def _refuse(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """An action the engine refused: the penalty (a real action id in "penalize" mode) or the error."""
+        message = illegal_action_message(self._state, action, f"ArenaGymEnv learner (player {self.seat})")
+        if self.illegal_action == "penalize" and _is_action_id(action):
+            self._done = True
+            obs, info = self._decision_point([])
+            info["illegal_action"] = message
+            return obs, -1.0, True, False, info
+        raise IllegalActionError(message)
 
     def _play_opponent(self) -> list[int]:
         """Let the opponent act until it is the learner's decision or the battle is over."""
-        state = self.battle
+        state, opponent_index = self._state, 2 - self.seat  # the engine's 0-based index of the opponent
         played: list[int] = []
-        while not state.is_terminal and state.to_move != self.seat:
+        while state.winner is None and state.active == opponent_index:
             action = self._opponent.act(state)
             try:
                 state.apply(action)
@@ -194,16 +212,16 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
         return played
 
     def _info(self, opponent_actions: list[int]) -> dict[str, Any]:
-        state = self.battle
+        state = self._state
         info: dict[str, Any] = {
-            "action_mask": self.action_masks(),
+            "action_mask": self._mask,
             "battle_seed": self.battle_seed,
             "seat": self.seat,
             "turn": state.turn,
             "opponent_actions": opponent_actions,
             "opponent": self.opponent_label,
         }
-        if state.is_terminal:
+        if state.winner is not None:
             info["winner"] = state.winner
             info["end_reason"] = state.end_reason
         return info
