@@ -10,11 +10,13 @@ from .defs.datasets.automation import automation_sensor
 from .defs.production import assets as production_assets
 from .defs.production import checks as production_checks
 from .defs.training import assets as training_assets
+from .defs.training import ladder as ladder_assets
 from .defs.training.jobs import campaign_loop, production_daily
 from .resources import default_resources
 
 defs = dg.Definitions(
-    assets=dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, production_assets]),
+    assets=dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, ladder_assets,
+                                        production_assets]),
     asset_checks=dg.load_asset_checks_from_modules([production_checks]),
     jobs=[campaign_loop, production_daily],
     sensors=[session_groups_sensor, automation_sensor, nightly_campaign],

@@ -74,6 +74,59 @@ def line_chart_md(title: str, series: dict[str, Sequence[float | None]]) -> str:
     return _img("".join(parts), title) + "\n\n" + header + rows
 
 
+def interval_chart_md(title: str, labels: Sequence[str],
+                      series: dict[str, Sequence[tuple[float, float, float] | None]], *, axis: str = "Elo") -> str:
+    """Points with error bars, one column per label (``(value, low, high)`` per series, None:
+    no point), a dashed zero line, as an inline SVG image plus the numbers as a markdown table."""
+    width, height, pad, top = 520, 240, 44, 24
+    colours = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"]
+    values = [v for pts in series.values() for p in pts if p is not None for v in p] + [0.0]
+    lo, hi = min(values), max(values)
+    hi = hi if hi > lo else lo + 1.0
+    span = hi - lo
+    lo, hi = lo - 0.05 * span, hi + 0.05 * span
+    n = max(len(labels), 1)
+    step = (width - pad - 16) / n
+
+    def y(v: float) -> float:
+        return top + (height - pad - top) * (1 - (v - lo) / (hi - lo))
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><text x="4" y="14" font-weight="bold">{title}</text>',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - 8}" y2="{height - pad}" stroke="#888"/>',
+             f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
+             f'<line x1="{pad}" y1="{y(0):.1f}" x2="{width - 8}" y2="{y(0):.1f}" stroke="#bbb" stroke-dasharray="4 3"/>',
+             f'<text x="2" y="{top + 6}">{hi:+.0f}</text><text x="2" y="{height - pad}">{lo:+.0f}</text>',
+             f'<text x="2" y="{y(0) + 4:.1f}">0</text>']
+    for i, label in enumerate(labels):
+        parts.append(f'<text x="{pad + step * (i + 0.5):.1f}" y="{height - pad + 16}" text-anchor="middle">'
+                     f'{label}</text>')
+    k_all = max(len(series), 1)
+    for k, (name, pts) in enumerate(series.items()):
+        colour = colours[k % len(colours)]
+        for i, p in enumerate(pts):
+            if p is None:
+                continue
+            x = pad + step * (i + (k + 1) / (k_all + 1))
+            value, low, high = p
+            parts.append(f'<line x1="{x:.1f}" y1="{y(low):.1f}" x2="{x:.1f}" y2="{y(high):.1f}" stroke="{colour}" '
+                         f'stroke-width="2"/><line x1="{x - 4:.1f}" y1="{y(low):.1f}" x2="{x + 4:.1f}" '
+                         f'y2="{y(low):.1f}" stroke="{colour}"/><line x1="{x - 4:.1f}" y1="{y(high):.1f}" '
+                         f'x2="{x + 4:.1f}" y2="{y(high):.1f}" stroke="{colour}"/>'
+                         f'<circle cx="{x:.1f}" cy="{y(value):.1f}" r="3.5" fill="{colour}"/>')
+        parts.append(f'<text x="{width - 150}" y="{30 + 14 * k}" fill="{colour}">{name}</text>')
+    parts.append(f'<text x="{width // 2}" y="{height - 8}" text-anchor="middle">{axis} (95% interval)</text></svg>')
+    header = "| | " + " | ".join(series) + " |\n|---|" + "---|" * len(series) + "\n"
+
+    def cell(pts: Sequence[tuple[float, float, float] | None], i: int) -> str:
+        p = pts[i] if i < len(pts) else None
+        return "-" if p is None else f"{p[0]:+.0f} [{p[1]:+.0f}, {p[2]:+.0f}]"
+
+    rows = "".join(f"| {label} | " + " | ".join(cell(pts, i) for pts in series.values()) + " |\n"
+                   for i, label in enumerate(labels))
+    return _img("".join(parts), title) + "\n\n" + header + rows
+
+
 def parquet_schema(path: str | Path) -> dg.TableSchema:
     """The column schema of a Parquet file (read from its footer only)."""
     import pyarrow.parquet as pq

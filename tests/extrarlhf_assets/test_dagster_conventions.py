@@ -8,7 +8,7 @@ import dagster as dg
 from extrarlhf_assets.definitions import defs
 
 LOCAL = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split", "v5_policy_checkpoint",
-         "policy_benchmark", "promoted_policy"}
+         "policy_benchmark", "promoted_policy", "policy_ladder"}
 
 
 def _graph():

@@ -26,7 +26,8 @@ def test_definitions_content():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split",
-                    "v5_policy_checkpoint", "policy_benchmark", "promoted_policy", "production_v5_export",
+                    "v5_policy_checkpoint", "policy_benchmark", "promoted_policy", "policy_ladder",
+                    "production_v5_export",
                     "timestamp_dataset", "metronome_dataset", "returnclock_export", "returnclock_training_split"}
     groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups["battle_sessions"] == "collection" and groups["v5_dataset"] == "datasets"
