@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from ..errors import NotFound
+from ..errors import NotFound, RLHFError
 from ..fileio import atomic_write_bytes
 from .manifest import MANIFEST, read_manifest
 from .paths import DatasetsDir, check_dataset_name
@@ -110,9 +110,10 @@ def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]
     return lines + [""]
 
 
-def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas: dict[int, str]) -> str:
+def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas: dict[int, str],
+                 unreadable: dict[int, str] | None = None) -> str:
     """The card text for ``name`` given its manifests (and their sha256) by version (newest is
-    the default config)."""
+    the default config); ``unreadable`` versions (version -> error code) are named, not described."""
     configs, infos = [], []
     for version in sorted(manifests, reverse=True):
         c, i = _configs(version, manifests[version])
@@ -130,19 +131,32 @@ def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas:
             f"**{_LICENSE_NOTE}.**", "", "## Provenance", ""]
     for version in sorted(manifests, reverse=True):
         body += _provenance(version, manifests[version], manifest_shas[version])
+    if unreadable:
+        body += ["## Versions not described", ""] + [
+            f"- `v{v}`: its manifest cannot be read by this ExtraRLHF (`{code}`, e.g. an older dataset format); "
+            f"rebuild it, then regenerate this card" for v, code in sorted(unreadable.items())] + [""]
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body)
 
 
 def write_dataset_card(name: str, *, datasets_dir: Any = "datasets") -> dict[str, Any]:
     """(Re)write ``<name>/README.md`` from every published version's manifest, atomically;
-    returns ``{"name", "path", "versions"}``. A name with no published version is ``not_found``."""
+    returns ``{"name", "path", "versions", "unreadable"}`` (versions whose manifest this code
+    cannot read, e.g. an older dataset format, are named in the card but not described: version
+    -> the error). A name with no published version is ``not_found``."""
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     check_dataset_name(name)
     versions = dirs.versions(name)
     if not versions:
         raise NotFound(f"dataset {name!r} has no published version in {dirs.root}; nothing to describe")
-    manifests = {v: read_manifest(dirs.version_dir(name, v)) for v in versions}
-    shas = {v: manifest_sha256(dirs.version_dir(name, v)) for v in versions}
+    manifests, shas, unreadable = {}, {}, {}
+    for v in versions:
+        try:
+            manifests[v] = read_manifest(dirs.version_dir(name, v))
+            shas[v] = manifest_sha256(dirs.version_dir(name, v))
+        except RLHFError as exc:
+            unreadable[v] = exc
     path = dirs.dataset_dir(name) / CARD
-    atomic_write_bytes(path, dataset_card(name, manifests, shas).encode("utf-8"))
-    return {"name": name, "path": str(path), "versions": versions}
+    text = dataset_card(name, manifests, shas, {v: exc.code for v, exc in unreadable.items()})
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return {"name": name, "path": str(path), "versions": versions,
+            "unreadable": {v: str(exc) for v, exc in unreadable.items()}}

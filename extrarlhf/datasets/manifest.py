@@ -18,9 +18,10 @@ import pyarrow.parquet as pq
 
 import engine
 
+from ..errors import UnsupportedSchema
 from ..fileio import read_json_document
 from ..runtime.trace import utc_now
-from .tables import DATASET_SCHEMA_VERSION, TABLES, describe_columns, sha256_file
+from .tables import DATASET_SCHEMA_VERSION, FORMAT_CHANGES, TABLES, describe_columns, sha256_file
 
 MANIFEST = "manifest.json"
 KINDS = ("v5_decisions", "v5_policy_split", "nemesis_lite_split", "nemesis_standard_split", "timestamp",
@@ -93,4 +94,25 @@ def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, ki
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
-    return read_json_document(folder / MANIFEST, DATASET_SCHEMA_VERSION, what="dataset ")
+    """The version's manifest; one of an older dataset format is refused with what changed
+    since and how to rebuild it (any other problem: read_json_document's error)."""
+    path = folder / MANIFEST
+    try:
+        return read_json_document(path, DATASET_SCHEMA_VERSION, what="dataset ")
+    except UnsupportedSchema:
+        version = _format_of(path)
+        if version is None or not 1 <= version < DATASET_SCHEMA_VERSION:
+            raise
+    changes = "; ".join(f"format {v}: {FORMAT_CHANGES[v]}" for v in range(version + 1, DATASET_SCHEMA_VERSION + 1))
+    raise UnsupportedSchema(f"{path}: dataset format {version} was written by an earlier ExtraRLHF; this one reads "
+                            f"format {DATASET_SCHEMA_VERSION} ({changes}). Rebuild it from its sources: publish a new "
+                            f"version (datasets materialize, a split or an export), or this one with overwrite")
+
+
+def _format_of(path: Path) -> int | None:
+    """The integer ``schema_version`` of a manifest file, None when it has none."""
+    try:
+        version = json.loads(path.read_text(encoding="utf-8")).get("schema_version")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return None if isinstance(version, bool) or not isinstance(version, int) else version

@@ -2,7 +2,13 @@
 
 Each table is declared once, as ``(name, arrow type, nullable, description)`` rows: the
 Arrow schema, the manifest's ``columns`` block and the validator's expectations all come
-from here. Bump DATASET_SCHEMA_VERSION when a table changes shape or meaning.
+from here. Bump DATASET_SCHEMA_VERSION when a table changes shape or meaning, and say what
+changed in FORMAT_CHANGES (readers refuse older versions with that sentence).
+
+Every vector whose size is fixed is an Arrow ``FixedSizeList`` (``observation``: OBS_DIM floats,
+each legal action's feature row: ACTION_FEATURE_DIM floats, a deck: DECK_SIZE card ids), so
+pyarrow, pandas and polars read arrays of that shape (the size travels in the Arrow schema the
+Parquet file embeds).
 """
 
 from __future__ import annotations
@@ -23,7 +29,11 @@ import engine
 
 from ..errors import InvalidArgument
 
-DATASET_SCHEMA_VERSION = 1
+DATASET_SCHEMA_VERSION = 2
+FORMAT_CHANGES = {
+    2: "decks (battles.p1_deck/p2_deck, timestamp inputs' p1_deck/p2_deck) became "
+       "fixed_size_list<int16>[30] instead of variable-length lists",
+}
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
 
@@ -36,6 +46,7 @@ def _list(item: pa.DataType, size: int = -1) -> pa.DataType:
 
 OBS = _list(pa.float32(), engine.OBS_DIM)
 ACTION_FEATURES = _list(pa.float32(), engine.ACTION_FEATURE_DIM)
+DECK = _list(pa.int16(), engine.DECK_SIZE)
 
 _ACTOR = "who acted"
 
@@ -109,8 +120,8 @@ BATTLES = [
     ("p2_kind", pa.string(), False, "player 2's adapter kind"),
     ("p2_weights_hash", pa.string(), True, "player 2's weights hash"),
     ("starting_player", pa.int8(), False, "player who took turn 1"),
-    ("p1_deck", _list(pa.int16()), False, "player 1's 30 card ids"),
-    ("p2_deck", _list(pa.int16()), False, "player 2's 30 card ids"),
+    ("p1_deck", DECK, False, "player 1's 30 card ids"),
+    ("p2_deck", DECK, False, "player 2's 30 card ids"),
     ("p1_deck_id", pa.string(), False, "player 1's deck id"),
     ("p2_deck_id", pa.string(), False, "player 2's deck id"),
     ("status", pa.string(), False, "always finished in a training table"),
@@ -220,8 +231,8 @@ METRONOME = [
 
 TIMESTAMP_INPUTS = [
     ("battle_id", pa.string(), False, "battle key (joins labels and audit)"),
-    ("p1_deck", _list(pa.int16()), False, "player 1's 30 card ids"),
-    ("p2_deck", _list(pa.int16()), False, "player 2's 30 card ids"),
+    ("p1_deck", DECK, False, "player 1's 30 card ids"),
+    ("p2_deck", DECK, False, "player 2's 30 card ids"),
     ("p1_deck_id", pa.string(), False, "player 1's deck id"),
     ("p2_deck_id", pa.string(), False, "player 2's deck id"),
     ("starting_player", pa.int8(), False, "player who takes turn 1"),

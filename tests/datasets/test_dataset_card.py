@@ -153,11 +153,23 @@ def test_a_card_that_cannot_be_written_never_undoes_the_publication(tmp_path: Pa
     root = tmp_path / "datasets"
     materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
     card = root / "pub" / "README.md"
-    before = card.read_bytes()
-    (root / "pub" / "v1" / "manifest.json").write_text("{ damaged")  # the card reads every version's manifest
+    card.unlink()
+    card.mkdir()  # a folder where the card goes: it cannot be replaced
     result = materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
     assert result["version"] == 2 and validate_dataset("pub/v2", datasets_dir=root)["valid"]
     assert result["card"]["path"] is None
-    assert "README.md was not rewritten" in result["card"]["error"] and "v1" in result["card"]["error"]
-    assert "datasets card pub" in result["card"]["error"]
-    assert card.read_bytes() == before  # the old card, whole: never a half-written one
+    assert "README.md was not rewritten" in result["card"]["error"] and "datasets card pub" in result["card"]["error"]
+    assert card.is_dir() and not [p for p in (root / "pub").iterdir() if "README" in p.name and p != card]
+
+
+def test_a_version_the_card_cannot_read_is_named_not_described(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    (root / "pub" / "v1" / "manifest.json").write_text("{ damaged")
+    result = materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    assert result["card"]["error"] is None
+    meta, body = _card(root / "pub" / "README.md")
+    assert {c["config_name"].split("-")[0] for c in meta["configs"]} == {"v2"}
+    assert "- `v1`: its manifest cannot be read by this ExtraRLHF (`unsupported_schema`" in body
+    assert str(root) not in body  # the error's local path stays out of the card
+    assert write_dataset_card("pub", datasets_dir=root)["unreadable"].keys() == {1}

@@ -79,20 +79,22 @@ def test_duckdbs_own_parquet_reader_loses_the_fixed_size(decisions: Path) -> Non
 
 def test_every_fixed_size_column_keeps_its_shape_in_pyarrow_pandas_and_polars(datasets: Path) -> None:
     files = {"decisions": datasets / "greedy" / "v1" / "decisions.parquet",
-             "nemesis": datasets / "greedy-nemesis-lite" / "v1" / "train.parquet"}
+             "nemesis": datasets / "greedy-nemesis-lite" / "v1" / "train.parquet",
+             "battles": datasets / "greedy" / "v1" / "battles.parquet"}
+    polars_types = {pa.float32(): pl.Float32, pa.int16(): pl.Int16}
     for table, path in files.items():
         fixed = {name: typ for name, typ, *_ in TABLES[table] if pa.types.is_fixed_size_list(typ)}
-        assert "observation" in fixed, table
+        assert set(fixed) == ({"p1_deck", "p2_deck"} if table == "battles" else {"observation"}), table
         schema = pq.read_schema(path)
         frame = pl.read_parquet(path, columns=list(fixed))
         pandas = pd.read_parquet(path, columns=list(fixed), dtype_backend="pyarrow")
         for name, typ in fixed.items():
             assert schema.field(name).type == typ, (table, name)
-            assert frame.schema[name] == pl.Array(pl.Float32, typ.list_size), (table, name)
+            assert frame.schema[name] == pl.Array(polars_types[typ.value_type], typ.list_size), (table, name)
             assert pandas[name].dtype.pyarrow_dtype == typ, (table, name)
             assert np.stack(pd.read_parquet(path, columns=[name])[name].to_numpy()).shape == (len(frame),
                                                                                                 typ.list_size)
-        assert duckdb.sql(f"SELECT typeof(observation) FROM read_parquet('{path}') LIMIT 1").fetchall() == [("FLOAT[]",)]
+    assert pq.read_schema(files["battles"]).field("p1_deck").type.list_size == engine.DECK_SIZE
     features = pq.read_schema(files["decisions"]).field("legal_action_features").type
     assert features.value_type == pa.list_(pa.field("element", pa.float32()), engine.ACTION_FEATURE_DIM)
 

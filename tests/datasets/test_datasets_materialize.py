@@ -132,7 +132,7 @@ def test_manifest(built) -> None:
     datasets, result, folder = built
     m = read_manifest(folder)
     assert (m["dataset_id"], m["name"], m["version"], m["kind"], m["schema_version"]) == (
-        "mixed/v1", "mixed", 1, "v5_decisions", 1)
+        "mixed/v1", "mixed", 1, "v5_decisions", 2)
     assert m["obs_version"] == engine.OBS_VERSION and m["obs_dim"] == engine.OBS_DIM
     assert m["action_feature_dim"] == engine.ACTION_FEATURE_DIM
     assert m["code_version"]["engine"] == engine.ENGINE_VERSION and m["code_version"]["extrarlhf"]

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
@@ -73,4 +75,7 @@ def test_minari_loads_the_exported_dataset(source: Path, tmp_path: Path, monkeyp
         assert np.array_equal(mine["terminations"], theirs.terminations)
     env = loaded.recover_environment()
     assert env.spec.id == "ExtraArena-v1"
+    # Minari's Arrow files keep the observation a fixed-size vector too
+    stored = ds.dataset(f"{result['path']}/0", format="arrow", ignore_prefixes=["_", ".", "metadata.json"])
+    assert stored.schema.field("observations").type == pa.list_(pa.float32(), engine.OBS_DIM)
     expect_error("invalid_argument", export_minari, "src", "no version", datasets_dir=source)
