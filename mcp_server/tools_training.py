@@ -1,5 +1,5 @@
 """L0 tools (DESIGN section 8): ``train_policy``, ``benchmark_models``, ``promote_checkpoint``,
-``run_pipeline``, plus ``rollback_promotion`` and ``promotion_status``.
+``run_pipeline``, plus ``rollback_promotion``, ``promotion_status`` and ``policy_ladder``.
 
 Each tool is a thin facade over the core (extrarlhf.training, extrarlhf.benchmarking,
 extrarlhf.promotion, extrarlhf.pipeline): typed arguments, the server's directories, MCP
@@ -20,7 +20,7 @@ from annotated_types import Ge, Le
 from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
 
-from extrarlhf import benchmarking, pipeline, promotion
+from extrarlhf import benchmarking, ladder, pipeline, promotion
 from extrarlhf.runtime.match import MAX_SEED
 from extrarlhf.runtime.series import MAX_BATTLES
 from extrarlhf.runtime.series import MAX_WORKERS as SERIES_MAX_WORKERS
@@ -202,6 +202,35 @@ def register(server: Any) -> None:
         status = promotion.promotion_status(config.checkpoints_dir)
         page = paginate(status["history"], tool="promotion_status", limit=limit, cursor=cursor)
         return paged(status, "history", page)
+
+    @tool(title="Policy ladder (Elo of every promotion)", idempotent=True)
+    async def policy_ladder(
+        ctx: Context,
+        pairs: Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS), Field(
+            description="Pairs (one deal played twice, seats swapped) each promoted policy plays against "
+                        "baseline:random and against baseline:greedy; cached per weights, pairs and seed.")]
+        = ladder.DEFAULT_PAIRS,
+        seed: Annotated[Seed, Field(description="Base seed of the baseline pairs (the same deals for every "
+                                                "rung).")] = 0,
+        max_workers: Workers = 1,
+        measure: Annotated[bool, Strict(), Field(
+            description="Play the baseline pairs not cached yet; false plays nothing (cached figures, else the "
+                        "promotion report's own baseline rows, else null with the reason).")] = True,
+        limit: limit_arg(50, "rungs") = 50,
+        cursor: Cursor = None,
+    ) -> dict[str, Any]:
+        """Every promotion in order (rolled-back ones marked rolled_back): its Elo against its
+        predecessor with the 95% interval and SPRT decision (recorded by the promotion's benchmark,
+        never replayed), its cumulative Elo from the first incumbent (anchor), and its Elo against
+        baseline:random and baseline:greedy with 95% intervals (measured over `pairs` paired battles,
+        cached in <checkpoints>/ladder.json, which this call writes). Sends progress notifications
+        while measuring; cancellable. Nothing promoted yet: empty=true with the reason (not an error).
+        The rungs are paged: total, returned, next_cursor."""
+        result = await run_cancellable(
+            ladder.policy_ladder, config.checkpoints_dir, pairs=pairs, seed=seed, max_workers=max_workers,
+            measure=measure, progress=progress_bridge(ctx, "policy_ladder", "baseline battles"))
+        page = paginate(result["rungs"], tool="policy_ladder", limit=limit, cursor=cursor, scope=[pairs, seed])
+        return paged(result, "rungs", page)
 
     @tool(title="Run the L0 pipeline")
     async def run_pipeline(

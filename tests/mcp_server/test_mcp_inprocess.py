@@ -24,7 +24,7 @@ TOOLS = {"ping", "start_battle", "get_state", "legal_actions", "submit_action", 
          "list_datasets", "inspect_dataset", "validate_dataset", "materialize_v5_dataset", "dataset_readiness",
          "split_v5_training_dataset", "split_nemesis_training_dataset", "promote_dataset",
          "train_policy", "benchmark_models", "promote_checkpoint", "rollback_promotion", "promotion_status",
-         "run_pipeline", "production_status", "export_production_v5_dataset", "export_timestamp_dataset",
+         "policy_ladder", "run_pipeline", "production_status", "export_production_v5_dataset", "export_timestamp_dataset",
          "check_data", "export_returnclock_dataset", "split_returnclock_training_dataset"}
 
 
