@@ -50,6 +50,8 @@ def main() -> None:
             train_policy("gg", name, seed, epochs=3, datasets_dir=root / "datasets", checkpoints_dir=ck)
             report = benchmark_models(name, current_incumbent(ck), n_pairs=200, seed=seed, elo0=-400.0,
                                       elo1=-300.0, baseline_pairs=0, checkpoints_dir=ck, policy=loose)
+            if not report["passed"]:
+                raise SystemExit(f"{name} did not pass its benchmark: {report['verdict']}")
             promote_checkpoint(name, checkpoints_dir=ck, policy=loose)
         t0 = time.perf_counter()
         first = policy_ladder(ck, pairs=args.pairs, max_workers=args.workers)

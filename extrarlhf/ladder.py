@@ -64,7 +64,7 @@ from .runtime.trace import utc_now
 LADDER_SCHEMA_VERSION = 1
 LADDER_FILE = "ladder.json"
 BASELINES = ("baseline:random", "baseline:greedy")
-DEFAULT_PAIRS = 100  # 200 battles per baseline: about +-50 Elo near even, ~3 s per rung for a small network
+DEFAULT_PAIRS = 100  # 200 battles per baseline: about +-50 Elo near even; 3.2 s per rung (benchmarks/ladder.py)
 CUMULATIVE_METHOD = ("sum of the recorded Elo differences along the predecessor chain from the anchor; interval: "
                      "endpoints added along the chain (covers the sum whenever every link's 95% interval covers its "
                      "link: probability >= 1 - 0.05 k for k links; wider than a root-sum-of-squares interval)")
