@@ -10,7 +10,7 @@ from extrarlhf.runtime.sessions import SessionStore
 from tests.dagster_helpers import checks_of, loop_config, materialized, metadata, resources, run_loop
 
 ALL_ASSETS = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
-              "promoted_policy"}
+              "promoted_policy", "policy_ladder"}
 
 
 def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
@@ -103,7 +103,7 @@ def test_readiness_gate_holds_without_failing_the_run(tmp_path):
                for r in reasons.values())
     assert not evaluations["nemesis_lite_ready"].passed  # reported, with the gate as its blocker
     skipped_steps = {e.step_key for e in result.all_events if e.event_type_value == "STEP_SKIPPED"}
-    assert skipped_steps == {"policy_benchmark", "promoted_policy"}
+    assert skipped_steps == {"policy_benchmark", "promoted_policy", "policy_ladder"}
     assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").glob("*.onnx"))
 
 
