@@ -237,19 +237,54 @@ def _readme_block(marker: str) -> str:
     return match.group(1)
 
 
+def _sampled_win_rate(model, battles: int = 100, first_seed: int = 10_000) -> float:
+    """Win rate against baseline:random of ``model``'s masked samples (``deterministic=False``) on
+    seeded battles; torch's generator is reseeded per battle, so the figure is reproducible."""
+    import torch
+
+    env = gym.make(ENV_ID, opponent="baseline:random", seat="random")
+
+    def choose(obs: np.ndarray, info: dict) -> int:
+        action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=False)
+        return int(action)
+
+    wins = 0
+    for i in range(battles):
+        torch.manual_seed(i)
+        wins += _episode(env, first_seed + i, choose)[0] > 0
+    return wins / battles
+
+
 def test_readme_maskable_ppo_quickstart_trains_and_beats_random() -> None:
-    """Runs the README's MaskablePPO quickstart as written (its budget is a few thousand steps)."""
+    """Runs the README's MaskablePPO quickstart as written (4,096 timesteps, seeded) and checks
+    that what beats baseline:random is the training, not the network's initial preferences.
+
+    An untrained network's argmax already wins most battles against random (a fixed preference
+    order over the ids rarely ends the turn early, which random play does: about 0.8 measured),
+    so the quickstart's own figure (argmax) is only checked against a uniform learner; learning
+    is checked on the sampled policy: on the same 100 seeded battles, the trained model's samples
+    must win clearly more than those of the same model untrained (same constructor and seed,
+    about uniform). Measured here: uniform learner 0.42, untrained samples 0.43, trained samples
+    0.74, trained argmax (the quickstart's figure) 0.81; 8,192 timesteps gave no more (0.72, 0.80)."""
     pytest.importorskip("sb3_contrib", reason="the sb3 extra")
     torch = pytest.importorskip("torch", reason="the sb3 extra")
     torch.set_num_threads(1)
     namespace: dict = {}
     exec(compile(_readme_block("quickstart: maskable-ppo"), "README.md (MaskablePPO quickstart)", "exec"),
          namespace)
-    win_rate = namespace["win_rate"]
+    win_rate, model = namespace["win_rate"], namespace["model"]
+    assert model.num_timesteps == 4096, "the quickstart's budget is bounded"
     uniform = gym.make(ENV_ID, opponent="baseline:random", seat="random")
     uniform_wins = sum(_episode(uniform, 10_000 + i)[0] > 0 for i in range(100)) / 100
     assert 0.35 < uniform_wins < 0.65, "a uniform masked learner is an even match for baseline:random"
-    assert win_rate >= 0.7 and win_rate > uniform_wins + 0.15, (win_rate, uniform_wins)
+    assert win_rate >= 0.7 and win_rate > uniform_wins + 0.2, (win_rate, uniform_wins)
+
+    untrained = namespace["MaskablePPO"]("MlpPolicy", namespace["env"], n_steps=256, batch_size=128, seed=0,
+                                         device="cpu")
+    untrained_sampled, trained_sampled = _sampled_win_rate(untrained), _sampled_win_rate(model)
+    assert untrained_sampled < 0.65, f"an untrained policy's samples are about uniform: {untrained_sampled}"
+    assert trained_sampled >= 0.65 and trained_sampled >= untrained_sampled + 0.2, (trained_sampled,
+                                                                                    untrained_sampled)
 
 
 def test_readme_pettingzoo_self_play_loop_runs() -> None:
