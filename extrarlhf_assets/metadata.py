@@ -78,7 +78,7 @@ def interval_chart_md(title: str, labels: Sequence[str],
                       series: dict[str, Sequence[tuple[float, float, float] | None]], *, axis: str = "Elo") -> str:
     """Points with error bars, one column per label (``(value, low, high)`` per series, None:
     no point), a dashed zero line, as an inline SVG image plus the numbers as a markdown table."""
-    width, height, pad, top = 520, 240, 44, 24
+    width, height, pad, top, legend = 600, 240, 44, 24, 130
     colours = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"]
     values = [v for pts in series.values() for p in pts if p is not None for v in p] + [0.0]
     lo, hi = min(values), max(values)
@@ -86,16 +86,17 @@ def interval_chart_md(title: str, labels: Sequence[str],
     span = hi - lo
     lo, hi = lo - 0.05 * span, hi + 0.05 * span
     n = max(len(labels), 1)
-    step = (width - pad - 16) / n
+    right = width - legend  # the legend sits right of the plot
+    step = (right - pad - 8) / n
 
     def y(v: float) -> float:
         return top + (height - pad - top) * (1 - (v - lo) / (hi - lo))
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              f'font-size="12"><text x="4" y="14" font-weight="bold">{title}</text>',
-             f'<line x1="{pad}" y1="{height - pad}" x2="{width - 8}" y2="{height - pad}" stroke="#888"/>',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{right}" y2="{height - pad}" stroke="#888"/>',
              f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
-             f'<line x1="{pad}" y1="{y(0):.1f}" x2="{width - 8}" y2="{y(0):.1f}" stroke="#bbb" stroke-dasharray="4 3"/>',
+             f'<line x1="{pad}" y1="{y(0):.1f}" x2="{right}" y2="{y(0):.1f}" stroke="#bbb" stroke-dasharray="4 3"/>',
              f'<text x="2" y="{top + 6}">{hi:+.0f}</text><text x="2" y="{height - pad}">{lo:+.0f}</text>',
              f'<text x="2" y="{y(0) + 4:.1f}">0</text>']
     for i, label in enumerate(labels):
@@ -114,8 +115,8 @@ def interval_chart_md(title: str, labels: Sequence[str],
                          f'y2="{y(low):.1f}" stroke="{colour}"/><line x1="{x - 4:.1f}" y1="{y(high):.1f}" '
                          f'x2="{x + 4:.1f}" y2="{y(high):.1f}" stroke="{colour}"/>'
                          f'<circle cx="{x:.1f}" cy="{y(value):.1f}" r="3.5" fill="{colour}"/>')
-        parts.append(f'<text x="{width - 150}" y="{30 + 14 * k}" fill="{colour}">{name}</text>')
-    parts.append(f'<text x="{width // 2}" y="{height - 8}" text-anchor="middle">{axis} (95% interval)</text></svg>')
+        parts.append(f'<text x="{right + 10}" y="{30 + 14 * k}" fill="{colour}">{name}</text>')
+    parts.append(f'<text x="{(pad + right) // 2}" y="{height - 8}" text-anchor="middle">{axis} (95% interval)</text></svg>')
     header = "| | " + " | ".join(series) + " |\n|---|" + "---|" * len(series) + "\n"
 
     def cell(pts: Sequence[tuple[float, float, float] | None], i: int) -> str:
