@@ -17,7 +17,8 @@ from extrarlhf.benchmarking import benchmark_models
 from extrarlhf.cli import main as cli_main
 from extrarlhf.errors import Cancelled, CorruptRecord, InvalidArgument
 from extrarlhf.ladder import LADDER_FILE, policy_ladder, read_ladder
-from extrarlhf.promotion import PromotionPolicy, current_incumbent, promote_checkpoint, rollback_promotion
+from extrarlhf.promotion import (PromotionPolicy, PromotionRefused, current_incumbent, promote_checkpoint,
+                                 rollback_promotion)
 from tests.training_helpers import train_small
 
 PAIRS = 20
@@ -161,6 +162,14 @@ def test_damaged_records_refuse_and_change_nothing(chain, tmp_path):
     assert info.value.code == "corrupt_record" and "promoted_history.jsonl line 5" in text
     assert "extrarlhf check" in text and info.value.details["line"] == 5
     assert (ck / LADDER_FILE).read_bytes() == before
+
+    # well-formed records that disagree (the pointer names a, the history ends with b promoted)
+    torn = _copy(chain, tmp_path / "torn")
+    first_pointer = json.loads((torn / "promoted_history.jsonl").read_text().splitlines()[0])["pointer"]
+    (torn / "promoted.json").write_text(json.dumps(first_pointer))
+    with pytest.raises(PromotionRefused, match=r"policy ladder refused: \[history_consistent\] promoted.json names 'a'"):
+        policy_ladder(torn, pairs=PAIRS)
+    assert not (torn / LADDER_FILE).exists()
 
     ok = _copy(chain, tmp_path / "ok")
     (ok / LADDER_FILE).write_text("{not json")
