@@ -1,8 +1,18 @@
-"""The search teacher against baseline:greedy; prints one JSON object.
+"""The search teacher, and the improvement loop, against baseline:greedy; prints one JSON object.
 
     .venv/bin/python -m benchmarks.improve [--pairs N] [--sims S] [--rollout SPEC] [--workers W]
+    .venv/bin/python -m benchmarks.improve --loop [--minutes M] [--final-pairs N] [--workdir DIR]
 
-Figures:
+``--loop`` (``make improve``) starts from nothing (a fresh work directory: no session, no
+checkpoint, so the first-promotion rule's ``baseline:random`` is the first incumbent), runs
+:func:`extrarlhf.improve.improve_policy` for ``--minutes``, then measures the last promoted
+policy *alone* (the network, no search): its score against ``baseline:greedy`` over
+``--final-pairs`` paired battles (no early stop) and its decisions/s batched (64 states per
+``decide_batch``, one onnxruntime thread, real mid-battle states), plus every round's
+promotion benchmark (the ladder). Targets from issue 18: score >= 0.60 over 1,000 pairs within
+60 minutes, >= 2,000 decisions/s.
+
+Figures of the teacher (default mode):
 
 * the search actor ``search:<rollout>?sims=S`` (default ``search:baseline:greedy?sims=32``)
   against ``baseline:greedy`` over ``N`` paired battles with seats swapped, played by
@@ -19,8 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import engine
 from adapters import GreedyPolicy
@@ -28,6 +40,8 @@ from extrarlhf.benchmarking import benchmark_models
 from extrarlhf.runtime.actors import resolve_actor
 
 TARGET_SCORE = 0.70
+LOOP_TARGET_SCORE = 0.60
+LOOP_TARGET_DECISIONS_PER_S = 2000.0
 
 
 def greedy_states(n: int) -> list[engine.State]:
@@ -54,6 +68,70 @@ def decisions_per_s(spec: str, checkpoints_dir: str, n: int) -> float:
     return round(n / (time.perf_counter() - start), 1)
 
 
+def batched_decisions_per_s(spec: str, checkpoints_dir: str, batch: int = 64, seconds: float = 3.0) -> float:
+    """A checkpoint's decisions/s through ``decide_batch`` on batches of ``batch`` real states."""
+    from benchmarks.inference import sample_states
+
+    states = sample_states(batch * 8)
+    policy = resolve_actor(spec, "model", checkpoints_dir).make_policy(0)
+    chunks = [states[k:k + batch] for k in range(0, len(states), batch)]
+    policy.decide_batch(chunks[0])  # warm-up (session creation)
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for chunk in chunks:
+            policy.decide_batch(chunk)
+            done += len(chunk)
+    return round(done / (time.perf_counter() - start), 1)
+
+
+def loop(args: argparse.Namespace) -> dict:
+    from extrarlhf.improve import improve_policy
+    from extrarlhf.progress import ProgressLine
+
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="improve-"))
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"--workdir {work} is not empty; the loop starts from nothing (give a new directory)")
+    dirs = {name: str(work / name) for name in ("sessions", "datasets", "checkpoints")}
+
+    def round_done(r: dict) -> None:
+        b = r.get("benchmark") or {}
+        print(f"round {r['round']} ({r['seconds']:.0f} s): {r['student']} vs {r['incumbent']}: "
+              f"{b.get('verdict', r.get('not_promoted'))}", file=sys.stderr, flush=True)
+
+    result = improve_policy("exit", minutes=args.minutes, first_battles=args.first_battles,
+                            battles_per_round=args.round_battles, sims=args.sims, rollout=args.rollout,
+                            seed=args.seed, n_pairs=args.round_pairs, max_workers=args.workers,
+                            sessions_dir=dirs["sessions"], datasets_dir=dirs["datasets"],
+                            checkpoints_dir=dirs["checkpoints"], round_done=round_done)
+    out: dict = {"benchmark": "improve_loop", "python": platform.python_version(), "machine": platform.machine(),
+                 "workdir": str(work), "minutes_budget": args.minutes, "loop_minutes": round(result["seconds"] / 60, 1),
+                 "teacher": result["teacher"], "stop_reason": result["stop_reason"],
+                 "ladder": [{"round": r["round"], "student": r["student"], "incumbent": r["incumbent"],
+                             "battles_so_far": sum(x["battles"] for x in result["rounds"][:i + 1]),
+                             "promoted": r["promoted"], **{k: (r.get("benchmark") or {}).get(k) for k in
+                                                           ("pairs", "score", "elo", "elo_ci95", "verdict")}}
+                            for i, r in enumerate(result["rounds"])],
+                 "promoted": result["promoted"]}
+    if result["promoted"] is None:
+        out.update({"target_met": False, "reason": "nothing was promoted"})
+        return out
+    report = benchmark_models(result["promoted"], "baseline:greedy", n_pairs=args.final_pairs, seed=10_000,
+                              baseline_pairs=0, stop_early=False, max_workers=args.workers,
+                              checkpoints_dir=dirs["checkpoints"], write=False,
+                              progress=ProgressLine("final vs greedy"))
+    m = report["match"]
+    speed = batched_decisions_per_s(result["promoted"], dirs["checkpoints"])
+    out.update({"final": {"model": result["promoted"], "opponent": "baseline:greedy", "pairs": m["pairs"],
+                          "wins": m["wins"], "draws": m["draws"], "losses": m["losses"], "score": m["score"],
+                          "score_ci95": m["score_ci95"], "elo": m["elo"], "elo_ci95": m["elo_ci95"],
+                          "valid": report["valid"]},
+                "network_decisions_per_s_batch64": speed,
+                "target_score": LOOP_TARGET_SCORE, "target_decisions_per_s": LOOP_TARGET_DECISIONS_PER_S,
+                "target_met": bool(report["valid"] and m["score"] >= LOOP_TARGET_SCORE and args.final_pairs >= 1000
+                                   and result["seconds"] <= 60 * 60 and speed >= LOOP_TARGET_DECISIONS_PER_S)})
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=400, help="paired battles (each seed played from both seats)")
@@ -63,7 +141,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--decision-states", type=int, default=200, help="states timed for decisions/s")
     parser.add_argument("--checkpoints", default=None, help="checkpoints dir (for a checkpoint rollout policy)")
+    parser.add_argument("--loop", action="store_true", help="run the improvement loop from nothing (module docstring)")
+    parser.add_argument("--minutes", type=float, default=60.0, help="--loop: time budget of the loop")
+    parser.add_argument("--first-battles", type=int, default=150, help="--loop: battles of round 1")
+    parser.add_argument("--round-battles", type=int, default=600, help="--loop: battles of each later round")
+    parser.add_argument("--round-pairs", type=int, default=1000, help="--loop: most pairs of a round's benchmark")
+    parser.add_argument("--final-pairs", type=int, default=1000, help="--loop: pairs of the final score vs greedy")
+    parser.add_argument("--workdir", default=None, help="--loop: a new directory to keep (default: a temp dir)")
     args = parser.parse_args()
+    if args.loop:
+        print(json.dumps(loop(args), indent=2))
+        return
     spec = f"search:{args.rollout}?sims={args.sims}"
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints_dir = args.checkpoints or tmp

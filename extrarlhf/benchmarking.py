@@ -80,6 +80,9 @@ CHUNK_PAIRS = 16  # pairs a worker plays side by side (32 battles in lockstep)
 MAX_PAIRS = 100_000
 MAX_WORKERS = 64
 Progress = Callable[[int, int], None]
+# the running SPRT after each chunk of pairs: {"pairs", "wins", "draws", "losses", "llr",
+# "lower", "upper", "decision"}
+SprtProgress = Callable[[dict[str, Any]], None]
 
 
 # ---------------------------------------------------------------------------- statistics
@@ -462,9 +465,11 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
                      checkpoints_dir: str | os.PathLike[str] = "checkpoints",
                      progress: Progress | None = None, write: bool = True,
                      policy: PromotionPolicy | None = None,
-                     cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
+                     cancel: Callable[[], bool] | None = None,
+                     sprt_progress: SprtProgress | None = None) -> dict[str, Any]:
     """Benchmark ``candidate`` against ``incumbent`` (specs: checkpoint names or baselines);
     returns the report (also written to the benchmarks folder unless ``write=False``).
+    ``sprt_progress`` gets the running SPRT after each chunk of main pairs.
     ``policy`` (default :class:`PromotionPolicy`) decides ``promotion_eligible`` and the
     fewest pairs before an H1 stop (module docstring)."""
     policy = PromotionPolicy.coerce(policy)
@@ -524,6 +529,10 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
                 decision = _classify(llr, lower, upper)
                 if stop_early and (decision == "H0" or (decision == "H1" and tally.pairs >= policy.min_pairs)):
                     stop_pair = tally.pairs
+            if sprt_progress is not None:
+                sprt_progress({"pairs": tally.pairs, "wins": tally.wins, "draws": tally.draws,
+                               "losses": tally.losses, "llr": round(llr, 4), "lower": round(lower, 4),
+                               "upper": round(upper, 4), "decision": decision})
             stopping = stop_pair is not None or invalid
             main_left = 0 if stopping else 2 * n_pairs - (len(all_results))
             tick(len(results), main_left + (0 if invalid else planned - 2 * n_pairs))

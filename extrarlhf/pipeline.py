@@ -14,7 +14,11 @@ is handed to both ``benchmark_models`` and ``promote_checkpoint``; it is a core-
 only (the MCP ``run_pipeline`` tool never sets it).
 
 ``progress(stage, done, total)`` is called as each stage advances; ``stage`` is one of
-:data:`STAGES`.
+:data:`STAGES`. ``sprt_progress(state)`` gets the benchmark's running SPRT after each chunk
+of pairs (``benchmark_models``).
+
+``extra_groups`` adds earlier session groups to the materialized dataset (the improvement
+loop trains each round on every round's battles, improve.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import os
 import time
 from typing import Any, Callable
 
-from .benchmarking import benchmark_models
+from .benchmarking import SprtProgress, benchmark_models
 from .checkpoints import CheckpointRegistry
 from .errors import Cancelled, InvalidArgument, RLHFError
 from .promotion import PromotionPolicy, PromotionRefused, current_incumbent, promote_checkpoint
@@ -36,6 +40,7 @@ PipelineProgress = Callable[[str, int, int], None]
 
 def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str = "baseline:greedy",
                  opponent: str = "baseline:greedy", seed: int = 0, dataset: str | None = None,
+                 extra_groups: list[str] | None = None,
                  imitate: str = "all", epochs: int = 5, train_options: dict[str, Any] | None = None,
                  incumbent: str | None = None, n_pairs: int = 200, baseline_pairs: int = 20, elo0: float = 0.0,
                  elo1: float = 10.0, alpha: float = 0.05, beta: float = 0.05, promote: bool = True,
@@ -44,19 +49,22 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                  promotion_policy: PromotionPolicy | None = None,
                  sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
                  checkpoints_dir: str | os.PathLike[str] = "checkpoints",
-                 progress: PipelineProgress | None = None,
+                 progress: PipelineProgress | None = None, sprt_progress: SprtProgress | None = None,
                  cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run the loop for session ``group`` (created or resumed) and train checkpoint ``name``;
     returns ``{"completed", "stopped_at", "promoted", "stages": {stage: result}, "seconds"}``.
 
     ``dataset`` names the materialized dataset (default: the group's name; each run adds a
-    version). ``incumbent`` defaults to the promoted checkpoint, else ``baseline:greedy``.
+    version). ``incumbent`` defaults to the promoted checkpoint, else ``baseline:random`` (the first-promotion rule, promotion.py).
     ``train_options`` passes further ``train_policy`` hyper-parameters (hidden, lr, ...)."""
     from .datasets import dataset_readiness, materialize_v5_dataset
     from .training import train_policy
 
     check_name(group, "group")
     check_name(name, "checkpoint")
+    extra = list(extra_groups or [])
+    for other in extra:
+        check_name(other, "group")
     promotion_policy = PromotionPolicy.coerce(promotion_policy)
     dataset_name = dataset if dataset is not None else group
     if not isinstance(promote, bool):
@@ -99,7 +107,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                                                                              "decisions", "degraded")}
 
     materialized = timed("materialize", lambda: materialize_v5_dataset(
-        [group], dataset_name, sessions_dir=sessions_dir, datasets_dir=datasets_dir, policy=readiness_policy,
+        [*[g for g in extra if g != group], group], dataset_name, sessions_dir=sessions_dir, datasets_dir=datasets_dir, policy=readiness_policy,
         progress=report("materialize"), cancel=cancel))
     dataset_id = materialized["dataset_id"]
     stages["materialize"] = {k: materialized.get(k) for k in ("dataset_id", "path", "row_counts", "exclusions")}
@@ -124,7 +132,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
     bench = timed("benchmark", lambda: benchmark_models(
         name, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
         baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
-        progress=report("benchmark"), policy=promotion_policy, cancel=cancel))
+        progress=report("benchmark"), sprt_progress=sprt_progress, policy=promotion_policy, cancel=cancel))
     stages["benchmark"] = {k: bench[k] for k in ("sequence", "report_path", "markdown_path", "valid", "passed",
                                                  "verdict", "invalid_reasons", "promotion_eligible",
                                                  "promotion_blockers", "battles_played", "battles_per_s")}

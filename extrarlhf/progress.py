@@ -12,7 +12,8 @@ from typing import TextIO
 
 
 class ProgressLine:
-    """``label [#####.....] done/total unit  rate unit/s``; call it as a progress callback."""
+    """``label [#####.....] done/total unit  rate unit/s  note``; call it as a progress
+    callback. ``note`` (e.g. a benchmark's running SPRT) is appended to the next line drawn."""
 
     def __init__(self, label: str, unit: str = "battles", stream: TextIO | None = None, width: int = 24) -> None:
         self.label, self.unit, self.width = label, unit, width
@@ -21,6 +22,7 @@ class ProgressLine:
         self.start = time.perf_counter()
         self.last_draw = 0.0
         self.last_decile = -1
+        self.note = ""
 
     def __call__(self, done: int, total: int) -> None:
         now = time.perf_counter()
@@ -38,5 +40,7 @@ class ProgressLine:
         filled = int(self.width * done / total) if total else self.width
         bar = "#" * filled + "." * (self.width - filled)
         line = f"{self.label} [{bar}] {done}/{total} {self.unit}  {done / elapsed:,.1f} {self.unit}/s"
+        if self.note:
+            line += f"  {self.note}"
         self.stream.write(f"\r{line}" + ("\n" if finished else "") if self.interactive else line + "\n")
         self.stream.flush()

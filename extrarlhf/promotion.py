@@ -37,7 +37,7 @@ refusal names each failed check):
    weights_hash equals the registry's, so weights replaced after the benchmark are never
    promoted);
 4. was benchmarked against the current incumbent (``current_incumbent``) -- the promoted
-   checkpoint, with the weights it was promoted with, or ``baseline:greedy`` when nothing is
+   checkpoint, with the weights it was promoted with, or ``baseline:random`` when nothing is
    promoted (``require_current_incumbent=False`` waives this one, e.g. for a first promotion
    decided against another reference);
 5. is not already the promoted one (``not_already_promoted``).
@@ -112,7 +112,11 @@ INTENT_SCHEMA_VERSION = 1
 POINTER = "promoted.json"
 HISTORY = "promoted_history.jsonl"
 INTENT = "promoted.intent.json"
-DEFAULT_INCUMBENT = "baseline:greedy"
+# The first-promotion rule: with nothing promoted, the incumbent is baseline:random -- a first
+# policy shows that it beats random play (SPRT); every later one must beat the promoted one.
+# baseline:greedy stays a reference on the ladder (ladder.py), not a bar a first policy trained
+# in minutes could clear (DESIGN section 14, README "The improvement loop").
+DEFAULT_INCUMBENT = "baseline:random"
 CRASH_ENV = "RLHF_TEST_CRASH_AT"
 CRASH_POINTS = ("after_intent", "after_pointer", "mid_history", "after_history", "before_intent_removal")
 MAX_POLICY_PAIRS = 100_000
@@ -593,7 +597,7 @@ def read_promoted(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> di
 
 def current_incumbent(checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> str:
     """The spec new candidates are benchmarked against: the promoted checkpoint, else
-    ``baseline:greedy``."""
+    ``baseline:random`` (the first-promotion rule, :data:`DEFAULT_INCUMBENT`)."""
     doc = read_promoted(checkpoints_dir)
     return doc["name"] if doc else DEFAULT_INCUMBENT
 

@@ -8,6 +8,14 @@ set, adds the session group as a ``session_groups`` partition and executes the
 v5_policy_checkpoint -> policy_benchmark (+ benchmark_passed) -> promoted_policy. The runs
 and materializations are then visible in ``make ui`` (same DAGSTER_HOME).
 
+Each run is one round of expert iteration (DESIGN section 14): the group grows by
+``ROUND_BATTLES`` battles of the search teacher (``TEACHER``) against ``baseline:greedy``, the
+candidate learns the teacher's action values from every battle of the group, and it is
+benchmarked against the incumbent. With nothing promoted yet the incumbent is
+``baseline:random`` (the first-promotion rule, extrarlhf/promotion.py), so the first run ends
+with a promoted policy; a second run trains a new candidate on more battles and benchmarks it
+against that promoted one.
+
 A gate that holds (a dataset not ready, an inconclusive benchmark, a refused promotion) is a
 normal outcome: the run succeeds, the summary says what was not built and why (each reason
 once), and the exit status is 0. Dagster's full log of the run is written to
@@ -22,6 +30,8 @@ import time
 import warnings
 from pathlib import Path
 
+TEACHER = "search:baseline:greedy?sims=32"
+ROUND_BATTLES = 150
 DAGSTER_YAML = """\
 telemetry:
   enabled: false
@@ -45,15 +55,19 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m extrarlhf_assets.run_main", description=__doc__.split("\n\n")[0])
     p.add_argument("--group", default="campaign-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d"),
                    help="session group = partition key (default: campaign-<UTC date>; an existing group resumes)")
-    p.add_argument("--battles", type=int, default=60)
-    p.add_argument("--p1-model", default="baseline:greedy")
+    p.add_argument("--battles", type=int, default=None,
+                   help="battles the group should hold (default: --more-battles more than it holds)")
+    p.add_argument("--more-battles", type=int, default=ROUND_BATTLES,
+                   help=f"without --battles: battles this run adds to the group (default {ROUND_BATTLES})")
+    p.add_argument("--p1-model", default=TEACHER, help=f"player 1, the teacher (default {TEACHER})")
     p.add_argument("--opponent", default="baseline:greedy")
+    p.add_argument("--imitate", default="search", help="decisions to learn from (default: the search actor's)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--pairs", type=int, default=100, help="benchmark pairs vs the incumbent (SPRT may stop early)")
+    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--pairs", type=int, default=400, help="benchmark pairs vs the incumbent (SPRT may stop early)")
     p.add_argument("--baseline-pairs", type=int, default=4)
-    p.add_argument("--incumbent", default="", help="default: the promoted checkpoint, else baseline:greedy")
+    p.add_argument("--incumbent", default="", help="default: the promoted checkpoint, else baseline:random (the first-promotion rule)")
     p.add_argument("--no-require-current-incumbent", dest="require_current_incumbent", action="store_false",
                    help="promote a candidate that passed against --incumbent even when that is not the current "
                         "incumbent (e.g. a first promotion decided against baseline:random)")
@@ -69,7 +83,7 @@ def run_config(args: argparse.Namespace) -> dict:
             "battle_sessions": {"config": {"n_battles": args.battles, "p1_model": args.p1_model,
                                            "opponent": args.opponent, "seed": args.seed,
                                            "max_workers": args.workers}},
-            "v5_policy_checkpoint": {"config": {"epochs": args.epochs, "seed": args.seed}},
+            "v5_policy_checkpoint": {"config": {"epochs": args.epochs, "seed": args.seed, "imitate": args.imitate}},
             "policy_benchmark": {"config": {"incumbent": args.incumbent, "n_pairs": args.pairs,
                                             "baseline_pairs": args.baseline_pairs, "seed": args.seed,
                                             "max_workers": args.workers}},
@@ -77,6 +91,14 @@ def run_config(args: argparse.Namespace) -> dict:
         },
         "loggers": {"console": {"config": {"log_level": "WARNING" if args.quiet else "INFO"}}},
     }
+
+
+def held_battles(group: str) -> int:
+    """Battles already in the group's catalog (0 for a new group)."""
+    from extrarlhf.runtime.sessions import SessionStore
+
+    store = SessionStore(os.environ.get("RLHF_SESSIONS_DIR") or "sessions")
+    return len(store.read_catalog(group)) if store.catalog_path(group).exists() else 0
 
 
 def _plain(meta) -> dict:
@@ -131,6 +153,11 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
         lines.append(f"benchmark         {b['candidate']} vs {b['incumbent']}: W/D/L {b['wins']}/{b['draws']}/"
                      f"{b['losses']} over {b['pairs']} pairs, score {b['score']:.3f}, Elo {b['elo']:+.1f}")
         lines.append(f"                  {b['verdict']} -> {b['report_path']}")
+        from extrarlhf.promotion import DEFAULT_INCUMBENT
+
+        if b["incumbent"] == DEFAULT_INCUMBENT:
+            lines.append(f"                  (first-promotion rule: nothing was promoted, so the incumbent is "
+                         f"{DEFAULT_INCUMBENT}; the next run's candidate must beat the promoted policy)")
     p = meta.get("promoted_policy")
     lines.append(f"promotion         {'PROMOTED ' + p['promoted'] + ' (previous: ' + p['previous'] + ')' if p else 'not promoted'}")
     states = check_states(result)
@@ -185,8 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[extrarlhf] DAGSTER_HOME={home}", flush=True)
     if args.group not in instance.get_dynamic_partitions("session_groups"):
         instance.add_dynamic_partitions("session_groups", [args.group])
-    print(f"[extrarlhf] campaign_loop for partition {args.group!r}: collect {args.battles} battles "
-          f"({args.p1_model} vs {args.opponent}) -> dataset -> readiness -> train -> benchmark -> promote", flush=True)
+    if args.battles is None:
+        args.battles = held_battles(args.group) + args.more_battles
+    from extrarlhf.promotion import DEFAULT_INCUMBENT, current_incumbent
+
+    incumbent = args.incumbent or current_incumbent(os.environ.get("RLHF_CHECKPOINTS_DIR") or "checkpoints")
+    if incumbent == DEFAULT_INCUMBENT and not args.incumbent:
+        print(f"[extrarlhf] nothing is promoted yet: the incumbent is {DEFAULT_INCUMBENT} (the first-promotion rule: "
+              f"a first policy must beat random play; each later one must beat the promoted policy)", flush=True)
+    print(f"[extrarlhf] campaign_loop for partition {args.group!r}: the group holds {args.battles} battles "
+          f"({args.p1_model} vs {args.opponent}) -> dataset -> readiness -> train -> benchmark vs {incumbent} "
+          f"-> promote", flush=True)
     t0 = time.perf_counter()
     job = defs.resolve_job_def("campaign_loop")
     result = job.execute_in_process(instance=instance, partition_key=args.group, run_config=run_config(args),

@@ -150,7 +150,7 @@ def register(server: Any) -> None:
         candidate: ModelSpec,
         ctx: Context,
         incumbent: Annotated[str | None, Strict(), Field(
-            description="The model to beat; default: the promoted checkpoint, else 'baseline:greedy'.")] = None,
+            description="The model to beat; default: the promoted checkpoint, else 'baseline:random' (the first-promotion rule).")] = None,
         n_pairs: Pairs = 200,
         seed: Annotated[Seed, Field(description="Base seed of the pairs.")] = 0,
         elo0: Annotated[Elo, Field(description="SPRT H0: Elo difference (logistic) at most elo0.")] = 0.0,
@@ -178,7 +178,7 @@ def register(server: Any) -> None:
         name: CheckpointName,
         require_current_incumbent: Annotated[bool, Strict(), Field(
             description="Require the latest benchmark to be against the current incumbent (the promoted "
-                        "checkpoint, else baseline:greedy). Set false only on purpose.")] = True,
+                        "checkpoint, else baseline:random: the first-promotion rule). Set false only on purpose.")] = True,
     ) -> dict[str, Any]:
         """Make `name` the promoted policy: only when its latest benchmark is valid and passed, its
         played weights_hash equals the registered one, and it was benchmarked against the current
@@ -247,7 +247,7 @@ def register(server: Any) -> None:
         imitate: Imitate = "all",
         epochs: Epochs = 5,
         incumbent: Annotated[str | None, Strict(), Field(
-            description="Benchmark against this spec; default: the promoted checkpoint, else baseline:greedy.")]
+            description="Benchmark against this spec; default: the promoted checkpoint, else baseline:random (the first-promotion rule).")]
         = None,
         n_pairs: Pairs = 200,
         baseline_pairs: BaselinePairs = 20,

@@ -7,8 +7,9 @@ Architecture (the exported ONNX graph computes exactly this, see export.py)::
     logit[a] = h2[a] @ w3                                 # one score per legal action
     value  = tanh(relu(obs @ Wv + bv) @ wv2 + bv2)        # outcome estimate in [-1, 1]
 
-The policy loss is the cross-entropy of the chosen action under the softmax over the legal
-actions of its decision; the value head is fitted to the final outcome (1 win, 0 draw, -1
+The policy loss is the cross-entropy of the target under the softmax over the legal
+actions of its decision (the target is the chosen action, or with ``target="search_values"``
+the softmax of the search teacher's action values at ``temperature``: data.py); the value head is fitted to the final outcome (1 win, 0 draw, -1
 loss) by squared error, on separate parameters (it never moves the policy).
 
 Determinism: every random draw (initial weights, batch order) comes from one
@@ -31,6 +32,7 @@ import engine
 from ..errors import InvalidArgument
 from .data import Decisions, row_index
 
+TARGETS = ("choice", "search_values")
 PARAM_ORDER = ("W1o", "W1a", "b1", "W2", "b2", "w3", "Wv", "bv", "wv2", "bv2")
 Params = dict[str, np.ndarray]
 EpochProgress = Callable[[int, int, dict[str, Any]], None]  # (epoch done, epochs, its metrics)
@@ -52,8 +54,12 @@ class HyperParams:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    target: str = "choice"      # or "search_values" (module docstring)
+    temperature: float = 0.05   # of the search_values target
 
     def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise InvalidArgument(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
         ints = {"epochs": (1, 1000), "hidden": (1, 4096), "hidden2": (1, 4096), "value_hidden": (1, 4096),
                 "batch_size": (1, 1 << 16)}
         for name, (lo, hi) in ints.items():
@@ -63,7 +69,7 @@ class HyperParams:
         # name -> (low, high, low allowed)
         floats = {"lr": (0.0, 1.0, False), "lr_decay": (0.0, 1.0, False), "weight_decay": (0.0, 1.0, True),
                   "value_coef": (0.0, 100.0, True), "beta1": (0.0, 1.0, True), "beta2": (0.0, 1.0, True),
-                  "eps": (0.0, 1.0, False)}
+                  "eps": (0.0, 1.0, False), "temperature": (0.0, 10.0, False)}
         for name, (lo, hi, closed) in floats.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -183,6 +189,7 @@ class Batch:
     seg: np.ndarray
     starts: np.ndarray
     label_rows: np.ndarray
+    targets: np.ndarray | None = None  # flat target probabilities, when the data has them
 
 
 def make_batch(data: Decisions, index: np.ndarray) -> Batch:
@@ -192,7 +199,8 @@ def make_batch(data: Decisions, index: np.ndarray) -> Batch:
     rows = row_index(data.offsets, index, offsets)
     seg = np.repeat(np.arange(index.size), counts)
     return Batch(obs=data.obs[index], features=data.features[rows], seg=seg, starts=offsets[:-1],
-                 label_rows=offsets[:-1] + data.labels[index])
+                 label_rows=offsets[:-1] + data.labels[index],
+                 targets=None if data.targets is None else data.targets[rows])
 
 
 def policy_metrics(p: Params, data: Decisions, index: np.ndarray, chunk: int = 2048) -> dict[str, float]:
@@ -234,7 +242,12 @@ def _r(x: float, nd: int = 5) -> float | None:
 
 def train_bc(train: Decisions, val: Decisions | None, hp: HyperParams, seed: int,
              progress: EpochProgress | None = None) -> TrainResult:
-    """Train from scratch; per epoch: train/val loss, top-1 agreement, value MSE, decisions/s."""
+    """Train from scratch; per epoch: train/val loss, top-1 agreement, value MSE, decisions/s.
+    ``train_loss`` is the cross-entropy of the training target (module docstring); top-1 and
+    the validation loss are always measured against the recorded choice."""
+    soft = hp.target == "search_values"
+    if soft and train.targets is None:
+        raise InvalidArgument("target 'search_values' needs decisions read with a temperature (read_decisions)")
     rng = np.random.Generator(np.random.PCG64(seed))
     params = init_params(hp, rng)
     opt = Adam(params, hp)
@@ -260,10 +273,14 @@ def train_bc(train: Decisions, val: Decisions | None, hp: HyperParams, seed: int
             batch = make_batch(train, index)
             logits, cache = policy_forward(params, batch.obs, batch.features, batch.seg)
             probs, peak = segment_softmax(logits, batch.starts, batch.seg)
-            loss_sum += float(-np.log(np.maximum(probs[batch.label_rows], 1e-30)).sum())
             correct += int((logits[batch.label_rows] >= peak).sum())
-            g = probs
-            g[batch.label_rows] -= 1.0
+            if soft:
+                loss_sum += float(-(batch.targets * np.log(np.maximum(probs, 1e-30))).sum())
+                g = probs - batch.targets
+            else:
+                loss_sum += float(-np.log(np.maximum(probs[batch.label_rows], 1e-30)).sum())
+                g = probs
+                g[batch.label_rows] -= 1.0
             g /= np.float32(index.size)
             grads = _policy_grads(params, batch.obs, batch.features, batch.seg, batch.starts, cache, g)
             vindex = value_order[b * value_batch:(b + 1) * value_batch]

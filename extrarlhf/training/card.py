@@ -68,9 +68,12 @@ def build_card(*, name: str, checkpoint: dict[str, Any], dataset: dict[str, Any]
                        "file": Path(checkpoint["path"]).name},
         "weights_hash": checkpoint["weights_hash"],
         "dataset": dataset,
-        "training": {"method": "behaviour_cloning", "loss": "cross-entropy of the chosen action under the softmax "
-                                                            "over its decision's legal actions; value: squared "
-                                                            "error to the outcome",
+        "training": {"method": "behaviour_cloning",
+                     "loss": ("cross-entropy of the softmax of the search teacher's action values (temperature "
+                              f"{hyperparameters.get('temperature')}; the chosen action where a decision has none)"
+                              if hyperparameters.get("target") == "search_values" else
+                              "cross-entropy of the chosen action")
+                     + " under the softmax over its decision's legal actions; value: squared error to the outcome",
                      "imitate": imitate, "seed": seed, "rng": "numpy.random.Generator(PCG64(seed))",
                      "optimizer": "adam", "hyperparameters": hyperparameters, "data": data,
                      "blas_threads": blas_threads, "seconds": round(seconds, 3)},

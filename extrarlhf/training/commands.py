@@ -1,4 +1,4 @@
-"""``python -m extrarlhf train|benchmark|promote|pipeline``: the L0 loop on the command line.
+"""``python -m extrarlhf train|benchmark|promote|pipeline|improve``: the L0 loop on the command line.
 
 Each subcommand calls one core function and prints a short readable report (``--json``:
 the function's result). Business errors are printed by extrarlhf/cli.py as one
@@ -33,7 +33,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     result = train_policy(args.dataset, args.name, args.seed, imitate=args.imitate, epochs=args.epochs,
                           hidden=args.hidden, hidden2=args.hidden2, value_hidden=args.value_hidden, lr=args.lr,
                           lr_decay=args.lr_decay, batch_size=args.batch_size, weight_decay=args.weight_decay,
-                          datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
+                          target=args.target, temperature=args.temperature, datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
                           policy=parse_policy_overrides(args.policy), overwrite=args.overwrite,
                           progress=ProgressLine(f"train {args.name}", unit="epochs"))
     if args.json:
@@ -118,16 +118,30 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+class StageLines:
+    """One :class:`ProgressLine` per stage of a pipeline (``"train"`` counts epochs), with the
+    running SPRT (pairs, W/D/L, LLR between its bounds) on the benchmark's line."""
+
+    def __init__(self) -> None:
+        self.bars: dict[str, ProgressLine] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.bars:
+            self.bars[stage] = ProgressLine(stage, unit="epochs" if stage.endswith("train") else "battles")
+        if total:
+            self.bars[stage](done, total)
+
+    def sprt(self, state: dict[str, Any]) -> None:
+        bar = next((b for k, b in reversed(self.bars.items()) if k.endswith("benchmark")), None)
+        if bar is not None:
+            bar.note = (f"pairs {state['pairs']} W/D/L {state['wins']}/{state['draws']}/{state['losses']} "
+                        f"LLR {state['llr']:+.2f} in ({state['lower']:+.2f}, {state['upper']:+.2f})")
+
+
 def _cmd_pipeline(args: argparse.Namespace) -> int:
     from ..pipeline import run_pipeline
 
-    bars: dict[str, ProgressLine] = {}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage not in bars:
-            bars[stage] = ProgressLine(stage, unit={"train": "epochs", "materialize": "battles"}.get(stage, "battles"))
-        if total:
-            bars[stage](done, total)
+    progress = StageLines()
 
     result = run_pipeline(args.group, args.name, n_battles=args.battles, p1_model=args.p1_model,
                           opponent=args.opponent, seed=args.seed, dataset=args.dataset, imitate=args.imitate,
@@ -135,7 +149,8 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
                           baseline_pairs=args.baseline_pairs, promote=not args.no_promote,
                           require_current_incumbent=not args.any_incumbent, max_workers=args.workers,
                           readiness_policy=parse_policy_overrides(args.policy), sessions_dir=args.sessions_dir,
-                          datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir, progress=progress)
+                          datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir, progress=progress,
+                          sprt_progress=progress.sprt)
     if args.json:
         _dump(result)
         return 0
@@ -162,8 +177,44 @@ def _cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_improve(args: argparse.Namespace) -> int:
+    from ..improve import improve_policy
+
+    progress = StageLines()
+
+    def round_done(r: dict[str, Any]) -> None:
+        if args.json:
+            return
+        b = r.get("benchmark")
+        head = f"round {r['round']}: {r['student']} on {r['groups_trained_on']} group(s)"
+        if b is None:
+            print(f"{head}: stopped at {r['stopped_at']}: {r.get('not_promoted')}")
+            return
+        print(f"{head} vs {r['incumbent']}: W/D/L {b['wins']}/{b['draws']}/{b['losses']} over {b['pairs']} pairs, "
+              f"Elo {b['elo']:+.0f} [{b['elo_ci95'][0]:+.0f}, {b['elo_ci95'][1]:+.0f}] -> "
+              + ("PROMOTED" if r["promoted"] else f"not promoted: {b['verdict']}"))
+        for row in b["baselines"]:
+            if row["model"] == r["student"]:
+                print(f"  {row['model']} vs {row['opponent']}: score {row['score']:.3f} over {row['pairs']} pairs")
+
+    result = improve_policy(args.prefix, minutes=args.minutes, max_rounds=args.rounds,
+                            first_battles=args.first_battles, battles_per_round=args.battles, sims=args.sims,
+                            rollout=args.rollout, opponent=args.opponent, seed=args.seed, epochs=args.epochs,
+                            n_pairs=args.pairs, max_workers=args.workers, sessions_dir=args.sessions_dir,
+                            datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
+                            progress=progress, sprt_progress=progress.sprt, round_done=round_done)
+    if args.json:
+        _dump(result)
+        return 0
+    print(f"{len(result['rounds'])} round(s) in {result['seconds'] / 60:.1f} min with teacher {result['teacher']}; "
+          f"promoted: {', '.join(result['promotions']) or 'none'}; incumbent now {result['incumbent']}")
+    print(f"stopped: {result['stop_reason']}")
+    return 0
+
+
 def add_parser(sub: Any) -> None:
-    """Add the ``train``, ``benchmark``, ``promote`` and ``pipeline`` commands to the CLI's subparsers."""
+    """Add the ``train``, ``benchmark``, ``promote``, ``pipeline`` and ``improve`` commands to
+    the CLI's subparsers."""
 
     def dirs(p: argparse.ArgumentParser, datasets: bool = False, sessions: bool = False) -> None:
         if sessions:
@@ -190,6 +241,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lr-decay", type=float, default=0.8, help="learning rate factor per epoch (default 0.8)")
     p.add_argument("--batch-size", type=int, default=128, help="decisions per batch (default 128)")
     p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay (default 0)")
+    p.add_argument("--target", default="choice", choices=("choice", "search_values"),
+                   help="imitate the recorded choice, or a search teacher's action values (soft targets)")
+    p.add_argument("--temperature", type=float, default=0.05, help="of the search_values target (default 0.05)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
     dirs(p, datasets=True)
@@ -203,7 +257,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("benchmark", help="candidate vs incumbent: paired seeds, Elo, SPRT; exit 1 unless passed")
     p.add_argument("candidate", help="checkpoint name (or baseline spec)")
     p.add_argument("incumbent", nargs="?", default=None,
-                   help="checkpoint name or baseline spec (default: the promoted checkpoint, else baseline:greedy)")
+                   help="checkpoint name or baseline spec (default: the promoted checkpoint, else baseline:random, the first-promotion rule)")
     bench_options(p)
     p.add_argument("--seed", type=int, default=0, help="base seed of the pairs")
     p.add_argument("--elo0", type=float, default=0.0, help="SPRT H0 Elo (default 0)")
@@ -240,3 +294,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
     dirs(p, datasets=True, sessions=True)
     p.set_defaults(func=_cmd_pipeline)
+
+    p = sub.add_parser("improve", help="expert iteration: collect with the search teacher, train on its choices, "
+                                       "benchmark against the incumbent, promote; repeat within a time budget")
+    p.add_argument("--prefix", default="exit", help="name of the rounds' groups, checkpoints and dataset "
+                                                    "(<prefix>-rNN; earlier rounds are reused)")
+    p.add_argument("--minutes", type=float, default=60.0, help="time budget (default 60)")
+    p.add_argument("--rounds", type=int, default=50, help="at most this many rounds (default 50)")
+    p.add_argument("--first-battles", type=int, default=150, help="battles of round 1 (default 150)")
+    p.add_argument("--battles", type=int, default=600, help="battles of each later round (default 600)")
+    p.add_argument("--sims", type=int, default=32, help="the teacher's rollouts per decision (default 32)")
+    p.add_argument("--rollout", default="baseline:greedy", help="the teacher's rollout policy (default greedy)")
+    p.add_argument("--opponent", default="baseline:greedy", help="who the teacher plays while collecting")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=10, help="training epochs per round (default 10)")
+    p.add_argument("--pairs", type=int, default=1000, help="most benchmark pairs per round (SPRT stops early)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    dirs(p, datasets=True, sessions=True)
+    p.set_defaults(func=_cmd_improve)

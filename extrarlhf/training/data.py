@@ -10,6 +10,8 @@ Which decisions are imitated (``imitate``):
 
 * ``"all"``: every decision;
 * ``"winners"``: decisions of the player who went on to win the battle (``outcome == 1``);
+* ``"search"``: decisions of any search actor (``search:...``, whatever its rollout policy
+  and sims: the improvement loop's teachers);
 * an actor spec (``baseline:greedy``, a checkpoint name): decisions whose ``actor_spec``
   is that spec.
 
@@ -43,7 +45,7 @@ from ..datasets.tables import fixed_vectors
 from ..errors import InvalidArgument
 
 COLUMNS = ["battle_id", "actor_spec", "outcome", "observation", "legal_action_features", "action_index"]
-IMITATE_KEYWORDS = ("all", "winners")
+IMITATE_KEYWORDS = ("all", "winners", "search")
 
 
 @dataclass
@@ -87,7 +89,7 @@ class Decisions:
 
 def check_imitate(imitate: Any) -> str:
     if not isinstance(imitate, str) or not imitate.strip():
-        raise InvalidArgument(f"imitate must be 'all', 'winners' or an actor spec such as 'baseline:greedy', "
+        raise InvalidArgument(f"imitate must be 'all', 'winners', 'search' or an actor spec such as 'baseline:greedy', "
                               f"got {imitate!r}")
     return imitate
 
@@ -97,6 +99,8 @@ def _imitated(table: pa.Table, imitate: str) -> np.ndarray:
         return np.ones(table.num_rows, dtype=bool)
     if imitate == "winners":
         return table.column("outcome").to_numpy() == 1
+    if imitate == "search":
+        return pc.fill_null(pc.starts_with(table.column("actor_spec"), "search:"), False).to_numpy(zero_copy_only=False)
     mask = pc.fill_null(pc.equal(table.column("actor_spec"), imitate), False)
     return mask.to_numpy(zero_copy_only=False)
 

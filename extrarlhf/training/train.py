@@ -84,17 +84,20 @@ def check_dataset(dataset: str, datasets_dir: Any, policy: Any = None) -> dict[s
                           "policy": readiness.get("policy")}}
 
 
-def load_splits(info: dict[str, Any], imitate: str) -> tuple[dict[str, Decisions], dict[str, Any]]:
-    """train/val/test decisions of a checked dataset, and how they were split."""
+def load_splits(info: dict[str, Any], imitate: str, temperature: float | None = None
+                ) -> tuple[dict[str, Decisions], dict[str, Any]]:
+    """train/val/test decisions of a checked dataset, and how they were split (``temperature``:
+    read the search's soft targets too, data.py)."""
     from ..datasets import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, bucket, split_of
 
     path, manifest = info["path"], info["manifest"]
     if info["kind"] == "v5_policy_split":
-        splits = {s: read_decisions(path / manifest["tables"][s]["file"], imitate) for s in ("train", "val", "test")}
+        splits = {s: read_decisions(path / manifest["tables"][s]["file"], imitate, temperature)
+                  for s in ("train", "val", "test")}
         how = {"method": "the dataset's own split", **{k: manifest["split"].get(k) for k in ("split_key", "fractions",
                                                                                            "group_key")}}
         return splits, how
-    every = read_decisions(path / manifest["tables"]["decisions"]["file"], imitate)
+    every = read_decisions(path / manifest["tables"]["decisions"]["file"], imitate, temperature)
     fractions = tuple(DEFAULT_FRACTIONS)
     assignment = {b: split_of(bucket(DEFAULT_SPLIT_KEY, "v5_policy", b), fractions)
                   for b in dict.fromkeys(every.battle_ids.tolist())}
@@ -108,19 +111,22 @@ def load_splits(info: dict[str, Any], imitate: str) -> tuple[dict[str, Decisions
 def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all", epochs: int = 5,
                  hidden: int = 256, hidden2: int = 128, value_hidden: int = 64, lr: float = 1e-3,
                  lr_decay: float = 0.8, batch_size: int = 128, weight_decay: float = 0.0, value_coef: float = 1.0,
+                 target: str = "choice", temperature: float = 0.05,
                  datasets_dir: str | os.PathLike[str] = "datasets",
                  checkpoints_dir: str | os.PathLike[str] = "checkpoints", policy: Any = None,
                  overwrite: bool = False, progress: Progress | None = None) -> dict[str, Any]:
     """Train a behaviour-cloning policy on ``dataset`` (``NAME``, ``NAME/vN`` or ``@POINTER``),
     register it as checkpoint ``name`` (kind ``v5``) and write its model card; returns a
-    JSON-able summary (checkpoint, card path, weights_hash, data sizes, per-epoch metrics)."""
+    JSON-able summary (checkpoint, card path, weights_hash, data sizes, per-epoch metrics).
+    ``target="search_values"`` imitates a search teacher's action values (bc.py, data.py)."""
     check_name(name, "checkpoint")
     seed = check_seed(seed)
     imitate = check_imitate(imitate)
     if not isinstance(overwrite, bool):
         raise InvalidArgument(f"overwrite must be true or false, got {overwrite!r}")
     hp = HyperParams(epochs=epochs, hidden=hidden, hidden2=hidden2, value_hidden=value_hidden, lr=lr,
-                     lr_decay=lr_decay, batch_size=batch_size, weight_decay=weight_decay, value_coef=value_coef)
+                     lr_decay=lr_decay, batch_size=batch_size, weight_decay=weight_decay, value_coef=value_coef,
+                     target=target, temperature=temperature)
     root = Path(checkpoints_dir)
     registry = CheckpointRegistry(root)
     if name in registry.specs():
@@ -130,7 +136,7 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
         registry.check_replaceable(name)  # the registry's own check (register repeats it under the lock)
 
     info = check_dataset(dataset, datasets_dir, policy)
-    splits, split_info = load_splits(info, imitate)
+    splits, split_info = load_splits(info, imitate, temperature if target == "search_values" else None)
     if _sha256(info["path"] / "manifest.json") != info["manifest_sha256"]:
         raise RLHFError(f"dataset {info['dataset_id']} changed while it was read (overwritten?); train again",
                         "dataset_changed")

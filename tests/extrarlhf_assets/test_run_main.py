@@ -1,7 +1,9 @@
 """``make run`` (``python -m extrarlhf_assets.run_main``) as a user runs it: outcomes that are
 not errors (an inconclusive benchmark, a refused promotion) end in a successful run, exit 0,
-no traceback, a summary that names each reason once, and Dagster's full log in a file."""
+no traceback, a summary that names each reason once, and Dagster's full log in a file; the
+first run promotes under the first-promotion rule and the next one benchmarks against it."""
 
+import json
 import os
 import re
 import subprocess
@@ -9,24 +11,32 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+TEACHER = "search:baseline:greedy?sims=4"  # the default teacher's kind, cheaper
 
 
 def _run(cwd: Path, *args: str) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RLHF_", "DAGSTER_"))}
     env["PYTHONPATH"] = str(ROOT)
-    out = subprocess.run([sys.executable, "-m", "extrarlhf_assets.run_main", "--group", "g", "--battles", "24",
-                          "--epochs", "3", "--seed", "1", "--baseline-pairs", "1", "--dagster-home",
-                          str(cwd / "home"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-m", "extrarlhf_assets.run_main", "--group", "g", "--p1-model", TEACHER,
+                          "--epochs", "3", "--seed", "1", "--baseline-pairs", "1", "--workers", "1",
+                          "--dagster-home", str(cwd / "home"), *args], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=600)
     summary = out.stdout.split("== ExtraRLHF campaign summary", 1)[-1]
     return out.returncode, out.stdout + out.stderr, summary
 
 
+def _promoted(cwd: Path) -> str:
+    return json.loads((cwd / "checkpoints" / "promoted.json").read_text())["name"]
+
+
 def test_gates_are_outcomes_not_errors(tmp_path):
-    # an inconclusive benchmark against greedy: a warning, promotion skipped with its reason
-    code, output, summary = _run(tmp_path, "--pairs", "4", "--quiet")
+    # nothing promoted: the incumbent is baseline:random (the first-promotion rule, said twice)
+    # and 4 pairs cannot pass: a warning, promotion skipped with its reason
+    code, output, summary = _run(tmp_path, "--battles", "24", "--pairs", "4", "--quiet")
     assert code == 0, output
     assert "Traceback" not in output and "DagsterAssetCheckFailedError" not in output and "ERROR" not in output
-    assert "success) ==" in summary
+    assert "nothing is promoted yet: the incumbent is baseline:random (the first-promotion rule" in output
+    assert "success) ==" in summary and "vs baseline:random" in summary and "first-promotion rule" in summary
     assert "benchmark_passed=warn" in summary and "nemesis_standard_ready=warn" in summary
     assert "FAIL" not in summary
     assert "promoted_policy not built: held by benchmark_passed (above)" in summary
@@ -34,19 +44,46 @@ def test_gates_are_outcomes_not_errors(tmp_path):
     assert log.parent == tmp_path / "home" / "logs" and "benchmark_passed" in log.read_text()
     assert "STEP_SUCCESS" not in output  # --quiet: the console shows warnings only, the file keeps it all
     assert "DEBUG" in log.read_text()
+    assert not (tmp_path / "checkpoints" / "promoted.json").exists()
 
-    # passed against baseline:random, which is not the current incumbent: refused, the reason once
-    code, output, summary = _run(tmp_path, "--pairs", "150", "--incumbent", "baseline:random")
+    # enough pairs: the candidate beats random play and is the first promotion
+    code, output, summary = _run(tmp_path, "--battles", "24", "--pairs", "150", "--quiet")
+    assert code == 0, output
+    assert "benchmark_passed=pass" in summary and "PROMOTED g-bc-" in summary and "(previous: none)" in summary
+    first = _promoted(tmp_path)
+    # the group did not change between the runs: its dataset version was kept
+    assert "g/v1 (unchanged group: version kept)" in summary
+
+    # passed against baseline:random, which is no longer the incumbent: refused, the reason once
+    code, output, summary = _run(tmp_path, "--battles", "24", "--pairs", "150", "--incumbent", "baseline:random")
     assert code == 0, output
     assert "benchmark_passed=pass" in summary and "not promoted" in summary
     assert summary.count("[current_incumbent]") == 1 and summary.count("was played against") == 1
-    assert "Traceback" not in output
+    assert "Traceback" not in output and _promoted(tmp_path) == first
 
-    # the switch: a first promotion decided against another reference
-    code, output, summary = _run(tmp_path, "--pairs", "150", "--incumbent", "baseline:random",
+    # the switch: a promotion decided against another reference on purpose
+    code, output, summary = _run(tmp_path, "--battles", "24", "--pairs", "150", "--incumbent", "baseline:random",
                                  "--no-require-current-incumbent", "--quiet")
     assert code == 0, output
-    assert "PROMOTED g-bc-" in summary and "(previous: none)" in summary
-    # the group did not change between the runs: its dataset version was kept
-    assert "g/v1 (unchanged group: version kept)" in summary
+    assert f"(previous: {first})" in summary and _promoted(tmp_path) != first
     assert sorted(p.name for p in (tmp_path / "datasets" / "g").iterdir() if p.name.startswith("v")) == ["v1"]
+
+
+def test_each_run_is_a_round_that_grows_the_group(tmp_path):
+    """Without --battles a run adds --more-battles to the group; the second run's candidate
+    learns from all of it and is benchmarked against the first run's promoted policy."""
+    code, output, summary = _run(tmp_path, "--more-battles", "20", "--pairs", "150", "--quiet")
+    assert code == 0, output
+    assert "the group holds 20 battles (search:baseline:greedy?sims=4 vs baseline:greedy)" in output
+    assert "battle_sessions   20 battles" in summary and "PROMOTED g-bc-" in summary
+    first = _promoted(tmp_path)
+    code, output, summary = _run(tmp_path, "--more-battles", "20", "--pairs", "20", "--quiet")
+    assert code == 0, output
+    assert "the group holds 40 battles" in output and "battle_sessions   40 battles" in summary
+    assert "g/v2:" in summary  # a new dataset version with the new battles
+    assert f"vs {first}:" in summary and "first-promotion rule" not in summary
+    candidate = re.search(r"checkpoint        (\S+) ", summary).group(1)
+    assert candidate != first
+    training = json.loads((tmp_path / "checkpoints" / f"{candidate}.card.json").read_text())["training"]
+    assert training["imitate"] == "search" and training["hyperparameters"]["target"] == "search_values"
+    assert training["loss"].startswith("cross-entropy of the softmax of the search teacher's action values")

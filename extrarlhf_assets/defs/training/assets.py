@@ -23,9 +23,15 @@ from ..datasets.assets import V5_CHECKS
 
 
 class TrainConfig(dg.Config):
+    """``target="search_values"`` learns a search teacher's action values where the data has
+    them (the one-hot choice elsewhere: the same weights as ``"choice"`` on data without
+    search decisions)."""
+
     seed: int = 0
     epochs: int = 5
     imitate: str = "all"
+    target: str = "search_values"
+    temperature: float = 0.05
     hidden: int = 256
     hidden2: int = 128
     lr: float = 1e-3
@@ -33,7 +39,7 @@ class TrainConfig(dg.Config):
 
 
 class BenchmarkConfig(dg.Config):
-    """``incumbent`` empty: the promoted checkpoint, else ``baseline:greedy``."""
+    """``incumbent`` empty: the promoted checkpoint, else ``baseline:random`` (the first-promotion rule)."""
 
     incumbent: str = ""
     n_pairs: int = 200
@@ -89,6 +95,7 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
     name = checkpoint_name(context.partition_key, context.run.run_id)
     result = train_policy(dataset_id, name, config.seed, imitate=config.imitate, epochs=config.epochs,
                           hidden=config.hidden, hidden2=config.hidden2, lr=config.lr, batch_size=config.batch_size,
+                          target=config.target, temperature=config.temperature,
                           datasets_dir=datasets.path, checkpoints_dir=checkpoints.path,
                           policy=datasets.readiness_policy(),
                           progress=lambda done, total: context.log.debug(f"training {done}/{total}"))

@@ -1,0 +1,147 @@
+"""``improve_policy``: expert iteration on the L0 loop (DESIGN section 14).
+
+A policy that imitates ``baseline:greedy`` can at best equal it. The teacher here is stronger
+than what it teaches: the search actor ``search:<rollout>?sims=N`` (adapters/search.py, 0.74
+against greedy). Each round is one :func:`extrarlhf.pipeline.run_pipeline` call, so every
+rule of the loop (readiness, the SPRT, the promotion checks) is the pipeline's own:
+
+1. **collect** a new session group ``<prefix>-rNN`` where the teacher plays player 1 against
+   ``opponent`` (the starting player is drawn per battle, so the teacher plays first and
+   second);
+2. **materialize** one dataset (``<prefix>``, a new version per round) from *every* round's
+   group so far: the data aggregates, as in DAgger/ExIt, and each student sees more of the
+   teacher than the last;
+3. **train** the student on the teacher's decisions only (``imitate="search"``), with the
+   search's action values as soft targets (``target="search_values"``, bc.py): measured on
+   the same 1,300 battles, 0.53 against greedy with soft targets against 0.45 with the
+   one-hot choice;
+4. **benchmark** the student against the incumbent (the promoted policy, else the
+   first-promotion rule's ``baseline:random``) with the SPRT, and **promote** it when it passes.
+
+Rounds go on until ``minutes`` would be overrun (a round is not started when the last one's
+duration, scaled by its battles, does not fit in what is left) or ``max_rounds`` ran. A
+student that does not pass is a normal outcome: its round records the verdict and the next
+round trains on more data. A second call continues the numbering and reuses the earlier
+groups.
+
+``progress(stage, done, total)`` reports each round's stages (the pipeline's, prefixed
+``"rNN "``), ``sprt_progress`` the running SPRT of each benchmark, ``round_done(round)``
+each finished round.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any, Callable
+
+from adapters.search import search_spec
+
+from .errors import Cancelled, InvalidArgument
+from .pipeline import PipelineProgress, SprtProgress, run_pipeline
+from .promotion import current_incumbent
+from .runtime.actors import resolve_actor
+from .runtime.sessions import SessionStore, check_name
+
+DEFAULT_SIMS = 32
+TEMPERATURE = 0.05
+_ROUND = re.compile(r"-r(\d{2,})$")
+
+
+def round_groups(sessions_dir: str | os.PathLike[str], prefix: str) -> list[str]:
+    """The groups of earlier rounds of ``prefix`` on disk, in round order."""
+    store = SessionStore(sessions_dir)
+    found = []
+    for group in store.list_groups() if store.root.exists() else []:
+        match = _ROUND.search(group)
+        if match and group[:match.start()] == prefix:
+            found.append((int(match.group(1)), group))
+    return [g for _, g in sorted(found)]
+
+
+def _positive(value: Any, name: str, kind: type = int) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int) or value <= 0:
+        raise InvalidArgument(f"{name} must be a positive {'number' if kind is float else 'integer'}, got {value!r}")
+    return value
+
+
+def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: int = 50, first_battles: int = 150,
+                   battles_per_round: int = 600, sims: int = DEFAULT_SIMS, rollout: str = "baseline:greedy",
+                   opponent: str = "baseline:greedy", seed: int = 0, epochs: int = 10,
+                   temperature: float = TEMPERATURE, n_pairs: int = 1000, baseline_pairs: int = 20,
+                   max_workers: int = 2, sessions_dir: str | os.PathLike[str] = "sessions",
+                   datasets_dir: str | os.PathLike[str] = "datasets",
+                   checkpoints_dir: str | os.PathLike[str] = "checkpoints",
+                   progress: PipelineProgress | None = None, sprt_progress: SprtProgress | None = None,
+                   round_done: Callable[[dict[str, Any]], None] | None = None,
+                   cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """Run expert-iteration rounds (module docstring); returns ``{"prefix", "teacher", "rounds",
+    "promotions", "promoted", "incumbent", "seconds", "stop_reason"}`` where each round has its
+    group, battles, the student's name, training top-1, benchmark verdict and whether it was
+    promoted."""
+    check_name(prefix, "prefix")
+    _positive(minutes, "minutes", float)
+    for name, value in (("max_rounds", max_rounds), ("first_battles", first_battles),
+                        ("battles_per_round", battles_per_round), ("epochs", epochs), ("n_pairs", n_pairs),
+                        ("max_workers", max_workers)):
+        _positive(value, name)
+    teacher = search_spec(rollout, sims)
+    resolve_actor(teacher, "teacher", checkpoints_dir)  # a bad rollout spec fails here, before anything is played
+    earlier = round_groups(sessions_dir, prefix)
+    start_round = int(_ROUND.search(earlier[-1]).group(1)) + 1 if earlier else 1
+    started = time.perf_counter()
+    budget = 60.0 * minutes
+    rounds: list[dict[str, Any]] = []
+    groups = list(earlier)
+    stop_reason = f"max_rounds ({max_rounds}) reached"
+    per_battle: float | None = None
+    for k in range(start_round, start_round + max_rounds):
+        battles = first_battles if k == 1 else battles_per_round
+        elapsed = time.perf_counter() - started
+        if per_battle is not None and elapsed + per_battle * battles > budget:
+            stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; the next round "
+                           f"(about {per_battle * battles / 60:.1f} min) would not fit")
+            break
+        group = f"{prefix}-r{k:02d}"
+        incumbent = current_incumbent(checkpoints_dir)
+
+        def stage(name: str, done: int, total: int, tag: str = f"r{k:02d}") -> None:
+            if progress is not None:
+                progress(f"{tag} {name}", done, total)
+
+        t0 = time.perf_counter()
+        result = run_pipeline(
+            group, group, n_battles=battles, p1_model=teacher, opponent=opponent, seed=seed + k,
+            dataset=prefix, extra_groups=groups, imitate="search", epochs=epochs,
+            train_options={"target": "search_values", "temperature": temperature}, n_pairs=n_pairs,
+            baseline_pairs=baseline_pairs, max_workers=max_workers, sessions_dir=sessions_dir,
+            datasets_dir=datasets_dir, checkpoints_dir=checkpoints_dir, progress=stage,
+            sprt_progress=sprt_progress, cancel=cancel)
+        seconds = time.perf_counter() - t0
+        per_battle = seconds / battles
+        groups.append(group)
+        stages = result["stages"]
+        entry: dict[str, Any] = {"round": k, "group": group, "battles": battles, "groups_trained_on": len(groups),
+                                 "incumbent": incumbent, "student": group, "seconds": round(seconds, 1),
+                                 "promoted": result["promoted"], "stopped_at": result["stopped_at"]}
+        if "train" in stages:
+            t = stages["train"]
+            entry["train"] = {"decisions": t["data"]["train"]["imitated_with_choice"],
+                              "val_top1": t["final"].get("val_top1"), "weights_hash": t["weights_hash"]}
+        if "benchmark" in stages:
+            b = stages["benchmark"]
+            entry["benchmark"] = {"verdict": b["verdict"], "passed": b["passed"], **b["match"],
+                                  "baselines": b["baselines"]}
+        if not result["promoted"]:
+            p = stages.get("promote", {})
+            entry["not_promoted"] = result.get("reason") or p.get("refused") or p.get("skipped")
+        rounds.append(entry)
+        if round_done is not None:
+            round_done(entry)
+        if cancel is not None and cancel():
+            raise Cancelled(f"improvement cancelled after round {k}")
+    promotions = [r["student"] for r in rounds if r["promoted"]]
+    return {"prefix": prefix, "teacher": teacher, "opponent": opponent, "rounds": rounds, "promotions": promotions,
+            "promoted": promotions[-1] if promotions else None, "incumbent": current_incumbent(checkpoints_dir),
+            "seconds": round(time.perf_counter() - started, 1), "stop_reason": stop_reason}
