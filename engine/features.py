@@ -177,15 +177,13 @@ def observation(state: "State", player: int) -> np.ndarray:
     parts = [_head(max(-1.0, me.hp / 30.0), max(-1.0, opp.hp / 30.0), mana / 10.0, me.max_mana / 10.0,
                    opp.max_mana / 10.0, len(hand) / 8.0, len(opp.hand) / 8.0, len(me.deck) / 30.0,
                    len(opp.deck) / 30.0, min(me.fatigue / 10.0, 1.0), min(opp.fatigue / 10.0, 1.0),
-                   state.turn / 60.0, 1.0 if state.to_move == player else 0.0,
+                   state.turn / 60.0, 1.0 if state.winner is None and state.active == player - 1 else 0.0,
                    1.0 if state.starting_player == player else 0.0, own_count / 6.0,
                    (BOARD_SLOTS - opp_board.count(None)) / 6.0)]
-    row = _HAND_ROWS[mana if mana < _MAX_COST else _MAX_COST][own_count < BOARD_SLOTS]
-    parts += [row[card_id] for card_id in hand]
+    parts += map(_HAND_ROWS[mana if mana < _MAX_COST else _MAX_COST][own_count < BOARD_SLOTS].__getitem__, hand)
     parts.append(_EMPTY_HANDS[HAND_LIMIT - len(hand)])
     cached, empty = _CREATURE_BYTES, _NO_CREATURE
-    parts += [empty if c is None else (cached.get(c[2:]) or _creature_bytes(c)) for c in my_board]
-    parts += [empty if c is None else (cached.get(c[2:]) or _creature_bytes(c)) for c in opp_board]
+    parts += [empty if c is None else (cached.get(c[2:]) or _creature_bytes(c)) for c in my_board + opp_board]
     return np.frombuffer(bytearray().join(parts), dtype=np.float32)
 
 
