@@ -12,7 +12,10 @@ are legal. The mask is int8 everywhere: ``info["action_mask"]``, ``action_masks(
 sb3-contrib's MaskablePPO calls; ``gym.make`` adds :class:`ActionMasks` as its outermost
 wrapper so ``gym.make(ENV_ID).action_masks()`` works, and ``env.get_wrapper_attr("action_masks")()``
 works through any wrapper) and ``obs["action_mask"]`` in the Dict mode, so
-``env.action_space.sample(mask=...)`` takes any of them.
+``env.action_space.sample(mask=...)`` takes any of them. It is built once per decision point
+(``action_masks()`` returns that step's ``info["action_mask"]`` array itself), and a step checks
+legality by applying the action (the engine refuses an illegal one before changing anything),
+so the legal actions are computed once per learner decision, as by the raw engine.
 
 * ``illegal_action="penalize"`` (default): an id of the action space that is illegal now
   ends the episode with reward -1 (``terminated=True``, state unchanged,
