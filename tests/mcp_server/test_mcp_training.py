@@ -95,10 +95,13 @@ async def test_train_benchmark_promote_over_mcp(server, tmp_path: Path) -> None:
                                          "elo1": 0}, "invalid_argument")
         await c.err("benchmark_models", {"candidate": "nobody"}, "unknown_spec")
 
-        refusal = await c.err("promote_checkpoint", {"name": "mcp-bc"}, "promotion_refused")
-        assert [r["check"] for r in refusal["details"]["reasons"]] == ["current_incumbent"]
-        promoted = await c.ok("promote_checkpoint", {"name": "mcp-bc", "require_current_incumbent": False})
+        # nothing promoted: baseline:random is the incumbent (the first-promotion rule)
+        promoted = await c.ok("promote_checkpoint", {"name": "mcp-bc"})
         assert promoted["promoted"]["name"] == "mcp-bc" and promoted["previous"] is None
+        assert promoted["promoted"]["benchmark"]["incumbent"] == "baseline:random"
+        refusal = await c.err("promote_checkpoint", {"name": "mcp-bc", "require_current_incumbent": False},
+                              "promotion_refused")
+        assert [r["check"] for r in refusal["details"]["reasons"]] == ["not_already_promoted"]
         status = await c.ok("promotion_status")
         assert status["incumbent"] == "mcp-bc" and status["promoted_intact"] and len(status["history"]) == 1
         rollback = await c.err("rollback_promotion", {}, "promotion_refused")
@@ -118,7 +121,7 @@ async def test_run_pipeline_over_mcp(server, tmp_path: Path) -> None:
                                              "epochs": 2, "n_pairs": 4, "baseline_pairs": 1,
                                              "readiness_policy": SMALL_POLICY}, progress_callback=on_progress)
         assert result["completed"] and not result["promoted"]
-        assert result["stages"]["benchmark"]["incumbent"] == "baseline:greedy"
+        assert result["stages"]["benchmark"]["incumbent"] == "baseline:random"  # the first-promotion rule
         assert result["stages"]["collect"]["ran"] == 20
         assert result["stages"]["promote"]["reasons"]  # 4 pairs cannot pass the SPRT: refused with reasons
         values = [p[0] for p in progress]

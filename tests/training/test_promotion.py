@@ -49,22 +49,27 @@ def _pass_vs_random(ck: Path, name: str, seed: int = 1) -> dict:
 def test_each_refusal_names_its_check(tmp_path: Path) -> None:
     ck = tmp_path / "ck"
     train_small(ck, "good", seed=0)
-    assert current_incumbent(ck) == "baseline:greedy" and read_promoted(ck) is None
+    # nothing promoted: the first-promotion rule's incumbent
+    assert current_incumbent(ck) == "baseline:random" and read_promoted(ck) is None
 
     assert _refused(promote_checkpoint, "ghost", checkpoints_dir=ck) == ["registered"]
     assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmarked"]
 
     # latest benchmark undecided (one pair) -> not passed, and one pair is below the policy's minimum
-    benchmark_models("good", "baseline:greedy", n_pairs=1, baseline_pairs=0, checkpoints_dir=ck)
+    benchmark_models("good", "baseline:random", n_pairs=1, baseline_pairs=0, checkpoints_dir=ck)
     assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["benchmark_passed", "promotion_policy"]
 
-    # a passed benchmark against random: the current incumbent is baseline:greedy
-    _pass_vs_random(ck, "good")
+    # a passed benchmark against a model that only ends its turns: the current incumbent is baseline:random
+    CheckpointRegistry(ck).register("passive", onnx_factory.save(onnx_factory.v5_model({"is_end_turn": 5.0}),
+                                                                 tmp_path / "passive.onnx"), "v5")
+    report = benchmark_models("good", "passive", n_pairs=150, baseline_pairs=0, checkpoints_dir=ck)
+    assert report["passed"], report["verdict"]
     assert _refused(promote_checkpoint, "good", checkpoints_dir=ck) == ["current_incumbent"]
+    _pass_vs_random(ck, "good")
 
     # a degraded model: invalid (and so not passed)
     CheckpointRegistry(ck).register("broken", onnx_factory.save(onnx_factory.v5_nan(), tmp_path / "nan.onnx"), "v5")
-    benchmark_models("broken", "baseline:greedy", n_pairs=2, baseline_pairs=0, checkpoints_dir=ck)
+    benchmark_models("broken", "baseline:random", n_pairs=2, baseline_pairs=0, checkpoints_dir=ck)
     assert _refused(promote_checkpoint, "broken", checkpoints_dir=ck) == ["benchmark_valid", "benchmark_passed",
                                                                            "promotion_policy"]
 
@@ -238,16 +243,19 @@ def test_a_lax_elo0_is_measured_but_never_promoted(tmp_path: Path) -> None:
     assert report["promotion_policy"] == PromotionPolicy().as_dict()
     assert "**not eligible**" in report["markdown"]
     # promote_checkpoint refuses it with a named check, whatever the report says of itself
-    checks = _refused(promote_checkpoint, "weak", checkpoints_dir=ck)
+    # (played against greedy, not the first-promotion rule's incumbent: that check is waived here)
+    checks = _refused(promote_checkpoint, "weak", checkpoints_dir=ck, require_current_incumbent=False)
     assert checks == ["promotion_policy"]
     stored = json.loads(Path(report["report_path"]).read_text())
     stored["passed"] = stored["promotion_eligible"] = True  # a doctored report is judged from its settings
     Path(report["report_path"]).write_text(json.dumps(stored))
-    assert _refused(promote_checkpoint, "weak", checkpoints_dir=ck) == ["promotion_policy"]
+    assert _refused(promote_checkpoint, "weak", checkpoints_dir=ck, require_current_incumbent=False) == \
+        ["promotion_policy"]
     assert read_promoted(ck) is None
     # only a core caller's policy object changes the rule
     loose = PromotionPolicy(min_elo0=-400.0)
-    assert promote_checkpoint("weak", checkpoints_dir=ck, policy=loose)["promoted"]["policy"]["min_elo0"] == -400.0
+    assert promote_checkpoint("weak", checkpoints_dir=ck, policy=loose, require_current_incumbent=False
+                              )["promoted"]["policy"]["min_elo0"] == -400.0
 
 
 def test_alpha_beta_and_pairs_below_the_policy_are_not_eligible(tmp_path: Path) -> None:
