@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
 
-.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo
+.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve
 
 setup: $(STAMP)
 
@@ -65,6 +65,12 @@ prod-demo: $(STAMP) postgres
 
 mcp: $(STAMP)
 	$(PY) -m mcp_server
+
+# Expert iteration from nothing for 60 minutes, then the promoted network alone against greedy
+# over 1,000 pairs (JSON on stdout); the run's sessions, datasets and checkpoints are kept in
+# improve-runs/<UTC time>/.
+improve: $(STAMP)
+	$(PY) -m benchmarks.improve --loop --minutes 60 --workdir improve-runs/$$(date -u +%Y%m%dT%H%M%SZ)
 
 bench: $(STAMP)
 	@for script in $$(ls benchmarks/*.py | grep -v __init__); do \

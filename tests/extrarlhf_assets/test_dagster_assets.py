@@ -128,17 +128,21 @@ def test_inconclusive_benchmark_skips_promotion_with_its_reason(tmp_path):
 
 
 def test_refused_promotion_is_skipped_with_each_reason_once(tmp_path):
-    """Benchmarked against baseline:random while the incumbent is baseline:greedy: the core
-    refuses (current_incumbent); the asset records the reason once and the run succeeds.
+    """Benchmarked against baseline:random while the incumbent is a promoted checkpoint: the
+    core refuses (current_incumbent); the asset records the reason once and the run succeeds.
     require_current_incumbent false then promotes."""
     instance = dg.DagsterInstance.ephemeral()
     config = loop_config(30)
     config["ops"]["promoted_policy"]["config"]["require_current_incumbent"] = True
+    # nothing promoted: baseline:random is the incumbent (the first-promotion rule), so it promotes
+    first = run_loop(instance, "first", resources(tmp_path), config)
+    assert first.success and metadata(first, "promoted_policy")["previous"] == "none"
+    promoted = read_promoted(tmp_path / "checkpoints")
     result = run_loop(instance, "strict", resources(tmp_path), config)
     assert result.success and checks_of(result)["benchmark_passed"] is True
     [reason] = _skip_reasons(result)["promoted_policy"]
     assert reason.count("[current_incumbent]") == 1 and reason.count("was played against") == 1
-    assert read_promoted(tmp_path / "checkpoints") is None
+    assert read_promoted(tmp_path / "checkpoints") == promoted
 
     candidate = metadata(result, "policy_benchmark")["candidate"]
     promote = dg.materialize([a for a in _defs().assets if "promoted_policy" in str(getattr(a, "keys", ""))],

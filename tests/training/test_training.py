@@ -267,11 +267,12 @@ def test_cli_train_benchmark_and_promote(tmp_path: Path, capsys: pytest.CaptureF
                  "--checkpoints-dir", ck])
     out = capsys.readouterr().out
     assert code == 0 and "PASSED" in out and "| cli-bc vs baseline:random |" in out
-    with pytest.raises(RLHFError) as info:  # benchmarked against random, the incumbent is greedy
-        _cli(["promote", "cli-bc", "--checkpoints-dir", ck])
-    assert info.value.code == "promotion_refused" and "current_incumbent" in str(info.value)
-    assert _cli(["promote", "cli-bc", "--any-incumbent", "--checkpoints-dir", ck]) == 0
+    # nothing promoted: baseline:random is the incumbent (the first-promotion rule)
+    assert _cli(["promote", "cli-bc", "--checkpoints-dir", ck]) == 0
     assert "promoted cli-bc" in capsys.readouterr().out
+    with pytest.raises(RLHFError) as info:  # already the promoted one, whatever incumbent it was played against
+        _cli(["promote", "cli-bc", "--any-incumbent", "--checkpoints-dir", ck])
+    assert info.value.code == "promotion_refused" and "not_already_promoted" in str(info.value)
     assert _cli(["promote", "--status", "--checkpoints-dir", ck]) == 0
     assert "promoted: cli-bc" in capsys.readouterr().out
     assert _cli(["benchmark", "cli-bc", "baseline:random", "--pairs", "1", "--baseline-pairs", "0",
