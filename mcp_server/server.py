@@ -36,6 +36,7 @@ from mcp.types import METHOD_NOT_FOUND, CallToolResult, ToolAnnotations
 from pydantic import Field, Strict, ValidationError
 
 from adapters import BASELINES, default_registry
+from adapters.search import DEFAULT_SIMS, MAX_SIMS, is_search_spec
 from engine import ACTION_SPACE_SIZE
 from extrarlhf.runtime import codenames
 from extrarlhf.runtime import series as core_series
@@ -43,6 +44,7 @@ from extrarlhf.runtime import series as core_series
 from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.errors import NotFound
 from extrarlhf.runtime.live import MatchRegistry
+from extrarlhf.runtime.actors import resolve_actor
 from extrarlhf.runtime.match import MAX_SEED, Match
 from extrarlhf.runtime.replay import replay_battle as core_replay
 from extrarlhf.runtime.sessions import SessionStore
@@ -578,13 +580,19 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     def list_models(limit: limit_arg(50, "checkpoints") = 50, cursor: Cursor = None) -> dict[str, Any]:
         """What can play: the baseline specs, a page of the registered checkpoints (name, kind,
         weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
-        and this page's checkpoint names) and the adapter kinds (built-in and custom) with their
-        aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor)."""
+        and this page's checkpoint names), `search` (the search actor's spec form over any of them,
+        its default and maximum sims, an example) and the adapter kinds (built-in and custom) with
+        their aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor)."""
         registry = default_registry()
         page = paginate(checkpoints.list(), tool="list_models", limit=limit, cursor=cursor,
                         key=lambda entry: (entry["name"],))
         return {"baselines": BASELINE_SPECS, **paged({}, "checkpoints", page),
                 "specs": BASELINE_SPECS + [entry["name"] for entry in page.items],
+                "search": {"form": "search:<baseline spec or checkpoint name>?sims=N",
+                           "default_sims": DEFAULT_SIMS, "max_sims": MAX_SIMS,
+                           "example": f"search:baseline:greedy?sims={DEFAULT_SIMS}",
+                           "description": "decision-time search over the acting player's information set, "
+                                          "rolling out with the named policy (inspect_model describes one)"},
                 "checkpoints_dir": str(config.checkpoints_dir), "adapter_kinds": registry.kinds(),
                 "kind_aliases": dict(registry.aliases)}
 
@@ -621,16 +629,27 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Inspect a model", read_only=True, idempotent=True)
     def inspect_model(
-        name: Annotated[str, Strict(), Field(description="A baseline spec ('baseline:greedy') or a checkpoint "
-                                                         "name.")],
+        name: Annotated[str, Strict(), Field(description="A baseline spec ('baseline:greedy'), a checkpoint "
+                                                         "name or a search spec ('search:baseline:greedy?sims=32')."
+                                                         )],
     ) -> dict[str, Any]:
         """Details of a model: for a checkpoint its kind, IO signature, weights_hash, file and whether
-        the stored file is present and intact; for a baseline its kind."""
+        the stored file is present and intact; for a baseline its kind; for a search spec its
+        canonical spec, sims and rollout policy (with that policy's own details)."""
+        return describe_model(name)
+
+    def describe_model(name: str) -> dict[str, Any]:
+        if is_search_spec(name):
+            actor = resolve_actor(name, "name", config.checkpoints_dir)
+            return {"name": name, **actor.as_dict(), "sims": actor.sims,
+                    "rollout": describe_model(actor.rollout.spec),
+                    "description": "decision-time search over the acting player's information set "
+                                   f"({actor.sims} rollouts per decision with {actor.rollout.spec})"}
         if name in BASELINE_SPECS:
             return {"name": name, "spec": name, "kind": "baseline", "weights_hash": None,
                     "description": "built-in heuristic baseline (no weights)"}
         if name not in checkpoints.specs():
-            known = ", ".join(BASELINE_SPECS + checkpoints.specs())
+            known = ", ".join(BASELINE_SPECS + checkpoints.specs() + ["search:<one of these>?sims=N"])
             raise NotFound(f"unknown model {name!r}; known: {known}")
         return {"spec": name, **checkpoints.inspect(name)}
 

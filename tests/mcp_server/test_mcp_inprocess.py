@@ -382,7 +382,16 @@ async def test_model_tools(server, dirs, tmp_path):
         assert info["file_present"] and info["file_intact"] and info["weights_hash"] == entry["weights_hash"]
         assert (await c.ok("inspect_model", {"name": "baseline:greedy"}))["kind"] == "baseline"
         err = await c.err("inspect_model", {"name": "nobody"}, "not_found")
-        assert "scripted-v5" in err["message"]
+        assert "scripted-v5" in err["message"] and "search:<one of these>?sims=N" in err["message"]
+        # the search actor: listed as a form, inspected with its rollout policy's own details
+        assert listed["search"]["example"] == "search:baseline:greedy?sims=32" and listed["search"]["max_sims"] == 4096
+        search = await c.ok("inspect_model", {"name": "search:scripted-v5"})
+        assert search["spec"] == "search:scripted-v5?sims=32" and search["kind"] == "search" and search["sims"] == 32
+        assert search["weights_hash"] == entry["weights_hash"] == search["rollout"]["weights_hash"]
+        assert search["rollout"]["kind"] == "v5" and search["rollout"]["file_intact"]
+        err = await c.err("inspect_model", {"name": "search:baseline:greedy?sims=0"}, "invalid_argument")
+        assert "sims must be an integer in 1..4096, got '0'" in err["message"]
+        await c.err("inspect_model", {"name": "search:nobody"}, "unknown_spec")
 
         # the checkpoint plays: a series with it as player 1 records its weights hash
         series = await c.ok("run_series", {"group": "cp", "n_battles": 2, "p1_model": "scripted-v5",
