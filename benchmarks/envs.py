@@ -29,21 +29,14 @@ from typing import Callable
 import gymnasium as gym
 
 import extrarlhf.envs  # noqa: F401  (registers ExtraArena-v1)
-from benchmarks.engine import random_steps
+from benchmarks.engine import _timed, random_steps
 from engine import SplitMix64
 from extrarlhf.envs import ENV_ID
 
 
 def _cpu_timed(fn: Callable[[int], int], min_seconds: float) -> tuple[int, float]:
-    """``benchmarks.engine._timed`` on this process's CPU time: run ``fn(i)`` (a work count)
-    until ``min_seconds`` of CPU time have passed, so other processes' load is not counted."""
-    done, i, start = 0, 0, time.process_time()
-    while True:
-        done += fn(i)
-        i += 1
-        elapsed = time.process_time() - start
-        if elapsed >= min_seconds:
-            return done, elapsed
+    """``benchmarks.engine._timed`` on this process's CPU time."""
+    return _timed(fn, min_seconds, time.process_time)
 
 
 def _env_run(env: gym.Env, seconds: float) -> dict[str, float]:
