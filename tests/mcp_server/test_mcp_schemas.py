@@ -30,6 +30,7 @@ from mcp import Client
 
 from engine.actions import check_action_id
 from extrarlhf import benchmarking
+from extrarlhf import ladder as core_ladder
 from extrarlhf.datasets.assign import check_fractions
 from extrarlhf.production.export import check_max_rows
 from extrarlhf.readiness import ReadinessPolicy
@@ -79,6 +80,11 @@ def _probes(tmp: Path) -> Callable[[Leaf], list[Probe]]:
                                                        datasets_dir=tmp / "d", checkpoints_dir=tmp / "c"),
                                   rf"^{param} must be (a number|an integer)")
 
+    def ladder(param: str) -> Probe:
+        # an empty registry, measure and write off: nothing is played or written
+        return lambda v: _accepts(lambda: core_ladder.policy_ladder(tmp / "c", measure=False, write=False,
+                                                                    **{param: v}), rf"^{param} must be")
+
     def lease(v: Any) -> bool:
         ok = _accepts(lambda: codenames.claim(tmp / "leases", "Probe", "g", stale_after_s=v), "^stale_after_s")
         codenames.release(tmp / "leases", "Probe")
@@ -116,6 +122,8 @@ def _probes(tmp: Path) -> Callable[[Leaf], list[Probe]]:
             return [series(leaf.argument)]
         if leaf.tool == "train_policy":
             return [train(leaf.argument)]
+        if leaf.tool == "policy_ladder":
+            return [ladder(leaf.argument)]
         raise AssertionError(f"{leaf.name}: no core probe; add the core function that checks it to PROBES")
 
     return probes
