@@ -99,7 +99,8 @@ def loop(args: argparse.Namespace) -> dict:
               f"{b.get('verdict', r.get('not_promoted'))}", file=sys.stderr, flush=True)
 
     result = improve_policy("exit", minutes=args.minutes, first_battles=args.first_battles,
-                            battles_per_round=args.round_battles, sims=args.sims, rollout=args.rollout,
+                            battles_per_round=args.round_battles, growth=args.growth, sims=args.sims,
+                            rollout=args.rollout,
                             seed=args.seed, n_pairs=args.round_pairs, max_workers=args.workers,
                             sessions_dir=dirs["sessions"], datasets_dir=dirs["datasets"],
                             checkpoints_dir=dirs["checkpoints"], round_done=round_done)
@@ -144,7 +145,9 @@ def main() -> None:
     parser.add_argument("--loop", action="store_true", help="run the improvement loop from nothing (module docstring)")
     parser.add_argument("--minutes", type=float, default=60.0, help="--loop: time budget of the loop")
     parser.add_argument("--first-battles", type=int, default=150, help="--loop: battles of round 1")
-    parser.add_argument("--round-battles", type=int, default=600, help="--loop: battles of each later round")
+    parser.add_argument("--round-battles", type=int, default=300, help="--loop: battles of round 2")
+    parser.add_argument("--growth", type=float, default=2.0, help="--loop: each later round is this many times "
+                                                                   "the one before")
     parser.add_argument("--round-pairs", type=int, default=1000, help="--loop: most pairs of a round's benchmark")
     parser.add_argument("--final-pairs", type=int, default=1000, help="--loop: pairs of the final score vs greedy")
     parser.add_argument("--workdir", default=None, help="--loop: a new directory to keep (default: a temp dir)")

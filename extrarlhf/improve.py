@@ -18,8 +18,12 @@ rule of the loop (readiness, the SPRT, the promotion checks) is the pipeline's o
 4. **benchmark** the student against the incumbent (the promoted policy, else the
    first-promotion rule's ``baseline:random``) with the SPRT, and **promote** it when it passes.
 
-Rounds go on until ``minutes`` would be overrun (a round is not started when the last one's
-duration, scaled by its battles, does not fit in what is left) or ``max_rounds`` ran. A
+Round sizes grow: round 1 has ``first_battles``, round 2 ``battles_per_round``, and each later
+round ``growth`` times the one before, since each round re-materializes, retrains and
+re-benchmarks on everything (fixed-size rounds spend a growing share of the budget on that).
+Rounds go on until ``minutes`` would be overrun: the last one's seconds per battle (its whole
+duration, overheads included) size what still fits; a round that does not fit is cut to what
+does, and none is started below ``first_battles`` battles. ``max_rounds`` caps the count. A
 student that does not pass is a normal outcome: its round records the verdict and the next
 round trains on more data. A second call continues the numbering and reuses the earlier
 groups.
@@ -67,8 +71,8 @@ def _positive(value: Any, name: str, kind: type = int) -> Any:
 
 
 def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: int = 50, first_battles: int = 150,
-                   battles_per_round: int = 600, sims: int = DEFAULT_SIMS, rollout: str = "baseline:greedy",
-                   opponent: str = "baseline:greedy", seed: int = 0, epochs: int = 10,
+                   battles_per_round: int = 300, growth: float = 2.0, sims: int = DEFAULT_SIMS, rollout: str = "baseline:greedy",
+                   opponent: str = "baseline:greedy", seed: int = 0, epochs: int = 6,
                    temperature: float = TEMPERATURE, n_pairs: int = 1000, baseline_pairs: int = 20,
                    max_workers: int = 2, sessions_dir: str | os.PathLike[str] = "sessions",
                    datasets_dir: str | os.PathLike[str] = "datasets",
@@ -82,6 +86,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     promoted."""
     check_name(prefix, "prefix")
     _positive(minutes, "minutes", float)
+    if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not 1.0 <= growth <= 10.0:
+        raise InvalidArgument(f"growth must be a number in [1, 10], got {growth!r}")
     for name, value in (("max_rounds", max_rounds), ("first_battles", first_battles),
                         ("battles_per_round", battles_per_round), ("epochs", epochs), ("n_pairs", n_pairs),
                         ("max_workers", max_workers)):
@@ -97,12 +103,16 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     stop_reason = f"max_rounds ({max_rounds}) reached"
     per_battle: float | None = None
     for k in range(start_round, start_round + max_rounds):
-        battles = first_battles if k == 1 else battles_per_round
+        battles = first_battles if k == 1 else int(battles_per_round * growth ** (k - 2))
         elapsed = time.perf_counter() - started
         if per_battle is not None and elapsed + per_battle * battles > budget:
-            stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; the next round "
-                           f"(about {per_battle * battles / 60:.1f} min) would not fit")
-            break
+            fits = int((budget - elapsed) / per_battle)
+            if fits < first_battles:
+                stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; a round of "
+                               f"{first_battles} battles (about {per_battle * first_battles / 60:.1f} min) would "
+                               f"not fit")
+                break
+            battles = fits
         group = f"{prefix}-r{k:02d}"
         incumbent = current_incumbent(checkpoints_dir)
 

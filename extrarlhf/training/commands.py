@@ -198,7 +198,8 @@ def _cmd_improve(args: argparse.Namespace) -> int:
                 print(f"  {row['model']} vs {row['opponent']}: score {row['score']:.3f} over {row['pairs']} pairs")
 
     result = improve_policy(args.prefix, minutes=args.minutes, max_rounds=args.rounds,
-                            first_battles=args.first_battles, battles_per_round=args.battles, sims=args.sims,
+                            first_battles=args.first_battles, battles_per_round=args.battles,
+                            growth=args.growth, sims=args.sims,
                             rollout=args.rollout, opponent=args.opponent, seed=args.seed, epochs=args.epochs,
                             n_pairs=args.pairs, max_workers=args.workers, sessions_dir=args.sessions_dir,
                             datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
@@ -302,12 +303,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--minutes", type=float, default=60.0, help="time budget (default 60)")
     p.add_argument("--rounds", type=int, default=50, help="at most this many rounds (default 50)")
     p.add_argument("--first-battles", type=int, default=150, help="battles of round 1 (default 150)")
-    p.add_argument("--battles", type=int, default=600, help="battles of each later round (default 600)")
+    p.add_argument("--battles", type=int, default=300, help="battles of round 2 (default 300)")
+    p.add_argument("--growth", type=float, default=2.0, help="each later round is this many times the one "
+                                                            "before (default 2)")
     p.add_argument("--sims", type=int, default=32, help="the teacher's rollouts per decision (default 32)")
     p.add_argument("--rollout", default="baseline:greedy", help="the teacher's rollout policy (default greedy)")
     p.add_argument("--opponent", default="baseline:greedy", help="who the teacher plays while collecting")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=10, help="training epochs per round (default 10)")
+    p.add_argument("--epochs", type=int, default=6, help="training epochs per round (default 6)")
     p.add_argument("--pairs", type=int, default=1000, help="most benchmark pairs per round (SPRT stops early)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     dirs(p, datasets=True, sessions=True)
