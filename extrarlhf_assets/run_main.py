@@ -160,6 +160,17 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
                          f"{DEFAULT_INCUMBENT}; the next run's candidate must beat the promoted policy)")
     p = meta.get("promoted_policy")
     lines.append(f"promotion         {'PROMOTED ' + p['promoted'] + ' (previous: ' + p['previous'] + ')' if p else 'not promoted'}")
+    lad = meta.get("policy_ladder")
+    if lad and lad.get("rungs"):
+        from extrarlhf.ladder import elo_text, read_ladder
+
+        doc = read_ladder(Path(lad["path"]).parent) or {"rungs": []}
+        lines.append(f"policy_ladder     {lad['rungs']} promotion(s), Elo with 95% intervals -> {lad['path']}")
+        for r in doc["rungs"]:
+            base = r["vs_baselines"]
+            lines.append(f"  {r['rung']:>2} {r['name']:<32} vs {r['predecessor']['spec']}: "
+                         f"{elo_text(r['vs_predecessor'])}; vs greedy {elo_text(base['baseline:greedy'])}; "
+                         f"vs random {elo_text(base['baseline:random'])}")
     states = check_states(result)
     lines.append("checks            " + ", ".join(f"{k}={v}" for k, v in states.items()))
     seen: set[str] = set()

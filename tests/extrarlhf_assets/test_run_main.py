@@ -77,6 +77,9 @@ def test_each_run_is_a_round_that_grows_the_group(tmp_path):
     assert "the group holds 20 battles (search:baseline:greedy?sims=4 vs baseline:greedy)" in output
     assert "battle_sessions   20 battles" in summary and "PROMOTED g-bc-" in summary
     first = _promoted(tmp_path)
+    # the ladder: its one promotion, against the first-promotion rule's incumbent, with intervals
+    assert "policy_ladder     1 promotion(s)" in summary
+    assert re.search(rf"  +1 {first} +vs baseline:random: \+\d+ \[[+-]\d+, \+\d+\]; vs greedy [+-]\d+ ", summary)
     code, output, summary = _run(tmp_path, "--more-battles", "20", "--pairs", "20", "--quiet")
     assert code == 0, output
     assert "the group holds 40 battles" in output and "battle_sessions   40 battles" in summary
