@@ -9,7 +9,9 @@ checkpoint, so the first-promotion rule's ``baseline:random`` is the first incum
 policy *alone* (the network, no search): its score against ``baseline:greedy`` over
 ``--final-pairs`` paired battles (no early stop) and its decisions/s batched (64 states per
 ``decide_batch``, one onnxruntime thread, real mid-battle states), plus every round's
-promotion benchmark (the ladder). Targets from issue 18: score >= 0.60 over 1,000 pairs within
+promotion benchmark, and the policy ladder (extrarlhf.ladder: each promotion's Elo against its
+predecessor, cumulative, and against greedy and random over ``--ladder-pairs``). Targets from
+issue 18: score >= 0.60 over 1,000 pairs within
 60 minutes, >= 2,000 decisions/s.
 
 Figures of the teacher (default mode):
@@ -86,6 +88,7 @@ def batched_decisions_per_s(spec: str, checkpoints_dir: str, batch: int = 64, se
 
 def loop(args: argparse.Namespace) -> dict:
     from extrarlhf.improve import improve_policy
+    from extrarlhf.ladder import policy_ladder
     from extrarlhf.progress import ProgressLine
 
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="improve-"))
@@ -107,7 +110,7 @@ def loop(args: argparse.Namespace) -> dict:
     out: dict = {"benchmark": "improve_loop", "python": platform.python_version(), "machine": platform.machine(),
                  "workdir": str(work), "minutes_budget": args.minutes, "loop_minutes": round(result["seconds"] / 60, 1),
                  "teacher": result["teacher"], "stop_reason": result["stop_reason"],
-                 "ladder": [{"round": r["round"], "student": r["student"], "incumbent": r["incumbent"],
+                 "rounds": [{"round": r["round"], "student": r["student"], "incumbent": r["incumbent"],
                              "battles_so_far": sum(x["battles"] for x in result["rounds"][:i + 1]),
                              "promoted": r["promoted"], **{k: (r.get("benchmark") or {}).get(k) for k in
                                                            ("pairs", "score", "elo", "elo_ci95", "verdict")}}
@@ -122,6 +125,14 @@ def loop(args: argparse.Namespace) -> dict:
                               progress=ProgressLine("final vs greedy"))
     m = report["match"]
     speed = batched_decisions_per_s(result["promoted"], dirs["checkpoints"])
+    ladder = policy_ladder(dirs["checkpoints"], pairs=args.ladder_pairs, max_workers=args.workers)
+    out["policy_ladder"] = [{"rung": r["rung"], "name": r["name"], "predecessor": r["predecessor"]["spec"],
+                             **{key: {k: fig.get(k) for k in ("pairs", "score", "elo", "elo_ci95")}
+                                for key, fig in (("vs_predecessor", r["vs_predecessor"]),
+                                                 ("cumulative", r["cumulative"]),
+                                                 ("vs_greedy", r["vs_baselines"]["baseline:greedy"]),
+                                                 ("vs_random", r["vs_baselines"]["baseline:random"]))}}
+                            for r in ladder["rungs"]]
     out.update({"final": {"model": result["promoted"], "opponent": "baseline:greedy", "pairs": m["pairs"],
                           "wins": m["wins"], "draws": m["draws"], "losses": m["losses"], "score": m["score"],
                           "score_ci95": m["score_ci95"], "elo": m["elo"], "elo_ci95": m["elo_ci95"],
@@ -150,6 +161,7 @@ def main() -> None:
                                                                    "the one before")
     parser.add_argument("--round-pairs", type=int, default=1000, help="--loop: most pairs of a round's benchmark")
     parser.add_argument("--final-pairs", type=int, default=1000, help="--loop: pairs of the final score vs greedy")
+    parser.add_argument("--ladder-pairs", type=int, default=100, help="--loop: pairs of each rung vs the baselines")
     parser.add_argument("--workdir", default=None, help="--loop: a new directory to keep (default: a temp dir)")
     args = parser.parse_args()
     if args.loop:
