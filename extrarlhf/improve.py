@@ -21,9 +21,13 @@ rule of the loop (readiness, the SPRT, the promotion checks) is the pipeline's o
 Round sizes grow: round 1 has ``first_battles``, round 2 ``battles_per_round``, and each later
 round ``growth`` times the one before, since each round re-materializes, retrains and
 re-benchmarks on everything (fixed-size rounds spend a growing share of the budget on that).
-Rounds go on until ``minutes`` would be overrun: the last one's seconds per battle (its whole
-duration, overheads included) size what still fits; a round that does not fit is cut to what
-does, and none is started below ``first_battles`` battles. ``max_rounds`` caps the count. A
+Rounds go on until ``minutes`` would be overrun. A round's duration is predicted from the last
+one: collecting costs its seconds per new battle, and the rest (materializing, training and
+benchmarking on *every* round's battles) its seconds per battle held (:func:`round_seconds`);
+a round that does not fit is cut to what does, and none is started below ``first_battles``
+battles. ``max_rounds`` caps the count. (Measured: sizing the last round by the previous
+round's whole seconds per battle let a 60-minute loop start a round at minute 55 that the
+fixed cost of retraining on 8,000 battles could not finish in time.) A
 student that does not pass is a normal outcome: its round records the verdict and the next
 round trains on more data. A second call continues the numbering and reuses the earlier
 groups.
@@ -64,6 +68,13 @@ def round_groups(sessions_dir: str | os.PathLike[str], prefix: str) -> list[str]
     return [g for _, g in sorted(found)]
 
 
+def round_seconds(cost: tuple[float, float], held: int, battles: int) -> float:
+    """Predicted seconds of a round adding ``battles`` to ``held``: ``cost`` is (seconds per new
+    battle collected, seconds per battle held for the rest of the round)."""
+    per_new, per_held = cost
+    return per_new * battles + per_held * (held + battles)
+
+
 def _positive(value: Any, name: str, kind: type = int) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int) or value <= 0:
         raise InvalidArgument(f"{name} must be a positive {'number' if kind is float else 'integer'}, got {value!r}")
@@ -101,16 +112,17 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     rounds: list[dict[str, Any]] = []
     groups = list(earlier)
     stop_reason = f"max_rounds ({max_rounds}) reached"
-    per_battle: float | None = None
+    cost: tuple[float, float] | None = None  # (collect s per new battle, rest s per battle this call added)
+    held = 0
     for k in range(start_round, start_round + max_rounds):
         battles = first_battles if k == 1 else int(battles_per_round * growth ** (k - 2))
         elapsed = time.perf_counter() - started
-        if per_battle is not None and elapsed + per_battle * battles > budget:
-            fits = int((budget - elapsed) / per_battle)
+        if cost is not None and elapsed + round_seconds(cost, held, battles) > budget:
+            fits = int((budget - elapsed - cost[1] * held) / (cost[0] + cost[1]))
             if fits < first_battles:
                 stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; a round of "
-                               f"{first_battles} battles (about {per_battle * first_battles / 60:.1f} min) would "
-                               f"not fit")
+                               f"{first_battles} battles (about "
+                               f"{round_seconds(cost, held, first_battles) / 60:.1f} min) would not fit")
                 break
             battles = fits
         group = f"{prefix}-r{k:02d}"
@@ -129,7 +141,9 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
             datasets_dir=datasets_dir, checkpoints_dir=checkpoints_dir, progress=stage,
             sprt_progress=sprt_progress, cancel=cancel)
         seconds = time.perf_counter() - t0
-        per_battle = seconds / battles
+        collect = result["seconds"].get("collect", 0.0)
+        held += battles
+        cost = (collect / battles, max(seconds - collect, 0.0) / held)
         groups.append(group)
         stages = result["stages"]
         entry: dict[str, Any] = {"round": k, "group": group, "battles": battles, "groups_trained_on": len(groups),

@@ -124,3 +124,12 @@ def test_imitate_search_selects_every_search_actor() -> None:
     info = check_dataset("mixed", datasets_dir())
     splits, _ = load_splits(info, "search")
     assert splits["train"].imitated.sum() == 0  # the shared data has no search decision
+
+
+def test_round_seconds_counts_collection_per_new_battle_and_the_rest_per_battle_held() -> None:
+    from extrarlhf.improve import round_seconds
+
+    # 0.4 s per new battle collected, 0.02 s per battle held for materializing, training, benchmarking
+    assert round_seconds((0.4, 0.02), 1000, 200) == pytest.approx(0.4 * 200 + 0.02 * 1200)
+    # the fixed cost of retraining on what is held does not shrink with a smaller round
+    assert round_seconds((0.4, 0.02), 8000, 0) == pytest.approx(160.0)
