@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 from adapters.search import search_spec
 
+from .datasets.paths import check_positive_int
 from .errors import Cancelled, InvalidArgument
 from .pipeline import PipelineProgress, SprtProgress, run_pipeline
 from .promotion import current_incumbent
@@ -75,12 +76,6 @@ def round_seconds(cost: tuple[float, float], held: int, battles: int) -> float:
     return per_new * battles + per_held * (held + battles)
 
 
-def _positive(value: Any, name: str, kind: type = int) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int) or value <= 0:
-        raise InvalidArgument(f"{name} must be a positive {'number' if kind is float else 'integer'}, got {value!r}")
-    return value
-
-
 def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: int = 50, first_battles: int = 150,
                    battles_per_round: int = 300, growth: float = 2.0, sims: int = DEFAULT_SIMS, rollout: str = "baseline:greedy",
                    opponent: str = "baseline:greedy", seed: int = 0, epochs: int = 6,
@@ -96,13 +91,14 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     group, battles, the student's name, training top-1, benchmark verdict and whether it was
     promoted."""
     check_name(prefix, "prefix")
-    _positive(minutes, "minutes", float)
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
+        raise InvalidArgument(f"minutes must be a positive number, got {minutes!r}")
     if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not 1.0 <= growth <= 10.0:
         raise InvalidArgument(f"growth must be a number in [1, 10], got {growth!r}")
     for name, value in (("max_rounds", max_rounds), ("first_battles", first_battles),
                         ("battles_per_round", battles_per_round), ("epochs", epochs), ("n_pairs", n_pairs),
                         ("max_workers", max_workers)):
-        _positive(value, name)
+        check_positive_int(value, name)
     teacher = search_spec(rollout, sims)
     resolve_actor(teacher, "teacher", checkpoints_dir)  # a bad rollout spec fails here, before anything is played
     earlier = round_groups(sessions_dir, prefix)
