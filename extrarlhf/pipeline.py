@@ -55,14 +55,15 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
     returns ``{"completed", "stopped_at", "promoted", "stages": {stage: result}, "seconds"}``.
 
     ``dataset`` names the materialized dataset (default: the group's name; each run adds a
-    version). ``incumbent`` defaults to the promoted checkpoint, else ``baseline:random`` (the first-promotion rule, promotion.py).
+    version). ``incumbent`` defaults to the promoted checkpoint, else ``baseline:random`` (the
+    first-promotion rule, promotion.py).
     ``train_options`` passes further ``train_policy`` hyper-parameters (hidden, lr, ...)."""
     from .datasets import dataset_readiness, materialize_v5_dataset
     from .training import train_policy
 
     check_name(group, "group")
     check_name(name, "checkpoint")
-    extra = list(extra_groups or [])
+    extra = [g for g in extra_groups or [] if g != group]
     for other in extra:
         check_name(other, "group")
     promotion_policy = PromotionPolicy.coerce(promotion_policy)
@@ -107,7 +108,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                                                                              "decisions", "degraded")}
 
     materialized = timed("materialize", lambda: materialize_v5_dataset(
-        [*[g for g in extra if g != group], group], dataset_name, sessions_dir=sessions_dir, datasets_dir=datasets_dir, policy=readiness_policy,
+        [*extra, group], dataset_name, sessions_dir=sessions_dir, datasets_dir=datasets_dir, policy=readiness_policy,
         progress=report("materialize"), cancel=cancel))
     dataset_id = materialized["dataset_id"]
     stages["materialize"] = {k: materialized.get(k) for k in ("dataset_id", "path", "row_counts", "exclusions")}
