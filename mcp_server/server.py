@@ -51,6 +51,7 @@ from extrarlhf.runtime.sessions import SessionStore
 
 from . import guards, tools_datasets, tools_production, tools_training
 from .cancel import run_cancellable
+from .drain import answered_before_exit
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
@@ -173,8 +174,10 @@ class ExtraRLHFServer(MCPServer):
         return decorator
 
     async def run_stdio_async(self) -> None:
-        """Serve over stdio on pipe transports (see :mod:`mcp_server.transport`)."""
-        async with pipe_stdio() as (read_stream, write_stream):
+        """Serve over stdio on pipe transports (see :mod:`mcp_server.transport`), answering every
+        request read before the input ends (see :mod:`mcp_server.drain`)."""
+        async with pipe_stdio() as streams:
+            read_stream, write_stream = answered_before_exit(*streams)
             await self._lowlevel_server.run(read_stream, write_stream,
                                             self._lowlevel_server.create_initialization_options())
 
