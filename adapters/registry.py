@@ -7,9 +7,9 @@ sample=False, spec=None, timeout_s=None, max_timeouts=None)`` ->
 :class:`~adapters.onnx_models.ModelPolicy`; ``timeout_s`` limits each inference run, default
 env ``RLHF_INFERENCE_TIMEOUT_S`` else 2 s, and ``max_timeouts`` timed-out runs in a row
 disable the model, default env ``RLHF_INFERENCE_MAX_TIMEOUTS`` else 3), and ``search``
-(``create("search", rollout=<policy>, sims=32, seed=0, spec=None)`` ->
-:class:`~adapters.search.SearchPolicy`; the spec form ``search:<rollout spec>?sims=N`` is
-parsed by :func:`~adapters.search.parse_search_spec`). Custom kinds
+(``create("search", rollout=<policy>, sims=32, seed=0, spec=None, play=None)`` ->
+:class:`~adapters.search.SearchPolicy`; the spec form ``search:<rollout spec>?sims=N[&play=<spec>]``
+is parsed by :func:`~adapters.search.parse_search_spec`). Custom kinds
 register a callable or a ``"package.module:attr"`` path; whatever a factory returns gets
 ``decide``/``decide_batch`` if it only has ``act``.
 """
@@ -98,8 +98,9 @@ def _model_factory(kind: str) -> Callable[..., ModelPolicy]:
     return factory
 
 
-def _search_factory(rollout: Any, sims: int = DEFAULT_SIMS, seed: int = 0, spec: str | None = None) -> SearchPolicy:
-    return SearchPolicy(rollout, sims, seed, spec)
+def _search_factory(rollout: Any, sims: int = DEFAULT_SIMS, seed: int = 0, spec: str | None = None,
+                    play: Any = None) -> SearchPolicy:
+    return SearchPolicy(rollout, sims, seed, spec, play)
 
 
 class AdapterRegistry:

@@ -31,7 +31,13 @@ rollouts in all, and plays the one whose rollouts end best:
 
 The decision's policy record carries the search's action values (mean leaf value per legal
 action, null where an action was not searched), the visits per action and the chosen
-action's value. A rollout policy that falls back (a model that cannot act) makes the search
+action's value.
+
+``&play=<spec>`` (a baseline or a checkpoint) makes the search a labeller (DAgger, Ross et al.
+2011): it searches every decision as above and records its values and its own choice
+(``search_choice``), but the play policy's action is the one played. A student trained on the
+teacher's values at the states the *student* reaches learns what to do after its own mistakes,
+which a student trained only on the teacher's states never sees. A rollout policy that falls back (a model that cannot act) makes the search
 decision carry its warning, so the battle is marked degraded.
 """
 
@@ -57,16 +63,16 @@ MAX_CANDIDATES = 12
 LEAF_SCALE = 30.0
 LOOKAHEAD_TURNS = 3  # the player's turn, the opponent's reply, the player's next turn
 _OPTION = re.compile(r"([a-z_]+)=([^&=]*)")
-OPTIONS = ("sims",)
+OPTIONS = ("sims", "play")
 
 
 def is_search_spec(spec: Any) -> bool:
     return isinstance(spec, str) and spec.startswith(SEARCH_PREFIX)
 
 
-def parse_search_spec(spec: str) -> tuple[str, int]:
-    """``search:<rollout spec>[?sims=N]`` -> (rollout spec, sims); a bad spec is an AdapterError
-    saying what is wrong and what a good one looks like."""
+def parse_search_spec(spec: str) -> tuple[str, int, str | None]:
+    """``search:<rollout spec>[?sims=N][&play=<spec>]`` -> (rollout spec, sims, play spec or
+    None); a bad spec is an AdapterError saying what is wrong and what a good one looks like."""
     def bad(why: str) -> AdapterError:
         return AdapterError(f"search spec {spec!r}: {why} (e.g. 'search:baseline:greedy?sims=64' or "
                             f"'search:<checkpoint name>?sims=32')")
@@ -80,8 +86,8 @@ def parse_search_spec(spec: str) -> tuple[str, int]:
     if is_search_spec(rollout):
         raise bad("nests a search as its rollout policy; the rollout policy must be a baseline or a checkpoint")
     if "?" in body and not query:
-        raise bad("ends with '?' but sets no option; options: sims=N")
-    sims, seen = DEFAULT_SIMS, set()
+        raise bad("ends with '?' but sets no option; options: sims=N, play=<spec>")
+    sims, play, seen = DEFAULT_SIMS, None, set()
     for part in query.split("&") if query else []:
         match = _OPTION.fullmatch(part)
         if match is None:
@@ -92,15 +98,22 @@ def parse_search_spec(spec: str) -> tuple[str, int]:
         if name in seen:
             raise bad(f"option {name!r} is given twice")
         seen.add(name)
+        if name == "play":
+            if not value:
+                raise bad("play names no policy; play=<a baseline or a checkpoint>")
+            if is_search_spec(value):
+                raise bad("play must be a baseline or a checkpoint, not a search")
+            play = value
+            continue
         if not value.isdigit() or not 1 <= int(value) <= MAX_SIMS:
             raise bad(f"sims must be an integer in 1..{MAX_SIMS}, got {value!r}")
         sims = int(value)
-    return rollout, sims
+    return rollout, sims, play
 
 
-def search_spec(rollout_spec: str, sims: int) -> str:
-    """The canonical spec (sims always explicit), as traces and reports record it."""
-    return f"{SEARCH_PREFIX}{rollout_spec}?sims={sims}"
+def search_spec(rollout_spec: str, sims: int, play: str | None = None) -> str:
+    """The canonical spec (sims always explicit, then play), as traces and reports record it."""
+    return f"{SEARCH_PREFIX}{rollout_spec}?sims={sims}" + (f"&play={play}" if play else "")
 
 
 # ---------------------------------------------------------------------------- information sets
@@ -141,6 +154,11 @@ def determinize(state: State, player: int, rng: SplitMix64) -> State:
 
 
 # ---------------------------------------------------------------------------- the actor
+def _described(policy: Any) -> dict[str, Any]:
+    return {"spec": getattr(policy, "spec", None), "kind": getattr(policy, "kind", None),
+            "weights_hash": getattr(policy, "weights_hash", None)}
+
+
 def leaf_value(state: State, player: int) -> float:
     """A rollout's end scored for ``player`` in [-1, 1]."""
     if state.is_terminal:
@@ -154,24 +172,30 @@ class SearchPolicy:
 
     kind = "search"
 
-    def __init__(self, rollout: Any, sims: int = DEFAULT_SIMS, seed: int = 0, spec: str | None = None) -> None:
+    def __init__(self, rollout: Any, sims: int = DEFAULT_SIMS, seed: int = 0, spec: str | None = None,
+                 play: Any = None) -> None:
         if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= MAX_SIMS:
             raise AdapterError(f"sims must be an integer in 1..{MAX_SIMS}, got {sims!r}")
         if not (hasattr(rollout, "decide") or hasattr(rollout, "act")):
             raise AdapterError(f"the rollout policy must have decide(state) or act(state), got "
                                f"{type(rollout).__name__}")
+        if play is not None and not (hasattr(play, "decide") or hasattr(play, "act")):
+            raise AdapterError(f"the play policy must have decide(state) or act(state), got {type(play).__name__}")
         self.rollout = rollout
+        self.play = play
         self.sims = sims
         self.seed = seed
-        self.spec = spec or search_spec(getattr(rollout, "spec", type(rollout).__name__), sims)
+        self.spec = spec or search_spec(getattr(rollout, "spec", type(rollout).__name__), sims,
+                                        None if play is None else getattr(play, "spec", type(play).__name__))
         self.weights_hash = getattr(rollout, "weights_hash", None)
         self._warning: dict | None = None
 
     def provenance(self) -> dict[str, Any]:
-        """What searched, for traces: the sims and the rollout policy's spec, kind and weights."""
-        return {"sims": self.sims, "rollout": {"spec": getattr(self.rollout, "spec", None),
-                                               "kind": getattr(self.rollout, "kind", None),
-                                               "weights_hash": getattr(self.rollout, "weights_hash", None)}}
+        """What searched, for traces: the sims and the rollout (and play) policy's spec, kind and weights."""
+        out = {"sims": self.sims, "rollout": _described(self.rollout)}
+        if self.play is not None:
+            out["play"] = _described(self.play)
+        return out
 
     def act(self, state: State) -> int:
         return self.decide(state).action_id
@@ -180,12 +204,15 @@ class SearchPolicy:
         return [self.decide(s) for s in states]
 
     def _rollout_action(self, world: State) -> int:
-        decide = getattr(self.rollout, "decide", None)
+        return self._policy_action(self.rollout, world, "in the search's rollouts")
+
+    def _policy_action(self, policy: Any, state: State, where: str) -> int:
+        decide = getattr(policy, "decide", None)
         if decide is None:
-            return int(self.rollout.act(world))
-        decision = decide(world)
+            return int(policy.act(state))
+        decision = decide(state)
         if decision.warning is not None and self._warning is None:
-            self._warning = {**decision.warning, "message": f"in the search's rollouts: {decision.warning['message']}"}
+            self._warning = {**decision.warning, "message": f"{where}: {decision.warning['message']}"}
         return decision.action_id
 
     def _value(self, world: State, action: int, player: int, horizon: int) -> float:
@@ -201,7 +228,8 @@ class SearchPolicy:
         legal = state.legal_actions()
         player = state.to_move
         if len(legal) == 1:
-            return Decision(legal[0], outputs={"action_values": [None], "visits": [0]})
+            outputs = {"action_values": [None], "visits": [0]}
+            return Decision(legal[0], outputs=outputs if self.play is None else {**outputs, "search_choice": legal[0]})
         self._warning = None
         rng = SplitMix64(derive_seed(self.seed, f"search:{information_set_digest(state, player)}"))
         worlds = [determinize(state, player, rng)]
@@ -225,8 +253,13 @@ class SearchPolicy:
                 alive = alive[:math.ceil(len(alive) / 2)]
         best = max(alive, key=lambda a: (totals[a] / visits[a], -a))
         values = [round(totals[a] / visits[a], 6) if visits.get(a) else None for a in legal]
-        return Decision(best, value=values[legal.index(best)], warning=self._warning,
-                        outputs={"action_values": values, "visits": [visits.get(a, 0) for a in legal]})
+        outputs = {"action_values": values, "visits": [visits.get(a, 0) for a in legal]}
+        if self.play is not None:  # a labeller: the search's choice is recorded, the play policy's is played
+            outputs["search_choice"] = best
+            best = self._policy_action(self.play, state, "the play policy")
+            if best not in legal:
+                raise AdapterError(f"the play policy chose action {best}, which is not legal here")
+        return Decision(best, value=values[legal.index(best)], warning=self._warning, outputs=outputs)
 
     def _candidates(self, world: State, legal: list[int], player: int) -> list[int]:
         if len(legal) <= MAX_CANDIDATES:

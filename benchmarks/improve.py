@@ -104,13 +104,14 @@ def loop(args: argparse.Namespace) -> dict:
     result = improve_policy("exit", minutes=args.minutes, first_battles=args.first_battles,
                             battles_per_round=args.round_battles, growth=args.growth, sims=args.sims,
                             rollout=args.rollout,
-                            seed=args.seed, n_pairs=args.round_pairs, max_workers=args.workers,
+                            seed=args.seed, dagger=args.dagger, n_pairs=args.round_pairs, max_workers=args.workers,
                             sessions_dir=dirs["sessions"], datasets_dir=dirs["datasets"],
                             checkpoints_dir=dirs["checkpoints"], round_done=round_done)
     out: dict = {"benchmark": "improve_loop", "python": platform.python_version(), "machine": platform.machine(),
                  "workdir": str(work), "minutes_budget": args.minutes, "loop_minutes": round(result["seconds"] / 60, 1),
                  "teacher": result["teacher"], "stop_reason": result["stop_reason"],
                  "rounds": [{"round": r["round"], "student": r["student"], "incumbent": r["incumbent"],
+                             "collector": r["collector"],
                              "battles_so_far": sum(x["battles"] for x in result["rounds"][:i + 1]),
                              "promoted": r["promoted"], **{k: (r.get("benchmark") or {}).get(k) for k in
                                                            ("pairs", "score", "elo", "elo_ci95", "verdict")}}
@@ -159,6 +160,8 @@ def main() -> None:
     parser.add_argument("--round-battles", type=int, default=300, help="--loop: battles of round 2")
     parser.add_argument("--growth", type=float, default=2.0, help="--loop: each later round is this many times "
                                                                    "the one before")
+    parser.add_argument("--no-dagger", dest="dagger", action="store_false",
+                        help="--loop: the teacher plays every round's battles (default: DAgger once promoted)")
     parser.add_argument("--round-pairs", type=int, default=1000, help="--loop: most pairs of a round's benchmark")
     parser.add_argument("--final-pairs", type=int, default=1000, help="--loop: pairs of the final score vs greedy")
     parser.add_argument("--ladder-pairs", type=int, default=100, help="--loop: pairs of each rung vs the baselines")

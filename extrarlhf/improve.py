@@ -7,7 +7,11 @@ rule of the loop (readiness, the SPRT, the promotion checks) is the pipeline's o
 
 1. **collect** a new session group ``<prefix>-rNN`` where the teacher plays player 1 against
    ``opponent`` (the starting player is drawn per battle, so the teacher plays first and
-   second);
+   second). With ``dagger`` (the default), once a policy is promoted the teacher *labels* the
+   incumbent's battles instead (``search:...&play=<incumbent>``, DAgger, Ross et al. 2011):
+   the search runs at every decision and its values are recorded, but the incumbent's moves
+   are played, so the next student learns what to do in the states a student reaches, after
+   its own mistakes, which the teacher's battles never show it;
 2. **materialize** one dataset (``<prefix>``, a new version per round) from *every* round's
    group so far: the data aggregates, as in DAgger/ExIt, and each student sees more of the
    teacher than the last;
@@ -49,7 +53,7 @@ from adapters.search import search_spec
 from .datasets.paths import check_positive_int
 from .errors import Cancelled, InvalidArgument
 from .pipeline import PipelineProgress, SprtProgress, run_pipeline
-from .promotion import current_incumbent
+from .promotion import DEFAULT_INCUMBENT, current_incumbent
 from .runtime.actors import resolve_actor
 from .runtime.sessions import SessionStore, check_name
 
@@ -79,7 +83,8 @@ def round_seconds(cost: tuple[float, float], held: int, battles: int) -> float:
 def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: int = 50, first_battles: int = 150,
                    battles_per_round: int = 300, growth: float = 2.0, sims: int = DEFAULT_SIMS, rollout: str = "baseline:greedy",
                    opponent: str = "baseline:greedy", seed: int = 0, epochs: int = 6,
-                   temperature: float = TEMPERATURE, n_pairs: int = 1000, baseline_pairs: int = 20,
+                   temperature: float = TEMPERATURE, dagger: bool = True, n_pairs: int = 1000,
+                   baseline_pairs: int = 20,
                    max_workers: int = 2, sessions_dir: str | os.PathLike[str] = "sessions",
                    datasets_dir: str | os.PathLike[str] = "datasets",
                    checkpoints_dir: str | os.PathLike[str] = "checkpoints",
@@ -99,6 +104,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
                         ("battles_per_round", battles_per_round), ("epochs", epochs), ("n_pairs", n_pairs),
                         ("max_workers", max_workers)):
         check_positive_int(value, name)
+    if not isinstance(dagger, bool):
+        raise InvalidArgument(f"dagger must be true or false, got {dagger!r}")
     teacher = search_spec(rollout, sims)
     resolve_actor(teacher, "teacher", checkpoints_dir)  # a bad rollout spec fails here, before anything is played
     earlier = round_groups(sessions_dir, prefix)
@@ -123,6 +130,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
             battles = fits
         group = f"{prefix}-r{k:02d}"
         incumbent = current_incumbent(checkpoints_dir)
+        collector = search_spec(rollout, sims, incumbent) if dagger and incumbent != DEFAULT_INCUMBENT else teacher
 
         def stage(name: str, done: int, total: int, tag: str = f"r{k:02d}") -> None:
             if progress is not None:
@@ -130,7 +138,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
 
         t0 = time.perf_counter()
         result = run_pipeline(
-            group, group, n_battles=battles, p1_model=teacher, opponent=opponent, seed=seed + k,
+            group, group, n_battles=battles, p1_model=collector, opponent=opponent, seed=seed + k,
             dataset=prefix, extra_groups=groups, imitate="search", epochs=epochs,
             train_options={"target": "search_values", "temperature": temperature}, n_pairs=n_pairs,
             baseline_pairs=baseline_pairs, max_workers=max_workers, sessions_dir=sessions_dir,
@@ -142,7 +150,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         cost = (collect / battles, max(seconds - collect, 0.0) / held)
         groups.append(group)
         stages = result["stages"]
-        entry: dict[str, Any] = {"round": k, "group": group, "battles": battles, "groups_trained_on": len(groups),
+        entry: dict[str, Any] = {"round": k, "group": group, "battles": battles, "collector": collector,
+                                 "groups_trained_on": len(groups),
                                  "incumbent": incumbent, "student": group, "seconds": round(seconds, 1),
                                  "promoted": result["promoted"], "stopped_at": result["stopped_at"]}
         if "train" in stages:

@@ -91,7 +91,8 @@ GroupName = Annotated[str, Strict(), Field(description="Session group name: 1-64
 Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy', a registered "
                                                   "checkpoint name (see list_models), or the search actor over one "
                                                   "of those, 'search:<spec>?sims=N' (e.g. "
-                                                  "'search:baseline:greedy?sims=64').")]
+                                                  "'search:baseline:greedy?sims=64'; '&play=<spec>' plays that "
+                                                  "policy's moves with the search's values recorded).")]
 Codename = Annotated[str, Strict(), Field(description="Worker codename: starts with a letter; letters, digits, '_' or "
                                                       "'-'; 1-48 characters.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
@@ -591,11 +592,14 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                         key=lambda entry: (entry["name"],))
         return {"baselines": BASELINE_SPECS, **paged({}, "checkpoints", page),
                 "specs": BASELINE_SPECS + [entry["name"] for entry in page.items],
-                "search": {"form": "search:<baseline spec or checkpoint name>?sims=N",
+                "search": {"form": "search:<baseline spec or checkpoint name>?sims=N[&play=<baseline spec or "
+                                   "checkpoint name>]",
                            "default_sims": DEFAULT_SIMS, "max_sims": MAX_SIMS,
                            "example": f"search:baseline:greedy?sims={DEFAULT_SIMS}",
                            "description": "decision-time search over the acting player's information set, "
-                                          "rolling out with the named policy (inspect_model describes one)"},
+                                          "rolling out with the named policy (inspect_model describes one); with "
+                                          "play=, the play policy's moves are played and the search only labels "
+                                          "them (its values and choice are recorded: DAgger data)"},
                 "checkpoints_dir": str(config.checkpoints_dir), "adapter_kinds": registry.kinds(),
                 "kind_aliases": dict(registry.aliases)}
 
@@ -644,15 +648,21 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     def describe_model(name: str) -> dict[str, Any]:
         if is_search_spec(name):
             actor = resolve_actor(name, "name", config.checkpoints_dir)
-            return {"name": name, **actor.as_dict(), "sims": actor.sims,
-                    "rollout": describe_model(actor.rollout.spec),
-                    "description": "decision-time search over the acting player's information set "
-                                   f"({actor.sims} rollouts per decision with {actor.rollout.spec})"}
+            described = {"name": name, **actor.as_dict(), "sims": actor.sims,
+                         "rollout": describe_model(actor.rollout.spec),
+                         "description": "decision-time search over the acting player's information set "
+                                        f"({actor.sims} rollouts per decision with {actor.rollout.spec})"}
+            if actor.play is not None:
+                described["play"] = describe_model(actor.play.spec)
+                described["description"] += (f"; labels {actor.play.spec}'s battles: {actor.play.spec}'s moves are "
+                                             f"played, the search's values and choice recorded (DAgger)")
+            return described
         if name in BASELINE_SPECS:
             return {"name": name, "spec": name, "kind": "baseline", "weights_hash": None,
                     "description": "built-in heuristic baseline (no weights)"}
         if name not in checkpoints.specs():
-            known = ", ".join(BASELINE_SPECS + checkpoints.specs() + ["search:<one of these>?sims=N"])
+            known = ", ".join(BASELINE_SPECS + checkpoints.specs()
+                              + ["search:<one of these>?sims=N[&play=<one of these>]"])
             raise NotFound(f"unknown model {name!r}; known: {known}")
         return {"spec": name, **checkpoints.inspect(name)}
 

@@ -3,7 +3,8 @@
 ``baseline:random`` and ``baseline:greedy`` are the baselines; a registered checkpoint is
 named by its registry name (names never contain ``:``); ``search:<rollout spec>?sims=N``
 is the search actor over one of those (adapters/search.py), recorded with its canonical spec
-(sims explicit) and the rollout policy's weights hash. A spec resolves to an
+(sims explicit) and the rollout policy's weights hash; ``&play=<spec>`` makes it a labeller that
+plays another baseline's or checkpoint's actions (DAgger). A spec resolves to an
 :class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
 specs are refused with the list of what exists.
 """
@@ -33,6 +34,7 @@ class Actor:
     checkpoints_dir: str | None = None  # where a checkpoint actor's registry lives
     rollout: "Actor | None" = None  # a search actor's rollout policy
     sims: int | None = None  # a search actor's budget
+    play: "Actor | None" = None  # a labelling search actor's play policy
 
     @property
     def is_baseline(self) -> bool:
@@ -43,20 +45,25 @@ class Actor:
         if self.is_baseline:
             return make_baseline(self.spec.split(":", 1)[1], seed)
         if self.rollout is not None:
-            return SearchPolicy(self.rollout.make_policy(derive_seed(seed, "rollout")), self.sims, seed, self.spec)
+            play = None if self.play is None else self.play.make_policy(derive_seed(seed, "play"))
+            return SearchPolicy(self.rollout.make_policy(derive_seed(seed, "rollout")), self.sims, seed, self.spec,
+                                play)
         return CheckpointRegistry(self.checkpoints_dir).policy(self.spec, seed)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"spec": self.spec, "kind": self.kind, "weights_hash": self.weights_hash}
         if self.rollout is not None:
             out["search"] = {"sims": self.sims, "rollout": self.rollout.as_dict()}
+            if self.play is not None:
+                out["search"]["play"] = self.play.as_dict()
         return out
 
 
 def available_specs(checkpoints_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Baseline specs, then the registered checkpoint names, then the search form over them."""
     registry = CheckpointRegistry(checkpoints_dir or DEFAULT_CHECKPOINTS)
-    return [f"baseline:{name}" for name in BASELINES] + registry.specs() + ["search:<one of these>?sims=N"]
+    return ([f"baseline:{name}" for name in BASELINES] + registry.specs()
+            + ["search:<one of these>?sims=N[&play=<one of these>]"])
 
 
 def resolve_actor(spec: Any, role: str = "opponent",
@@ -67,12 +74,14 @@ def resolve_actor(spec: Any, role: str = "opponent",
                               f"checkpoint name, got {spec!r}")
     if is_search_spec(spec):
         try:
-            rollout_spec, sims = parse_search_spec(spec)
+            rollout_spec, sims, play_spec = parse_search_spec(spec)
         except AdapterError as exc:
             raise InvalidArgument(f"{role}: {exc}") from None
         rollout = resolve_actor(rollout_spec, f"{role}'s rollout policy", checkpoints_dir)
-        return Actor(spec=search_spec(rollout.spec, sims), kind="search", weights_hash=rollout.weights_hash,
-                     checkpoints_dir=rollout.checkpoints_dir, rollout=rollout, sims=sims)
+        play = None if play_spec is None else resolve_actor(play_spec, f"{role}'s play policy", checkpoints_dir)
+        return Actor(spec=search_spec(rollout.spec, sims, None if play is None else play.spec), kind="search",
+                     weights_hash=rollout.weights_hash, checkpoints_dir=rollout.checkpoints_dir or
+                     (play.checkpoints_dir if play else None), rollout=rollout, sims=sims, play=play)
     if spec.startswith("baseline:"):
         if spec.split(":", 1)[1] in BASELINES:
             return Actor(spec=spec, kind="baseline")

@@ -187,6 +187,8 @@ def _cmd_improve(args: argparse.Namespace) -> int:
             return
         b = r.get("benchmark")
         head = f"round {r['round']}: {r['student']} on {r['groups_trained_on']} group(s)"
+        if "&play=" in r["collector"]:
+            head += f" (the new battles: {r['collector'].split('&play=')[1]} played, the teacher labelled)"
         if b is None:
             print(f"{head}: stopped at {r['stopped_at']}: {r.get('not_promoted')}")
             return
@@ -201,7 +203,7 @@ def _cmd_improve(args: argparse.Namespace) -> int:
                             first_battles=args.first_battles, battles_per_round=args.battles,
                             growth=args.growth, sims=args.sims,
                             rollout=args.rollout, opponent=args.opponent, seed=args.seed, epochs=args.epochs,
-                            n_pairs=args.pairs, max_workers=args.workers, sessions_dir=args.sessions_dir,
+                            dagger=args.dagger, n_pairs=args.pairs, max_workers=args.workers, sessions_dir=args.sessions_dir,
                             datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
                             progress=progress, sprt_progress=progress.sprt, round_done=round_done)
     if args.json:
@@ -312,6 +314,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=6, help="training epochs per round (default 6)")
     p.add_argument("--pairs", type=int, default=1000, help="most benchmark pairs per round (SPRT stops early)")
+    p.add_argument("--no-dagger", dest="dagger", action="store_false",
+                   help="the teacher plays every round's battles (default: once a policy is promoted, the teacher "
+                        "labels the incumbent's own battles, DAgger)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     dirs(p, datasets=True, sessions=True)
     p.set_defaults(func=_cmd_improve)

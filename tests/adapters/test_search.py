@@ -53,8 +53,8 @@ def checkpoint(tmp_path: Path) -> tuple[str, str]:
 
 # ---------------------------------------------------------------------------- specs
 def test_spec_parsing_and_canonical_form(tmp_path):
-    assert parse_search_spec("search:baseline:greedy?sims=64") == ("baseline:greedy", 64)
-    assert parse_search_spec("search:baseline:random") == ("baseline:random", 32)  # default budget
+    assert parse_search_spec("search:baseline:greedy?sims=64") == ("baseline:greedy", 64, None)
+    assert parse_search_spec("search:baseline:random") == ("baseline:random", 32, None)  # default budget
     actor = resolve_actor("search:baseline:greedy", "opponent", tmp_path)
     assert actor.spec == "search:baseline:greedy?sims=32" and actor.kind == "search" and not actor.is_baseline
     assert actor.as_dict() == {"spec": "search:baseline:greedy?sims=32", "kind": "search", "weights_hash": None,
@@ -229,6 +229,63 @@ def test_a_series_with_the_search_is_deterministic(tmp_path):
             battles.append([(r["action_id"], r["policy"]) for r in actions])
         out.append(battles)
     assert out[0] == out[1] and len(out[0]) == 2
+
+
+# ---------------------------------------------------------------------------- labelling (play=)
+def test_play_spec_parsing_and_bad_play_specs(tmp_path, checkpoint):
+    checkpoints_dir, name = checkpoint
+    assert parse_search_spec(f"search:baseline:greedy?sims=8&play={name}") == ("baseline:greedy", 8, name)
+    assert parse_search_spec("search:baseline:greedy?play=baseline:random") == ("baseline:greedy", 32,
+                                                                                 "baseline:random")
+    actor = resolve_actor(f"search:baseline:greedy?play={name}", "p1_model", checkpoints_dir)
+    weights = CheckpointRegistry(checkpoints_dir).get(name).weights_hash
+    assert actor.spec == f"search:baseline:greedy?sims=32&play={name}"  # canonical: sims first, then play
+    assert actor.as_dict()["search"]["play"] == {"spec": name, "kind": "v5", "weights_hash": weights}
+    for spec, message in [("search:baseline:greedy?play=", "play names no policy"),
+                          ("search:baseline:greedy?play=search:baseline:greedy", "not a search"),
+                          ("search:baseline:greedy?play=baseline:random&play=baseline:greedy", "given twice")]:
+        with pytest.raises(InvalidArgument) as exc:
+            resolve_actor(spec, "p1_model", checkpoints_dir)
+        assert message in str(exc.value) and "search:baseline:greedy?sims=64" in str(exc.value)
+    with pytest.raises(UnknownSpec) as unknown:
+        resolve_actor("search:baseline:greedy?play=nobody", "p1_model", checkpoints_dir)
+    assert "unknown p1_model's play policy spec 'nobody'" in str(unknown.value)
+
+
+def test_a_labelling_search_plays_the_play_policy_and_records_its_own_values():
+    for seed in (7, 11, 19):
+        state = _mid_battle(seed)
+        alone = SearchPolicy(GreedyPolicy(), sims=8, seed=42).decide(state)
+        labelled = SearchPolicy(GreedyPolicy(), sims=8, seed=42, play=GreedyPolicy()).decide(state)
+        assert labelled.action_id == GreedyPolicy().act(state)  # the play policy's action is played
+        record, pure = labelled.policy_record(), alone.policy_record()
+        assert record["search_choice"] == alone.action_id  # the search's own choice, recorded
+        assert record["action_values"] == pure["action_values"] and record["visits"] == pure["visits"]
+        legal = state.legal_actions()
+        assert record["value"] == record["action_values"][legal.index(labelled.action_id)]
+    with pytest.raises(AdapterError, match="play policy must have decide"):
+        SearchPolicy(GreedyPolicy(), sims=4, play=object())
+
+
+def test_a_labelling_series_records_the_play_policy_and_is_schema_valid(tmp_path, checkpoint):
+    checkpoints_dir, name = checkpoint
+    spec = f"search:baseline:greedy?sims=4&play={name}"
+    res = run_series(tmp_path / "sessions", "dagger", 2, p1_model=spec, opponent="baseline:greedy", seed=3,
+                     checkpoints_dir=checkpoints_dir)
+    assert res["ran"] == 2 and res["summary"]["by_status"]["finished"] == 2
+    store = SessionStore(tmp_path / "sessions")
+    weights = CheckpointRegistry(checkpoints_dir).get(name).weights_hash
+    differs = 0
+    for entry in store.read_catalog("dagger"):
+        folder = store.battle_dir("dagger", entry["battle_id"]) / "v5"
+        meta, actions = read_jsonl(folder / "meta.jsonl")[0], read_jsonl(folder / "actions.jsonl")
+        assert meta["actors"]["p1"]["search"]["play"] == {"spec": name, "kind": "v5", "weights_hash": weights}
+        assert schema_errors("meta", meta) == []
+        assert [e for r in actions for e in schema_errors("action", r)] == []
+        searched = [r for r in actions if r["player"] == 1]
+        assert all("search_choice" in r["policy"] for r in searched)
+        differs += sum(r["policy"]["search_choice"] != r["action_id"] for r in searched)
+    assert differs > 0  # the tiny model plays other moves than the search would
 
 
 # ---------------------------------------------------------------------------- MCP

@@ -389,6 +389,10 @@ async def test_model_tools(server, dirs, tmp_path):
         assert search["spec"] == "search:scripted-v5?sims=32" and search["kind"] == "search" and search["sims"] == 32
         assert search["weights_hash"] == entry["weights_hash"] == search["rollout"]["weights_hash"]
         assert search["rollout"]["kind"] == "v5" and search["rollout"]["file_intact"]
+        labeller = await c.ok("inspect_model", {"name": "search:baseline:greedy?sims=8&play=scripted-v5"})
+        assert labeller["spec"] == "search:baseline:greedy?sims=8&play=scripted-v5" and labeller["sims"] == 8
+        assert labeller["play"]["weights_hash"] == entry["weights_hash"] and labeller["play"]["file_intact"]
+        assert "scripted-v5's moves are played" in labeller["description"]
         err = await c.err("inspect_model", {"name": "search:baseline:greedy?sims=0"}, "invalid_argument")
         assert "sims must be an integer in 1..4096, got '0'" in err["message"]
         await c.err("inspect_model", {"name": "search:nobody"}, "unknown_spec")

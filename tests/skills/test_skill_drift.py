@@ -216,7 +216,7 @@ def _check_span(span: str, ctx: dict[str, Any]) -> str | None:
         return None if s.split(":")[1] in BASELINES else f"{s}: no such baseline"
     if s.startswith("search:") and "<" not in s:  # a concrete search spec must parse, over a real baseline
         try:
-            rollout, _ = parse_search_spec(s)
+            rollout, _, _ = parse_search_spec(s)
         except AdapterError as exc:
             return f"{s}: {exc}"
         return None if rollout.removeprefix("baseline:") in BASELINES else f"{s}: no such rollout baseline"

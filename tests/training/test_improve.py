@@ -15,8 +15,10 @@ import pytest
 from extrarlhf.errors import InvalidArgument, RLHFError
 from extrarlhf.improve import improve_policy, round_groups
 from extrarlhf.promotion import DEFAULT_INCUMBENT, current_incumbent, read_promoted
+from extrarlhf.runtime.sessions import SessionStore
 from extrarlhf.training.data import search_targets
 from extrarlhf.training.train import check_dataset, load_splits
+from tests.mcp_helpers import read_jsonl
 from tests.training_helpers import datasets_dir, train_small
 
 TEACHER = "search:baseline:greedy?sims=2"
@@ -80,6 +82,12 @@ def test_improve_policy_rounds_promote_and_continue(tmp_path: Path) -> None:
     assert first["promoted"] and first["benchmark"]["passed"] and first["student"] == "exit-r01"
     # round 2 is benchmarked against round 1's promoted student, trained on both rounds' battles
     assert second["incumbent"] == "exit-r01" and second["groups_trained_on"] == 2
+    # DAgger: round 1's battles are the teacher's; round 2's are the incumbent's, labelled by the teacher
+    assert first["collector"] == TEACHER and second["collector"] == TEACHER + "&play=exit-r01"
+    store = SessionStore(tmp_path / "sessions")
+    entry = next(e for e in store.read_catalog("exit-r02") if e["status"] == "finished")
+    p1 = read_jsonl(store.battle_dir("exit-r02", entry["battle_id"]) / "v5" / "meta.jsonl")[0]["actors"]["p1"]
+    assert p1["spec"] == second["collector"] and p1["search"]["play"]["spec"] == "exit-r01"
     assert "verdict" in second["benchmark"]
     assert (second["promoted"] and read_promoted(tmp_path / "checkpoints")["name"] == "exit-r02") or \
         (not second["promoted"] and second["not_promoted"] and current_incumbent(tmp_path / "checkpoints") == "exit-r01")
@@ -113,6 +121,8 @@ def test_improve_policy_refuses_bad_arguments_before_playing(tmp_path: Path) -> 
         _loop(tmp_path, minutes=0)
     with pytest.raises(InvalidArgument, match=r"battles_per_round must be a positive integer, got -1"):
         _loop(tmp_path, battles_per_round=-1)
+    with pytest.raises(InvalidArgument, match=r"dagger must be true or false, got 'yes'"):
+        _loop(tmp_path, dagger="yes")
     with pytest.raises(InvalidArgument, match=r"teacher: search spec .* nests a search as its rollout policy"):
         _loop(tmp_path, rollout="search:baseline:greedy")
     with pytest.raises(RLHFError, match=r"unknown teacher's rollout policy spec 'no-such-checkpoint'; available: "):
