@@ -24,7 +24,8 @@ search's *action values* instead: ``softmax(values / temperature)`` over the act
 searched (0 for those it did not). The search plays the lowest id among tied best values,
 so a one-hot target would teach an arbitrary tie-break; the soft target shares the
 probability between equally good actions and ranks the rest. Decisions without action
-values keep the one-hot target.
+values keep the one-hot target. For a labelling search (``search:...&play=<spec>``, DAgger)
+the recorded choice is the play policy's move, so only the soft target carries the teacher.
 """
 
 from __future__ import annotations

@@ -255,7 +255,8 @@ def _sampled_win_rate(model, battles: int = 100, first_seed: int = 10_000) -> fl
     return wins / battles
 
 
-def test_readme_maskable_ppo_quickstart_trains_and_beats_random() -> None:
+def test_readme_maskable_ppo_quickstart_trains_and_beats_random(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs the README's MaskablePPO quickstart as written (4,096 timesteps, seeded) and checks
     that what beats baseline:random is the training, not the network's initial preferences.
 
@@ -269,6 +270,7 @@ def test_readme_maskable_ppo_quickstart_trains_and_beats_random() -> None:
     pytest.importorskip("sb3_contrib", reason="the sb3 extra")
     torch = pytest.importorskip("torch", reason="the sb3 extra")
     torch.set_num_threads(1)
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))  # SB3's default logger makes a dir in /tmp per learn()
     namespace: dict = {}
     exec(compile(_readme_block("quickstart: maskable-ppo"), "README.md (MaskablePPO quickstart)", "exec"),
          namespace)
