@@ -36,7 +36,9 @@ What is checked:
 * checkpoints: the registry index, each registered model file (present, sha256 as
   registered), model files no entry names, every model card (well formed, describes the
   registered weights), the promotion records (pointer, history, intent, and the promoted
-  checkpoint still registered and intact) and the benchmark reports (readable).
+  checkpoint still registered and intact), the benchmark reports (readable) and the policy
+  ladder (``ladder.json``: readable and of this schema version; a warning, since it only
+  caches measurements).
 """
 
 from __future__ import annotations
@@ -203,6 +205,7 @@ _MODEL_FILE = re.compile(r"(?P<name>.+)\.(?P<sha>[0-9a-f]{12})\.onnx")
 def _check_checkpoints(checkpoints_dir: Path, report: _Report) -> None:
     from .benchmarking import list_benchmarks
     from .checkpoints import CheckpointRegistry
+    from .ladder import ladder_path, read_ladder
     from .promotion import check_promotion
     from .training.card import CARD_SUFFIX, card_status, set_stale_card_aside
 
@@ -267,6 +270,11 @@ def _check_checkpoints(checkpoints_dir: Path, report: _Report) -> None:
     counts["benchmark_reports_unreadable"] = len(unreadable)
     for text in unreadable:
         report.problem("checkpoints", "benchmark_report_unreadable", text, path=checkpoints_dir / "benchmarks")
+    try:
+        counts["ladder"] = int(read_ladder(checkpoints_dir) is not None)
+    except RLHFError as exc:  # a cache of measurements: a warning, the next ladder call can rebuild it
+        counts["ladder"] = 0
+        report.error("checkpoints", exc, path=ladder_path(checkpoints_dir).absolute(), severity="warning")
 
 
 # ---------------------------------------------------------------------------- all

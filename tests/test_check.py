@@ -143,6 +143,7 @@ def test_damaged_records_are_each_named_and_never_repaired(tree: Path) -> None:
     shutil.copy(CheckpointRegistry(ck).get("bc1").path, ck / "ghost.0123456789ab.onnx")
     report_file = sorted((ck / "benchmarks").glob("*.json"))[0]
     report_file.write_text("{not json")
+    (ck / "ladder.json").write_text('{"kind": "policy_ladder", "schema_version": 1, "measurements": [1]}')
 
     before = _snapshot(tree)
     for repair in (False, True):
@@ -161,6 +162,9 @@ def test_damaged_records_are_each_named_and_never_repaired(tree: Path) -> None:
         assert ("model_file_changed", spare.name) in problems
         assert problems[("unreferenced_model_file", "ghost.0123456789ab.onnx")]["severity"] == "warning"
         assert ("benchmark_report_unreadable", "benchmarks") in problems
+        ladder = problems[("corrupt_record", "ladder.json")]  # a cache: a warning that says how to rebuild it
+        assert ladder["severity"] == "warning" and ladder["field"] == "measurements"
+        assert "move ladder.json aside" in ladder["message"]
         assert not any(p["repairable"] for p in report["problems"])
 
 
