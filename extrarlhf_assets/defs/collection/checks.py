@@ -8,7 +8,6 @@ launches an unpartitioned run. A check that belongs to the asset's step is offer
 execution only together with a materialization of a partition (the UI says so)."""
 
 
-import warnings
 
 import dagster as dg
 
@@ -16,12 +15,11 @@ from extrarlhf.datasets import dataset_readiness
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore
 
-from ...partitions import session_groups
+from ...partitions import expect_partitioned_checks, session_groups
 
 REPLAY_SAMPLE = 3
 
-# Partitioned asset checks (one result per session group) are a Dagster preview feature.
-warnings.filterwarnings("ignore", category=dg.PreviewWarning, message=".*partitions_def on an AssetCheckSpec.*")
+expect_partitioned_checks()
 
 TRACE_INTEGRITY = dg.AssetCheckSpec(
     "trace_integrity", asset="battle_sessions", partitions_def=session_groups, blocking=True,

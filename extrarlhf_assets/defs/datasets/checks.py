@@ -10,14 +10,12 @@ collection/checks.py for why checks of a partition live in the asset's step).
 """
 
 
-import warnings
 
 import dagster as dg
 
-from ...partitions import session_groups
+from ...partitions import expect_partitioned_checks, session_groups
 
-# Partitioned asset checks (one result per session group) are a Dagster preview feature.
-warnings.filterwarnings("ignore", category=dg.PreviewWarning, message=".*partitions_def on an AssetCheckSpec.*")
+expect_partitioned_checks()
 
 V5_POLICY_TRAINING_READY = dg.AssetCheckSpec(
     "v5_policy_training_ready", asset="v5_dataset", partitions_def=session_groups, blocking=True,

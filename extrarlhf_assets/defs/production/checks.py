@@ -15,7 +15,6 @@
 """
 
 
-import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -30,12 +29,12 @@ from extrarlhf.production.export import DETAIL as EXCLUSION_REASONS
 from extrarlhf.production.leaks import scan_for_identifiers, window_identifiers
 
 from ...metadata import upstream_metadata
+from ...partitions import expect_partitioned_checks
 from ...resources import DatasetsResource, ProductionResource
 from .assets import (POOL, production_days, production_v5_export, returnclock_export,
                      returnclock_training_split, timestamp_dataset)
 
-# Partitioned asset checks (one result per day) are a Dagster preview feature.
-warnings.filterwarnings("ignore", category=dg.PreviewWarning, message=".*partitions_def on an AssetCheckSpec.*")
+expect_partitioned_checks()
 
 REPLAY_FAILURES = frozenset(EXCLUSION_REASONS) - {"unfinished"}  # unfinished battles are not replayed at all
 
