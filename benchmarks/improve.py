@@ -162,7 +162,8 @@ def main() -> None:
                                                                    "the one before")
     parser.add_argument("--no-dagger", dest="dagger", action="store_false",
                         help="--loop: the teacher plays every round's battles (default: DAgger once promoted)")
-    parser.add_argument("--round-pairs", type=int, default=1000, help="--loop: most pairs of a round's benchmark")
+    parser.add_argument("--round-pairs", type=int, default=10_000,
+                        help="--loop: most pairs of a round's benchmark (the SPRT stops early)")
     parser.add_argument("--final-pairs", type=int, default=1000, help="--loop: pairs of the final score vs greedy")
     parser.add_argument("--ladder-pairs", type=int, default=100, help="--loop: pairs of each rung vs the baselines")
     parser.add_argument("--workdir", default=None, help="--loop: a new directory to keep (default: a temp dir)")

@@ -313,7 +313,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--opponent", default="baseline:greedy", help="who the teacher plays while collecting")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=6, help="training epochs per round (default 6)")
-    p.add_argument("--pairs", type=int, default=1000, help="most benchmark pairs per round (SPRT stops early)")
+    p.add_argument("--pairs", type=int, default=10_000,
+                   help="most benchmark pairs per round (default 10,000, about 10 ms each; the SPRT stops early)")
     p.add_argument("--no-dagger", dest="dagger", action="store_false",
                    help="the teacher plays every round's battles (default: once a policy is promoted, the teacher "
                         "labels the incumbent's own battles, DAgger)")
