@@ -209,6 +209,9 @@ def redact_loc(loc: Iterable[Any], arguments: Mapping[str, Any], accepted: Itera
 def _safe_msg(err: Mapping[str, Any]) -> str:
     """pydantic's message, unless it repeats any text of the rejected input or looks like a secret."""
     msg = str(err.get("msg") or "invalid value")
+    expected = (err.get("ctx") or {}).get("expected")
+    if err.get("type") == "literal_error" and isinstance(expected, str):
+        return f"must be {expected}"  # the choices come from the schema, never from the input
     if looks_like_secret(msg) or any(len(s) >= 3 and s in msg for s in _strings(err.get("input"))):
         return f"invalid value ({err.get('type', 'value_error')})"
     return msg

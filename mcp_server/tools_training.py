@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 import anyio
 import anyio.from_thread
@@ -42,7 +42,14 @@ ModelSpec = Annotated[str, Strict(), Field(description="A registered checkpoint 
 # run_pipeline in particular hands its arguments to stages that run hours apart.
 Seed = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 Imitate = Annotated[str, Strict(), Field(description="Decisions to imitate: 'all', 'winners' (the eventual winner's "
-                                                     "decisions) or an actor spec such as 'baseline:greedy'.")]
+                                                     "decisions), 'search' (any search actor's: a teacher's) or an "
+                                                     "actor spec such as 'baseline:greedy'.")]
+Target = Annotated[Literal["choice", "search_values"], Field(
+    description="What the policy learns: 'choice' (the recorded move, one-hot) or 'search_values' (the softmax of a "
+                "search teacher's action values where a decision has them, else the move; the target for labelled, "
+                "&play=, data).")]
+Temperature = Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False,
+                                               description="Temperature of the search_values target, in (0, 10].")]
 # extrarlhf.training.bc.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, batch_size 1..65536, lr in (0, 1]
 Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split (1-1000).")]
 Width = Annotated[int, Strict(), Ge(1), Le(4096)]
@@ -127,6 +134,8 @@ def register(server: Any) -> None:
                                              description="Adam learning rate, in (0, 1].")] = 1e-3,
         batch_size: Annotated[int, Strict(), Ge(1), Le(1 << 16), Field(description="Decisions per batch "
                                                                                    "(1-65536).")] = 128,
+        target: Target = "choice",
+        temperature: Temperature = 0.05,
         readiness_policy: ReadinessOverrides = None,
         overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that name (never "
                                                                "the promoted one).")] = False,
@@ -141,8 +150,8 @@ def register(server: Any) -> None:
 
         return await anyio.to_thread.run_sync(functools.partial(
             core_train, dataset, name, seed, imitate=imitate, epochs=epochs, hidden=hidden, hidden2=hidden2, lr=lr,
-            batch_size=batch_size, datasets_dir=config.datasets_dir, checkpoints_dir=config.checkpoints_dir,
-            policy=readiness_policy, overwrite=overwrite,
+            batch_size=batch_size, target=target, temperature=temperature, datasets_dir=config.datasets_dir,
+            checkpoints_dir=config.checkpoints_dir, policy=readiness_policy, overwrite=overwrite,
             progress=progress_bridge(ctx, "train_policy", "epochs")))
 
     @tool(title="Benchmark two models (paired seeds, Elo, SPRT)")
@@ -246,6 +255,8 @@ def register(server: Any) -> None:
         seed: Annotated[Seed, Field(description="Seed of the series, the training and the benchmark.")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
+        target: Target = "choice",
+        temperature: Temperature = 0.05,
         incumbent: Annotated[str | None, Strict(), Field(
             description="Benchmark against this spec; default: the promoted checkpoint, else baseline:random (the first-promotion rule).")]
         = None,
@@ -273,7 +284,8 @@ def register(server: Any) -> None:
 
         return await run_cancellable(
             pipeline.run_pipeline, group, name, n_battles=n_battles, p1_model=p1_model, opponent=opponent, seed=seed,
-            imitate=imitate, epochs=epochs, incumbent=incumbent, n_pairs=n_pairs, baseline_pairs=baseline_pairs,
+            imitate=imitate, epochs=epochs, train_options={"target": target, "temperature": temperature},
+            incumbent=incumbent, n_pairs=n_pairs, baseline_pairs=baseline_pairs,
             promote=promote, require_current_incumbent=require_current_incumbent, max_workers=max_workers,
             readiness_policy=readiness_policy, sessions_dir=config.sessions_dir, datasets_dir=config.datasets_dir,
             checkpoints_dir=config.checkpoints_dir, progress=progress)

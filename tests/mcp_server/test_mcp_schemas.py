@@ -101,6 +101,7 @@ def _probes(tmp: Path) -> Callable[[Leaf], list[Probe]]:
         "export_returnclock_dataset.max_rows": [lambda v: _accepts(lambda: check_max_rows(v), "max_rows")],
         "run_pipeline.n_battles": [series("n_battles")],
         "run_pipeline.epochs": [train("epochs")],
+        "run_pipeline.temperature": [train("temperature")],
         "run_pipeline.n_pairs": [bench("n_pairs")],
         "run_pipeline.baseline_pairs": [bench("baseline_pairs")],
         "run_pipeline.max_workers": [series("max_workers"), bench("max_workers")],

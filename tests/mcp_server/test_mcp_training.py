@@ -78,6 +78,17 @@ async def test_train_benchmark_promote_over_mcp(server, tmp_path: Path) -> None:
         await c.err("train_policy", {"dataset": "gg", "name": "x", "learning_rate": 1}, "invalid_argument")
         await c.err("train_policy", {"dataset": "gg", "name": "x", "api_token": "t"}, "forbidden_argument")
         await c.err("train_policy", {"dataset": "gg", "name": "x", "epochs": 0}, "invalid_argument")
+        bad = await c.err("train_policy", {"dataset": "gg", "name": "x", "target": "values"}, "invalid_argument")
+        assert "target: must be 'choice' or 'search_values'" in bad["message"]
+        await c.err("train_policy", {"dataset": "gg", "name": "x", "target": "search_values", "temperature": 0},
+                    "invalid_argument")
+        assert not (tmp_path / "checkpoints" / "x.card.json").exists()
+        # the teacher's-values target: on data without search decisions it is the choice target, and the card says so
+        soft = await c.ok("train_policy", {"dataset": "gg", "name": "mcp-soft", "seed": 0, "epochs": 3,
+                                           "hidden": SMALL["hidden"], "hidden2": SMALL["hidden2"], "lr": SMALL["lr"],
+                                           "target": "search_values", "temperature": 0.1})
+        assert soft["hyperparameters"]["target"] == "search_values" and soft["hyperparameters"]["temperature"] == 0.1
+        assert soft["weights_hash"] == trained["weights_hash"]
 
         # no promotion without a benchmark; the refusal lists its checks
         refusal = await c.err("promote_checkpoint", {"name": "mcp-bc"}, "promotion_refused")
