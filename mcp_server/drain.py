@@ -55,7 +55,23 @@ class _Pending:
         return False
 
 
-class _Reader:
+class _Wrapped:
+    """Closing (``aclose``, ``async with``) passed through to the SDK's stream."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class _Reader(_Wrapped):
     """The SDK's read stream; its end waits for the pending requests (see the module)."""
 
     def __init__(self, inner: Any, pending: _Pending, drain_seconds: float) -> None:
@@ -100,18 +116,8 @@ class _Reader:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class _Writer:
+class _Writer(_Wrapped):
     """The SDK's write stream; a response or error sent settles its request."""
 
     def __init__(self, inner: Any, pending: _Pending) -> None:
@@ -123,16 +129,6 @@ class _Writer:
         if isinstance(item, SessionMessage) and isinstance(item.message, (types.JSONRPCResponse,
                                                                             types.JSONRPCError)):
             self._pending.discard(item.message.id)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
 
 
 def answered_before_exit(read_stream: Any, write_stream: Any,
