@@ -3,6 +3,8 @@
 Every policy has ``act(state) -> action_id`` and ``decide(state) -> Decision``; model
 policies (onnx_models.py) fall back to a baseline with a warning instead of failing; the
 search actor (search.py) searches the acting player's information set with any of them.
+Long work (a battle of search decisions, a series) is cancellable and capped through the
+checkpoints of work.py.
 """
 
 from .baselines import BASELINES, GreedyPolicy, RandomPolicy, evaluate

@@ -53,6 +53,7 @@ import orjson
 
 from engine import CARD_IDS, MAX_COPIES, SplitMix64, State, derive_seed
 
+from . import work
 from .baselines import evaluate
 from .decision import AdapterError, Decision
 
@@ -243,6 +244,7 @@ class SearchPolicy:
             each = max(1, self.sims // (rounds * len(alive)))
             for action in alive:
                 for _ in range(each):
+                    work.check(1)  # a cancelled caller stops within one rollout
                     j = visits[action]
                     while j >= len(worlds):
                         worlds.append(determinize(state, player, rng))

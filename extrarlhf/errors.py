@@ -159,6 +159,17 @@ class Cancelled(RLHFError):
     code = "cancelled"
 
 
+class WorkCapExceeded(RLHFError):
+    """A call asked for more work than one call may (search sims x battles, training cost);
+    the message names the cap, its value and how to split the work. ``details``: cap, limit, asked."""
+
+    code = "work_cap_exceeded"
+
+    def __init__(self, message: str, details: dict) -> None:
+        super().__init__(message)
+        self.details = details
+
+
 class StaleCard(RLHFError):
     """A model card that describes other weights than the checkpoint registered under its name
     now (the card's ``weights_hash`` is not the registry's): e.g. an overwriting

@@ -1,8 +1,10 @@
-"""Facts about local processes, read from ``/proc`` (Linux) with portable fallbacks."""
+"""Facts about local processes, read from ``/proc`` (Linux) with portable fallbacks, and worker
+pools whose processes die with their parent and stop when told."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def _proc_stat(pid: int) -> tuple[str, int] | None:
@@ -73,14 +75,34 @@ def die_with(pid: int, interval_s: float = 0.2) -> None:
     threading.Thread(target=watch, name=f"die-with-{pid}", daemon=True).start()
 
 
-def process_pool(max_workers: int, preload: str):
-    """A ``ProcessPoolExecutor`` of ``max_workers`` processes forked from a forkserver that has
-    imported ``preload`` (never from this possibly threaded process), whose workers exit within
-    a fraction of a second when this process dies, however it dies (SIGKILL included)."""
+def _forkserver(preload: str):
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([preload])
-    return ProcessPoolExecutor(max_workers=max_workers, mp_context=context, initializer=die_with,
-                               initargs=(os.getpid(),))
+    return context
+
+
+def stop_flag(preload: str):
+    """An event to pass as ``process_pool(..., stop=)``: set it and the pool's workers stop their
+    work at the next :func:`adapters.work.check` (a decision, a search rollout)."""
+    return _forkserver(preload).Event()
+
+
+def _init_worker(parent: int, stop: Any) -> None:
+    die_with(parent)
+    if stop is not None:
+        from adapters import work
+
+        work.set_process_cancel(stop.is_set)
+
+
+def process_pool(max_workers: int, preload: str, stop: Any = None):
+    """A ``ProcessPoolExecutor`` of ``max_workers`` processes forked from a forkserver that has
+    imported ``preload`` (never from this possibly threaded process), whose workers exit within
+    a fraction of a second when this process dies, however it dies (SIGKILL included), and
+    stop their work once ``stop`` (from :func:`stop_flag`) is set."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=max_workers, mp_context=_forkserver(preload), initializer=_init_worker,
+                               initargs=(os.getpid(), stop))

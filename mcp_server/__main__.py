@@ -10,6 +10,20 @@ import logging
 import sys
 
 
+def _count(text: str, low: int) -> int:
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= 1024:
+        raise argparse.ArgumentTypeError(f"must be an integer in {low}..1024")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    return _count(text, 1)
+
+
+def _non_negative(text: str) -> int:
+    return _count(text, 0)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m mcp_server",
                                      description="ExtraRLHF MCP server over stdio (play battles, run campaigns).")
@@ -20,6 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "inside it or inside the checkpoints dir")
     parser.add_argument("--checkpoints-dir", default="checkpoints",
                         help="the checkpoint registry (default: checkpoints)")
+    parser.add_argument("--long-slots", type=_positive, default=None,
+                        help="long calls (series, benchmarks, training, exports, moves against a search actor) run "
+                             "at once (default: the machine's cores, at least 2)")
+    parser.add_argument("--long-waiting", type=_non_negative, default=None,
+                        help="long calls that may wait for a slot; more are refused with 'busy' (default: 2 x "
+                             "--long-slots)")
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="stderr log level (default: WARNING)")
     return parser.parse_args(argv)
@@ -31,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     from .server import build_server  # after logging is set up
 
-    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir)
+    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, args.long_slots,
+                          args.long_waiting)
     logging.getLogger().setLevel(args.log_level)  # the SDK configures logging on construction; ours wins
     logging.getLogger("mcp_server").info("serving on stdio: sessions=%s datasets=%s checkpoints=%s",
                                          server.config.sessions_dir, server.config.datasets_dir,

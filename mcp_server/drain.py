@@ -9,9 +9,12 @@ they were still running at the end of the input (a ``ping`` on a loaded machine,
 :func:`answered_before_exit` wraps the SDK's stream pair. The read stream ends only once every
 request it delivered has had its response or error sent, or was cancelled by the client
 (``notifications/cancelled``), or :data:`DRAIN_SECONDS` have passed since the end of the
-input, whichever comes first. Requests still running then are cancelled by the SDK as before,
-and a warning says how many. A client that wants out at once sends SIGTERM, as the MCP stdio
-shutdown sequence prescribes.
+input, whichever comes first. Then the long work still running is stopped and the calls
+waiting for a slot are refused (:meth:`mcp_server.cancel.LongWork.shutdown`): each of them is
+answered (``shutting_down``, or the partial result a series returns) within
+:data:`SHUTDOWN_GRACE_SECONDS`, and only what is still running after that is cancelled by
+the SDK, with a warning saying how many. A client that wants out at once sends SIGTERM, as
+the MCP stdio shutdown sequence prescribes.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from . import cancel
+
 log = logging.getLogger("mcp_server")
 
 DRAIN_SECONDS = 60.0
+SHUTDOWN_GRACE_SECONDS = 5.0  # a stopped call reaches its next work checkpoint well within this
 
 
 class _Pending:
@@ -74,10 +80,11 @@ class _Wrapped:
 class _Reader(_Wrapped):
     """The SDK's read stream; its end waits for the pending requests (see the module)."""
 
-    def __init__(self, inner: Any, pending: _Pending, drain_seconds: float) -> None:
+    def __init__(self, inner: Any, pending: _Pending, drain_seconds: float, grace_seconds: float) -> None:
         self._inner = inner
         self._pending = pending
         self._drain_seconds = drain_seconds
+        self._grace_seconds = grace_seconds
 
     @property
     def last_context(self) -> Any:  # the sender's context, read by the dispatcher
@@ -103,9 +110,14 @@ class _Reader(_Wrapped):
         if not self._pending.ids:
             return
         log.info("end of input with %d request(s) running; answering them before stopping", len(self._pending.ids))
-        if not await self._pending.wait_none(self._drain_seconds):
-            log.warning("end of input: %d request(s) still running after %.0f s are cancelled",
-                        len(self._pending.ids), self._drain_seconds)
+        if await self._pending.wait_none(self._drain_seconds):
+            return
+        log.warning("end of input: %d request(s) still running after %.0f s; stopping their work",
+                    len(self._pending.ids), self._drain_seconds)
+        cancel.LONG_WORK.shutdown()
+        if not await self._pending.wait_none(self._grace_seconds):
+            log.warning("end of input: %d request(s) still running %.0f s after their work was stopped are "
+                        "cancelled", len(self._pending.ids), self._grace_seconds)
 
     def __aiter__(self) -> Self:
         return self
@@ -131,8 +143,8 @@ class _Writer(_Wrapped):
             self._pending.discard(item.message.id)
 
 
-def answered_before_exit(read_stream: Any, write_stream: Any,
-                         drain_seconds: float = DRAIN_SECONDS) -> tuple[Any, Any]:
+def answered_before_exit(read_stream: Any, write_stream: Any, drain_seconds: float = DRAIN_SECONDS,
+                         grace_seconds: float = SHUTDOWN_GRACE_SECONDS) -> tuple[Any, Any]:
     """The SDK's (read, write) stdio streams, with the end of input deferred (see the module)."""
     pending = _Pending()
-    return _Reader(read_stream, pending, drain_seconds), _Writer(write_stream, pending)
+    return _Reader(read_stream, pending, drain_seconds, grace_seconds), _Writer(write_stream, pending)

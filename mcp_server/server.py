@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
+import anyio.to_thread
 from annotated_types import Ge, Le
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -49,8 +50,8 @@ from extrarlhf.runtime.match import MAX_SEED, Match
 from extrarlhf.runtime.replay import replay_battle as core_replay
 from extrarlhf.runtime.sessions import SessionStore
 
-from . import guards, tools_datasets, tools_production, tools_training
-from .cancel import run_cancellable
+from . import cancel, guards, tools_datasets, tools_production, tools_training
+from .cancel import run_cancellable, run_long
 from .drain import answered_before_exit
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .paging import Cursor, limit_arg, paged, paginate
@@ -98,6 +99,9 @@ Codename = Annotated[str, Strict(), Field(description="Worker codename: starts w
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
+# Search rollouts one play call (start_battle, submit_action, advance_bot) may spend: about 5
+# decisions at the maximum sims (~15 s with greedy rollouts), a whole battle or more at the default.
+MAX_ROLLOUTS_PER_CALL = 20_000
 
 
 @dataclass(frozen=True)
@@ -123,10 +127,11 @@ def _version() -> str:
 class ExtraRLHFServer(MCPServer):
     """MCPServer whose every tool answers with the ExtraRLHF envelope, errors included."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, long_slots: int | None = None, long_waiting: int | None = None) -> None:
         super().__init__(SERVER_NAME, title="ExtraRLHF", version=_version(), instructions=INSTRUCTIONS,
                          log_level="WARNING", middleware=[_unknown_method_not_repeated])
         self.config = config
+        self.long_work = cancel.configure(long_slots, long_waiting)  # the bounded pool for long calls
         self.store = SessionStore(config.sessions_dir)
         self.matches = MatchRegistry(self.store, str(config.checkpoints_dir))  # live, process-local, locked per match
         self.checkpoints = CheckpointRegistry(config.checkpoints_dir)
@@ -243,6 +248,9 @@ OPPONENT_MOVES_NOTE = ("opponent_moves are described from player 2's side: 'your
 
 def _hint(match: Match) -> str:
     state = match.state
+    if match.paused == "work_cap" and not state.is_terminal:
+        return (f"This call stopped at its work cap (MAX_ROLLOUTS_PER_CALL = {MAX_ROLLOUTS_PER_CALL:,} search "
+                f"rollouts) before the bots' moves were done: call advance_bot to let them go on.")
     if state.is_terminal:
         outcome = "a draw" if state.winner == 0 else f"won by player {state.winner}"
         return f"The battle is over ({outcome}, {state.end_reason}). Call finish_battle to write its trace."
@@ -277,16 +285,20 @@ def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, 
         out.update({"view": "player", "omniscient": False, "player": 1, "board": state.render(1),
                     "state": state.player_view(1)})
     out["legal_actions"] = match.legal_actions() if your_turn else []
+    if match.paused is not None and not state.is_terminal:
+        out["paused"] = {"reason": match.paused, "cap": "MAX_ROLLOUTS_PER_CALL", "limit": MAX_ROLLOUTS_PER_CALL}
     out["next"] = _hint(match)
     return out
 
 
 # ---------------------------------------------------------------------------- tools
 def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
-                 checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> ExtraRLHFServer:
-    """The server with every tool registered, over the given directories."""
+                 checkpoints_dir: str | os.PathLike[str] = "checkpoints", long_slots: int | None = None,
+                 long_waiting: int | None = None) -> ExtraRLHFServer:
+    """The server with every tool registered, over the given directories; at most ``long_slots``
+    long calls run at once and ``long_waiting`` more wait (see :mod:`mcp_server.cancel`)."""
     config = ServerConfig.from_dirs(sessions_dir, datasets_dir, checkpoints_dir)
-    server = ExtraRLHFServer(config)
+    server = ExtraRLHFServer(config, long_slots, long_waiting)
     store, matches, checkpoints = server.store, server.matches, server.checkpoints
     tool = server.envelope_tool
 
@@ -296,8 +308,15 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         return {"pong": True, "server": SERVER_NAME, "version": server.version}
 
     # ------------------------------------------------------------------ L2: one battle
+    async def play(tool_name: str, searching: bool, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """A play call: with a search actor in the battle it is long work (bounded, cancellable,
+        at most MAX_ROLLOUTS_PER_CALL rollouts); otherwise a quick call in the SDK's threads."""
+        if searching:
+            return await run_long(tool_name, fn, max_rollouts=MAX_ROLLOUTS_PER_CALL)
+        return await anyio.to_thread.run_sync(fn)
+
     @tool(title="Start a battle")
-    def start_battle(
+    async def start_battle(
         p1_actor_type: Annotated[Literal["human", "llm", "rl"], Field(
             description="Who plays player 1: 'llm' or 'human' (you submit the moves) or 'rl' (p1_model plays and "
                         "the whole battle auto-plays at once).")],
@@ -321,18 +340,22 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         the state (`state`), a readable `board`, `legal_actions` [{action_id, description}],
         your_turn, done and winner (null while running; 0 draw, 1 you, 2 the opponent), and the
         opponent's opening moves if it started. For p1_actor_type 'rl' the battle plays itself to
-        the end at once: call finish_battle to record it.
+        the end at once: call finish_battle to record it. A call spends at most 20,000 search
+        rollouts: past that it returns with `paused` (call advance_bot to go on).
         """
-        match_id, match = matches.start(p1_actor_type, opponent, p1_model, group, seed, codename)
-        with matches.use(match_id) as m:
-            out = _play_state(match_id, m)
-            out["opponent"] = m.actors[2]["spec"]
-            out["p1_model"] = m.actors[1]["spec"]
-            out["codename"] = m.codename
-            out["opponent_moves"] = [mv for mv in m.moves_since(0) if mv["player"] == 2] \
-                if p1_actor_type != "rl" else []
-            out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
-            return out
+        def start() -> dict[str, Any]:
+            match_id, match = matches.start(p1_actor_type, opponent, p1_model, group, seed, codename)
+            with matches.use(match_id) as m:
+                out = _play_state(match_id, m)
+                out["opponent"] = m.actors[2]["spec"]
+                out["p1_model"] = m.actors[1]["spec"]
+                out["codename"] = m.codename
+                out["opponent_moves"] = [mv for mv in m.moves_since(0) if mv["player"] == 2] \
+                    if p1_actor_type != "rl" else []
+                out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+                return out
+
+        return await play("start_battle", is_search_spec(opponent) or is_search_spec(p1_model), start)
 
     @tool(title="Get the state of a battle", read_only=True, idempotent=True)
     def get_state(
@@ -360,7 +383,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                     "actions": m.legal_actions() if your_turn else [], "next": _hint(m)}
 
     @tool(title="Play a move", destructive=False)
-    def submit_action(
+    async def submit_action(
         match_id: MatchId,
         action_id: Annotated[int, Strict(), Ge(0), Le(ACTION_SPACE_SIZE - 1),
                              Field(description="One action_id from legal_actions (0 is End turn).")],
@@ -374,28 +397,34 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
         Errors: illegal_action (the message gives the reason and the legal ids), not_your_turn,
         match_finished."""
-        with matches.use(match_id) as m:
-            start = m.decision_count
-            m.submit(action_id, rationale)
-            moves = m.moves_since(start)
-            out = _play_state(match_id, m)
-            out["your_move"] = moves[0] if moves else None
-            out["opponent_moves"] = moves[1:]
-            out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
-            return out
+        def submit() -> dict[str, Any]:
+            with matches.use(match_id) as m:
+                start = m.decision_count
+                m.submit(action_id, rationale)
+                moves = m.moves_since(start)
+                out = _play_state(match_id, m)
+                out["your_move"] = moves[0] if moves else None
+                out["opponent_moves"] = moves[1:]
+                out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+                return out
+
+        return await play("submit_action", matches.searching(match_id), submit)
 
     @tool(title="Let the opponent move")
-    def advance_bot(match_id: MatchId) -> dict[str, Any]:
+    async def advance_bot(match_id: MatchId) -> dict[str, Any]:
         """Let the bot/model players move until player 1 must decide or the battle ends (submit_action
-        already does this; use it if the state says player 2 is to move). Returns the moves made
-        and the new state."""
-        with matches.use(match_id) as m:
-            start = m.decision_count
-            m.advance()
-            out = _play_state(match_id, m)
-            out["opponent_moves"] = m.moves_since(start)
-            out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
-            return out
+        already does this; use it if the state says player 2 is to move, or a call returned
+        `paused` at its work cap). Returns the moves made and the new state."""
+        def advance() -> dict[str, Any]:
+            with matches.use(match_id) as m:
+                start = m.decision_count
+                m.advance()
+                out = _play_state(match_id, m)
+                out["opponent_moves"] = m.moves_since(start)
+                out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+                return out
+
+        return await play("advance_bot", matches.searching(match_id), advance)
 
     @tool(title="Finish a battle")
     def finish_battle(match_id: MatchId) -> dict[str, Any]:

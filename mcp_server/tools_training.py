@@ -26,7 +26,7 @@ from extrarlhf.runtime.series import MAX_BATTLES
 from extrarlhf.runtime.series import MAX_WORKERS as SERIES_MAX_WORKERS
 
 from .paging import Cursor, limit_arg, paged, paginate
-from .cancel import run_cancellable
+from .cancel import run_cancellable, run_long
 from .progress import progress_bridge
 from .tools_datasets import ReadinessThresholds
 
@@ -144,15 +144,16 @@ def register(server: Any) -> None:
         legal set), trained with numpy, exported as a v5 ONNX model (verified against numpy),
         registered as checkpoint `name` and described by a model card next to it. Refuses a dataset
         that fails validation (validation_failed) or is not V5-ready (not_ready, with blockers).
-        Sends a progress notification per epoch. Returns weights_hash, card_path, data sizes and
-        train/val loss and top-1 agreement per epoch."""
+        Sends a progress notification per epoch; cancellable (stops within a batch). One call may ask
+        for at most 4e12 epochs x parameters x training decisions (work_cap_exceeded names the cap).
+        Returns weights_hash, card_path, data sizes and train/val loss and top-1 agreement per epoch."""
         from extrarlhf.training import train_policy as core_train
 
-        return await anyio.to_thread.run_sync(functools.partial(
-            core_train, dataset, name, seed, imitate=imitate, epochs=epochs, hidden=hidden, hidden2=hidden2, lr=lr,
-            batch_size=batch_size, target=target, temperature=temperature, datasets_dir=config.datasets_dir,
-            checkpoints_dir=config.checkpoints_dir, policy=readiness_policy, overwrite=overwrite,
-            progress=progress_bridge(ctx, "train_policy", "epochs")))
+        return await run_long(
+            "train_policy", core_train, dataset, name, seed, imitate=imitate, epochs=epochs, hidden=hidden,
+            hidden2=hidden2, lr=lr, batch_size=batch_size, target=target, temperature=temperature,
+            datasets_dir=config.datasets_dir, checkpoints_dir=config.checkpoints_dir, policy=readiness_policy,
+            overwrite=overwrite, progress=progress_bridge(ctx, "train_policy", "epochs"))
 
     @tool(title="Benchmark two models (paired seeds, Elo, SPRT)")
     async def benchmark_models(

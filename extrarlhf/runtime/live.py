@@ -15,8 +15,10 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from adapters import SearchPolicy
+
 from ..errors import MatchError
-from .match import Match, start_match
+from .match import Match, play_or_abandon, start_match
 from .sessions import SessionStore
 
 _ID = re.compile(r"m_([0-9a-f]{8})_([0-9a-f]{24})")
@@ -36,11 +38,12 @@ class MatchRegistry:
 
     def start(self, p1_actor_type: Any, opponent: Any = "baseline:greedy", p1_model: Any = None,
               group: str | None = None, seed: Any = None, codename: str | None = None) -> tuple[str, Match]:
-        """Start a battle (see :func:`start_match`); an ``rl`` battle is played to its end at once."""
+        """Start a battle (see :func:`start_match`); an ``rl`` battle is played to its end at once,
+        or, under a work scope whose rollout cap is spent first, up to that point (``paused``)."""
         match = start_match(self.store, group or "interactive", p1_actor_type, opponent, p1_model, seed, codename,
                             self.checkpoints_dir)
         if p1_actor_type == "rl":
-            match.run()
+            play_or_abandon(match)
         match_id = f"m_{self.process_tag}_{secrets.token_hex(12)}"
         with self._lock:
             self._live[match_id] = (match, threading.Lock())
@@ -68,6 +71,13 @@ class MatchRegistry:
             raise MatchError(f"no live match {match_id} in this server process; call list_matches",
                              "unknown_match")
         return entry
+
+    def searching(self, match_id: Any) -> bool:
+        """True when a live match has a search actor (its moves are long work); False for an
+        unknown id too (the call then fails fast with the reason)."""
+        with self._lock:
+            entry = self._live.get(match_id) if isinstance(match_id, str) else None
+        return entry is not None and any(isinstance(p, SearchPolicy) for p in entry[0].policies.values())
 
     @contextmanager
     def use(self, match_id: Any) -> Iterator[Match]:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import engine
-from adapters import Decision, decide
+from adapters import Decision, decide, work
 from engine import IllegalActionError, derive_seed
 from engine.actions import check_action_id
 
@@ -106,6 +106,7 @@ class Match:
         # trace folder without its final line; a series' battles are covered by its group lease
         self.serialize_publish = False
         self.paths: dict[str, str] | None = None
+        self.paused: str | None = None  # "work_cap": the last advance stopped early (see advance)
         self._shown_at = time.perf_counter()
 
     # ------------------------------------------------------------------ playing
@@ -193,10 +194,20 @@ class Match:
         return events
 
     def advance(self) -> list[dict[str, Any]]:
-        """Let the policies move until a human/LLM decision is due or the battle ends."""
+        """Let the policies move until a human/LLM decision is due or the battle ends.
+
+        Under a work scope (:mod:`adapters.work`) a cancelled call stops before the next
+        decision or inside a search decision (nothing of that decision is recorded: the match
+        stays as it was after the last one), and a call whose rollout cap is spent stops at
+        the next decision boundary with ``paused`` set: call advance again to go on."""
         self._require_active()
         events: list[dict[str, Any]] = []
+        self.paused = None
         while (policy := self.pending_policy()) is not None:
+            work.check()
+            if work.cap_reached():
+                self.paused = "work_cap"
+                break
             t0 = time.perf_counter()
             decision = decide(policy, self.state)
             events += self.play_decision(decision, time.perf_counter() - t0)
@@ -305,5 +316,19 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
         match.serialize_publish = True
         store.append_catalog(group, match.catalog_entry("started"))
     if p1_actor_type != "rl":
-        match.advance()
+        play_or_abandon(match)
     return match
+
+
+CANCELLED_AT_START = "cancelled by the caller before the battle was handed over"
+
+
+def play_or_abandon(match: Match) -> None:
+    """``match.advance()`` for a battle nobody holds yet: if the call is cancelled meanwhile
+    (see :mod:`adapters.work`), nobody ever gets its match id, so it is recorded as abandoned
+    (its trace kept, never training-ready) instead of staying half-started in the catalog."""
+    try:
+        match.advance()
+    except work.WorkCancelled:
+        match.abandon(CANCELLED_AT_START)
+        raise

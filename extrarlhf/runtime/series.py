@@ -12,21 +12,25 @@ import itertools
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from engine import derive_seed
 
-from adapters import decide_many
+from adapters import decide_many, work
+from adapters.search import is_search_spec, parse_search_spec
 
 from . import codenames, ownership
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
-from ..errors import GroupBusy, InvalidArgument
+from ..errors import GroupBusy, InvalidArgument, WorkCapExceeded
 from .match import Match, check_seed, configuration, resolve_players
-from ..procs import cap_workers, process_pool
+from ..procs import cap_workers, process_pool, stop_flag
 from ..readiness import ReadinessPolicy
 from .sessions import FINAL_STATUSES, SessionStore, check_name
 
 MAX_BATTLES = 1_000_000
+# Search sims x battles one call may ask for: at sims=32 that is 62,500 battles (about 40 CPU-hours with
+# greedy rollouts), at the maximum sims 488. A series resumes, so a larger campaign runs in several calls.
+MAX_SEARCH_SIMS_BATTLES = 2_000_000
 MAX_WORKERS = 64
 SUMMARY_EVERY_S = 5.0
 CANCEL_POLL_S = 0.25
@@ -60,7 +64,10 @@ def play_series_chunk(plan: dict[str, Any], battles: list[tuple[int, int]],
     while live:
         t0 = time.perf_counter()
         try:
+            work.check()
             decisions = decide_many([(m.pending_policy(), m.state) for m in live])
+        except work.WorkCancelled:  # the battles still playing stay unfinished; a resume plays them
+            break
         except Exception as exc:  # an adapter bug: every battle of the step is affected
             decisions = [exc] * len(live)
         latency = (time.perf_counter() - t0) / len(live)
@@ -88,6 +95,24 @@ def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise InvalidArgument(f"{name} must be an integer in {lo}..{hi}, got {value!r}")
     return value
+
+
+def search_work(specs: list[str], n_battles: int) -> int:
+    """Search sims x battles of a series whose players are ``specs`` (0 without a search actor)."""
+    return sum(parse_search_spec(spec)[1] for spec in specs if is_search_spec(spec)) * n_battles
+
+
+def check_search_work(specs: list[str], n_battles: int) -> None:
+    """Refuse a call that asks for more search work than :data:`MAX_SEARCH_SIMS_BATTLES`."""
+    asked = search_work(specs, n_battles)
+    if asked > MAX_SEARCH_SIMS_BATTLES:
+        per_battle = asked // n_battles
+        raise WorkCapExceeded(
+            f"this series asks for {asked:,} search sims x battles ({n_battles:,} battles to play at {per_battle:,} "
+            f"sims per decision); one call may ask for at most MAX_SEARCH_SIMS_BATTLES = {MAX_SEARCH_SIMS_BATTLES:,}: "
+            f"ask for at most {MAX_SEARCH_SIMS_BATTLES // per_battle:,} battles per call (the series resumes where it "
+            f"stopped) or fewer sims", {"cap": "MAX_SEARCH_SIMS_BATTLES", "limit": MAX_SEARCH_SIMS_BATTLES,
+                                       "asked": asked})
 
 
 def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int, *,
@@ -134,17 +159,18 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             # a trace on disk without a valid final line gets its line back from the trace (or the
             # series stops with the reason): a battle with a trace is never played again
             repair = store.reconcile(group)
-            done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES}
-            todo = [i for i in range(n_battles) if i not in done]
+            done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES
+                    and e["index"] < n_battles}
+            todo = n_battles - len(done)
+            check_search_work([p1_actor.spec, opponent_actor.spec], todo)
             started = time.perf_counter()
             plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
                     "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
-            battles = [(i, series_seed(seed, i)) for i in todo]
-            chunks = [battles[k:k + CHUNK] for k in range(0, len(battles), CHUNK)]
+            n_chunks = -(-todo // CHUNK)
             workers = cap_workers(max_workers)
             user_cancel = cancel or (lambda: False)
-            ran = _execute(plan, chunks, workers, store, lease, progress,
-                           lambda: group_lease.lost or user_cancel())
+            ran = _execute(plan, _chunks(seed, n_battles, done), todo, n_chunks, workers, store, lease, progress,
+                           lambda: group_lease.lost or user_cancel() or work.cancelled())
             summary = store.write_summary(group, readiness)
             elapsed = time.perf_counter() - started
             if group_lease.lost:
@@ -154,20 +180,29 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     finally:
         if lease:
             codenames.release(store.root, codename)
-    return {"group": group, "ran": ran, "skipped": n_battles - len(todo), "n_battles": n_battles,
-            "cancelled": ran < len(todo), "remaining": len(todo) - ran,
+    return {"group": group, "ran": ran, "skipped": n_battles - todo, "n_battles": n_battles,
+            "cancelled": ran < todo, "remaining": todo - ran,
             "repaired": len(repair["rebuilt"]), "dropped_lines": len(repair["dropped_lines"]),
-            "workers": workers if len(chunks) > 1 else 1, "max_workers": max_workers,
+            "workers": workers if n_chunks > 1 else 1, "max_workers": max_workers,
             "seconds": round(elapsed, 3), "battles_per_s": round(ran / elapsed, 2) if elapsed and ran else None,
             "codename": codename, "summary": summary}
 
 
-def _execute(plan: dict[str, Any], chunks: list[list[tuple[int, int]]], max_workers: int, store: SessionStore,
-             lease: dict | None, progress: Progress | None, cancel: Cancel | None) -> int:
+def _chunks(seed: int, n_battles: int, done: set[int]) -> Iterator[list[tuple[int, int]]]:
+    """The (index, seed) battles still to play, CHUNK at a time, made as they are taken (a
+    million-battle series holds no million-entry list)."""
+    todo = (i for i in range(n_battles) if i not in done)
+    while chunk := [(i, series_seed(seed, i)) for i in itertools.islice(todo, CHUNK)]:
+        yield chunk
+
+
+def _execute(plan: dict[str, Any], chunks: Iterator[list[tuple[int, int]]], total: int, n_chunks: int,
+             max_workers: int, store: SessionStore, lease: dict | None, progress: Progress | None,
+             cancel: Cancel | None) -> int:
     """Play the chunks; returns the battles played. ``cancel()`` is checked at every chunk
-    boundary: once it is true no chunk starts, queued chunks are dropped, and the running
-    ones finish (the battles they hold are published)."""
-    total = sum(len(c) for c in chunks)
+    boundary and, through :mod:`adapters.work`, at every decision: once it is true no chunk
+    starts, queued chunks are dropped, and the running ones stop at their next decision (the
+    battles they finished are published, the others stay unfinished for a resume)."""
     finished = 0
     last_summary = time.monotonic()
 
@@ -183,25 +218,27 @@ def _execute(plan: dict[str, Any], chunks: list[list[tuple[int, int]]], max_work
             last_summary = time.monotonic()
 
     cancelled = cancel or (lambda: False)
-    if max_workers == 1 or len(chunks) <= 1:
+    if max_workers == 1 or n_chunks <= 1:
         for chunk in chunks:
             if cancelled():
                 break
             play_series_chunk(plan, chunk, on_finish=tick)
         return finished
-    queue = iter(chunks)
-    with process_pool(min(max_workers, len(chunks)), "extrarlhf.runtime.series") as pool:
+    queue = chunks
+    stop = stop_flag("extrarlhf.runtime.series")
+    with process_pool(min(max_workers, n_chunks), "extrarlhf.runtime.series", stop=stop) as pool:
         # two chunks per worker in flight: enough to keep them busy, few to drop on cancel
         pending = {pool.submit(play_series_chunk, plan, chunk)
                    for chunk in itertools.islice(queue, 2 * max_workers)}
         while pending:
             ready, pending = wait(pending, timeout=min(SUMMARY_EVERY_S, CANCEL_POLL_S), return_when=FIRST_COMPLETED)
             for future in ready:
-                tick(len(future.result()))
+                if not future.cancelled():
+                    tick(len(future.result()))
             if cancelled():
+                stop.set()  # the running chunks stop at their next decision
                 for future in pending:
                     future.cancel()
-                pending = {f for f in pending if not f.cancelled()}
                 continue
             for chunk in itertools.islice(queue, len(ready)):
                 pending.add(pool.submit(play_series_chunk, plan, chunk))

@@ -28,8 +28,9 @@ from typing import Any, Callable
 import numpy as np
 
 import engine
+from adapters import work
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, WorkCapExceeded
 from .data import Decisions, row_index
 
 TARGETS = ("choice", "search_values")
@@ -80,6 +81,32 @@ class HyperParams:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+# epochs x parameters x training decisions one call may ask for: about 45 CPU-minutes of this trainer
+# here (1.5e9 parameter-decisions per second); the 60-minute improvement loop's largest round is 0.9e12.
+MAX_TRAINING_COST = 4 * 10**12
+
+
+def parameter_count(hp: HyperParams) -> int:
+    """Trainable parameters of the network ``hp`` describes (init_params' shapes)."""
+    obs, feat = engine.OBS_DIM, engine.ACTION_FEATURE_DIM
+    return ((obs + feat + 1) * hp.hidden + (hp.hidden + 1) * hp.hidden2 + hp.hidden2
+            + (obs + 2) * hp.value_hidden + 1)
+
+
+def check_training_cost(hp: HyperParams, decisions: int) -> int:
+    """The training cost (epochs x parameters x training decisions); refuses one over
+    :data:`MAX_TRAINING_COST` with the numbers and what to lower."""
+    params = parameter_count(hp)
+    cost = hp.epochs * params * decisions
+    if cost > MAX_TRAINING_COST:
+        raise WorkCapExceeded(
+            f"this training asks for epochs x parameters x training decisions = {hp.epochs:,} x {params:,} x "
+            f"{decisions:,} = {cost:.2e}; one call may ask for at most MAX_TRAINING_COST = {MAX_TRAINING_COST:.0e} "
+            f"(about 45 CPU-minutes): lower epochs, hidden/hidden2, or train on a smaller dataset",
+            {"cap": "MAX_TRAINING_COST", "limit": MAX_TRAINING_COST, "asked": cost})
+    return cost
 
 
 def init_params(hp: HyperParams, rng: np.random.Generator) -> Params:
@@ -269,6 +296,7 @@ def train_bc(train: Decisions, val: Decisions | None, hp: HyperParams, seed: int
         correct = 0
         value_loss_sum = 0.0
         for b in range(n_batches):
+            work.check()  # a cancelled caller stops within one batch
             index = order[b * hp.batch_size:(b + 1) * hp.batch_size]
             batch = make_batch(train, index)
             logits, cache = policy_forward(params, batch.obs, batch.features, batch.seg)

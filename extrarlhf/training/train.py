@@ -40,7 +40,7 @@ from ..checkpoints import CheckpointRegistry
 from ..errors import InvalidArgument, NotReady, RLHFError, ValidationFailed
 from ..runtime.match import check_seed
 from ..runtime.sessions import check_name
-from .bc import HyperParams, policy_metrics, train_bc, value_mse
+from .bc import HyperParams, check_training_cost, policy_metrics, train_bc, value_mse
 from .blas import single_blas_thread
 from .card import build_card, write_card
 from .data import Decisions, check_imitate, read_decisions, take
@@ -147,6 +147,7 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
             f"(imitated decisions with more than one legal action: 0); actors in the dataset: "
             f"{', '.join(f'{k} ({v})' for k, v in sorted(train.actors.items())) or 'none'}; use 'all', "
             f"'winners' or one of those specs")
+    check_training_cost(hp, len(train))
 
     with single_blas_thread() as blas_threads:
         result = train_bc(train, val if len(val) else None, hp, seed,
