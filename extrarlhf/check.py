@@ -34,7 +34,8 @@ What is checked:
   every pointer (well formed, confined, resolves to an existing version whose manifest it was
   promoted for);
 * checkpoints: the registry index, each registered model file (present, sha256 as
-  registered), model files no entry names, every model card (well formed, describes the
+  registered), model files no entry names (any ``*.onnx`` of the folder, registry-named or
+  copied by hand), every model card (well formed, describes the
   registered weights), the promotion records (pointer, history, intent, and the promoted
   checkpoint still registered and intact), the benchmark reports (readable) and the policy
   ladder (``ladder.json``: readable and of this schema version; a warning, since it only
@@ -235,11 +236,14 @@ def _check_checkpoints(checkpoints_dir: Path, report: _Report) -> None:
                                path=info["path"])
         if checkpoints_dir.is_dir():
             for path in sorted(checkpoints_dir.glob("*.onnx")):
-                if _MODEL_FILE.fullmatch(path.name) and path.name not in named:
-                    report.problem("checkpoints", "unreferenced_model_file",
-                                   f"{path} is a model file no registry entry names (left by an interrupted "
-                                   f"registration or an overwrite); register it again or remove it",
-                                   path=path.absolute(), severity="warning")
+                if path.name in named:
+                    continue
+                why = ("left by an interrupted registration or an overwrite" if _MODEL_FILE.fullmatch(path.name)
+                       else "copied here by hand: nothing plays a model the registry does not name")
+                report.problem("checkpoints", "unreferenced_model_file",
+                               f"{path} is a model file no registry entry names ({why}); register it (MCP "
+                               f"register_checkpoint, or CheckpointRegistry.register) under a name, or remove it",
+                               path=path.absolute(), severity="warning")
             for path in sorted(checkpoints_dir.glob(f"*{CARD_SUFFIX}")):
                 counts["cards"] += 1
                 name = path.name[: -len(CARD_SUFFIX)]

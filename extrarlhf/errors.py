@@ -196,6 +196,14 @@ class CorruptRecord(RLHFError):
         self.details = {"path": self.path, "line": line, "field": field}
 
 
+class ManifestMismatch(CorruptRecord):
+    """A group's manifest disagrees with the actors its traces record (a spec, a weights hash,
+    the battle tag): it was edited after they were played. Nothing adds battles to the group
+    while it does, or the group would hold battles of two configurations under one."""
+
+    code = "manifest_mismatch"
+
+
 class GroupBusy(RLHFError):
     """A session group is owned by another running series (its lease is live); ``owner``
     names that owner (pid, host, codename, since, last heartbeat)."""

@@ -235,3 +235,123 @@ def test_a_damaged_session_record_is_listed_when_sessions_can_be_checked(tree: P
     found = [p for p in report["problems"] if p["area"] == "sessions"]
     assert found and not report["ok"]
     assert any(p["path"] and p["path"].endswith("catalog.jsonl") and p["line"] == 2 for p in found), found
+
+
+# ---------------------------------------------------------------------------- issue 24: the last fsck gaps
+def _edit_json(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _listed_groups(tree: Path) -> dict[str, dict]:
+    """list_sessions through the MCP server (in process), by group."""
+    import anyio
+    from mcp import Client
+
+    from mcp_server import build_server
+    from tests.mcp_helpers import Checked
+
+    async def listing() -> dict:
+        async with Client(build_server(*_dirs(tree))) as client:
+            return await Checked(client).ok("list_sessions", {})
+
+    return {row["group"]: row for row in anyio.run(listing)["groups"]}
+
+
+def test_a_summary_count_edited_alone_is_refused_by_list_sessions_and_check(tree: Path) -> None:
+    """Issue 24: summary.json edited from 40 to 47 finished battles. Before, list_sessions showed 47
+    and check found nothing."""
+    sessions, datasets, ck = _dirs(tree)
+    summary = sessions / "gg" / "summary.json"
+    _edit_json(summary, lambda d: d["by_status"].update(finished=47))
+    listed = _listed_groups(tree)
+    assert listed["mixed"]["battles"] == 24 and "error" not in listed["mixed"]
+    error = listed["gg"]["error"]
+    assert error["code"] == "corrupt_record" and error["details"]["field"] == "by_status.finished"
+    assert "is 47, but results (p1_wins + draws + p2_wins) add up to 40" in error["message"]
+    before = _snapshot(tree)
+    report = check_all(sessions, datasets, ck)
+    assert _snapshot(tree) == before
+    [problem] = report["problems"]
+    assert (problem["code"], problem["path"], problem["field"], problem["repairable"]) == (
+        "corrupt_record", str(summary), "by_status.finished", True)
+    assert check_all(sessions, datasets, ck, repair=True)["repaired"]
+    assert json.loads(summary.read_text())["by_status"]["finished"] == 40 and check_all(*_dirs(tree))["ok"]
+
+
+def test_a_summary_edited_consistently_disagrees_with_its_catalog_and_is_recomputed(tree: Path) -> None:
+    sessions, datasets, ck = _dirs(tree)
+    summary = sessions / "gg" / "summary.json"
+
+    def inflate(doc: dict) -> None:
+        doc["battles"] += 7
+        doc["by_status"]["finished"] += 7
+        doc["results"]["p1_wins"] += 7
+        doc["battle_tags"]["rl-vs-bot"] += 7
+
+    _edit_json(summary, inflate)
+    before = _snapshot(tree)
+    report = check_all(sessions, datasets, ck)
+    assert _snapshot(tree) == before and not report["ok"]
+    [problem] = report["problems"]
+    assert (problem["code"], problem["path"], problem["field"], problem["severity"], problem["repairable"]) == (
+        "summary_mismatch", str(summary), "battles", "error", True)
+    assert "by_status.finished is 47 there but 40 from the catalog" in problem["message"]
+    assert "extrarlhf check --repair` recomputes it" in problem["message"]
+    repaired = check_all(sessions, datasets, ck, repair=True)
+    assert [r["path"] for r in repaired["repaired"]] == [str(summary)]
+    assert json.loads(summary.read_text())["by_status"]["finished"] == 40 and check_all(*_dirs(tree))["ok"]
+
+
+def test_a_manifest_whose_opponent_was_edited_is_reported_and_never_repaired(tree: Path) -> None:
+    """Issue 24: the group "mixed" was played against random; its manifest now says greedy."""
+    sessions, datasets, ck = _dirs(tree)
+    manifest = sessions / "mixed" / "manifest.json"
+    _edit_json(manifest, lambda d: d["configuration"]["opponent"].update(spec="baseline:greedy"))
+    before = _snapshot(tree)
+    for repair in (False, True):
+        report = check_all(sessions, datasets, ck, repair=repair)
+        assert _snapshot(tree) == before and report["repaired"] == []
+        [problem] = report["problems"]
+        assert (problem["code"], problem["path"], problem["field"], problem["repairable"]) == (
+            "manifest_mismatch", str(manifest), "configuration.opponent.spec", False)
+        assert "disagrees with what 24 of its battles record" in problem["message"]
+        assert "records actors.p2.spec 'baseline:random', the manifest has 'baseline:greedy'" in problem["message"]
+        assert "Restore manifest.json from a backup" in problem["message"]
+
+
+def test_an_unregistered_model_file_is_reported(tree: Path) -> None:
+    sessions, datasets, ck = _dirs(tree)
+    stray = ck / "mine.onnx"
+    shutil.copy(CheckpointRegistry(ck).get("bc1").path, stray)
+    [problem] = check_all(sessions, datasets, ck)["problems"]
+    assert (problem["code"], problem["path"], problem["severity"]) == (
+        "unreferenced_model_file", str(stray.absolute()), "warning")
+    assert "copied here by hand" in problem["message"] and "register_checkpoint" in problem["message"]
+
+
+def test_a_dataset_manifest_with_null_tables_is_a_clear_error_everywhere(tree: Path) -> None:
+    """Issue 24: ``"tables": null`` crashed validate_dataset, train_policy and check (AttributeError)."""
+    from extrarlhf.datasets import validate_dataset
+    from extrarlhf.errors import RLHFError
+    from extrarlhf.training import train_policy
+
+    sessions, datasets, ck = _dirs(tree)
+    manifest = datasets / "gg" / "v1" / "manifest.json"
+    _edit_json(manifest, lambda d: d.update(tables=None))
+    before = _snapshot(tree)
+    expected = f"{manifest}, field 'tables': must be an object, got null; the manifest was edited or damaged"
+    result = validate_dataset("gg/v1", datasets_dir=datasets)
+    assert not result["valid"] and [f["code"] for f in result["failures"]] == ["manifest_unreadable"]
+    assert result["failures"][0]["message"].startswith(expected)
+    with pytest.raises(RLHFError) as info:
+        train_policy("gg/v1", "nope", datasets_dir=datasets, checkpoints_dir=ck, epochs=1)
+    assert info.value.code == "validation_failed" and expected in str(info.value)
+    problems = check_all(sessions, datasets, ck)["problems"]
+    # (the pointer "cur" was promoted for the manifest as it was: it is stale now)
+    assert [(p["code"], Path(p["path"]).name) for p in problems] == [("manifest_unreadable", "manifest.json"),
+                                                                       ("stale_pointer", "cur.json")]
+    assert problems[0]["path"] == str(manifest)
+    assert expected in problems[0]["message"] and "restore it from a backup" in problems[0]["message"]
+    assert _snapshot(tree) == before  # nothing trained, registered or written

@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 
 import engine
 
-from ..errors import UnsupportedSchema
+from ..errors import CorruptRecord, UnsupportedSchema, corrupt_record
 from ..fileio import read_json_document
+from ..runtime.records import kind as shown
 from ..runtime.trace import utc_now
 from .tables import DATASET_SCHEMA_VERSION, FORMAT_CHANGES, TABLES, describe_columns, sha256_file
 
@@ -95,18 +96,55 @@ def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, ki
 
 def read_manifest(folder: Path) -> dict[str, Any]:
     """The version's manifest; one of an older dataset format is refused with what changed
-    since and how to rebuild it (any other problem: read_json_document's error)."""
+    since and how to rebuild it, one whose fields readers rely on are malformed (``"tables":
+    null``...) is ``corrupt_record`` naming the field (any other problem: read_json_document's
+    error)."""
     path = folder / MANIFEST
     try:
-        return read_json_document(path, DATASET_SCHEMA_VERSION, what="dataset ")
+        doc = read_json_document(path, DATASET_SCHEMA_VERSION, what="dataset ")
     except UnsupportedSchema:
         version = _format_of(path)
         if version is None or not 1 <= version < DATASET_SCHEMA_VERSION:
             raise
+    else:
+        _check_shape(doc, path)
+        return doc
     changes = "; ".join(f"format {v}: {FORMAT_CHANGES[v]}" for v in range(version + 1, DATASET_SCHEMA_VERSION + 1))
     raise UnsupportedSchema(f"{path}: dataset format {version} was written by an earlier ExtraRLHF; this one reads "
                             f"format {DATASET_SCHEMA_VERSION} ({changes}). Rebuild it from its sources: publish a new "
                             f"version (datasets materialize, a split or an export), or this one with overwrite")
+
+
+_FIX = ("the manifest was edited or damaged: restore it from a backup, or publish the version again from its "
+        "sources (with overwrite)")
+
+
+def _check_shape(doc: dict[str, Any], path: Path) -> None:
+    """The fields every reader of a manifest relies on have their shape (dataset_manifest.schema.json),
+    else CorruptRecord naming the file and the field: a reader never fails on, say, ``"tables": null``."""
+    def bad(field: str, why: str) -> CorruptRecord:
+        return corrupt_record(why, path=path, field=field, hint=_FIX)
+
+    for key in ("kind", "dataset_id"):
+        if not isinstance(doc.get(key), str):
+            raise bad(key, f"must be text, got {shown(doc.get(key))}")
+    for key in ("sources", "readiness", "row_counts", "files", "tables"):
+        if not isinstance(doc.get(key), dict):
+            raise bad(key, f"must be an object, got {shown(doc.get(key))}")
+    for name, count in doc["row_counts"].items():
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise bad(f"row_counts.{name}", f"must be a count of rows, got {shown(count)}")
+    for name, sha in doc["files"].items():
+        if not isinstance(sha, str):
+            raise bad(f"files.{name}", f"must be a sha256 hex digest, got {shown(sha)}")
+    for logical, info in doc["tables"].items():
+        if not isinstance(info, dict):
+            raise bad(f"tables.{logical}", f"must be an object (file, table, rows, sha256...), got {shown(info)}")
+        for key, want in (("file", str), ("table", str), ("sha256", str), ("rows", int)):
+            value = info.get(key)
+            if not isinstance(value, want) or isinstance(value, bool) or (want is int and value < 0):
+                raise bad(f"tables.{logical}.{key}", f"must be {'a count' if want is int else 'text'}, got "
+                                                     f"{shown(value)}")
 
 
 def _format_of(path: Path) -> int | None:

@@ -88,6 +88,8 @@ def snapshot_group(store: SessionStore, group: str) -> GroupSnapshot:
     else:
         raise RLHFError(f"session group {group!r} kept changing while its catalog was read; materialize it when "
                         f"its series is done", "group_busy")
+    # one dataset records one configuration per group: a manifest edited after its battles were played is refused
+    store.require_agreeing_manifest(group, entries, "nothing was materialized")
     battles = [(e["battle_id"], e["index"], e["status"], e.get("decisions"), e.get("degraded"), e.get("files"),
                 tuple(e.get("deck_ids") or ()), e.get("omniscient_peeks") or 0) for e in entries]
     return GroupSnapshot(group, manifest, hashlib.sha256(before).hexdigest(),

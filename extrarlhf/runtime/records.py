@@ -296,7 +296,25 @@ def check_summary(doc: Any, expected_version: int = 1) -> dict[str, Any]:
     for i, value in enumerate(blockers):
         if not isinstance(value, str):
             raise Bad(f"readiness.v5_policy_blockers[{i}]", f"must be text, got {kind(value)}")
+    _check_summary_sums(doc)
     return doc
+
+
+def _check_summary_sums(doc: dict[str, Any]) -> None:
+    """The counts of a summary add up (every writer computes them so from the catalog): a
+    count edited alone is caught by any reader, without reading the catalog."""
+    by_status, finished = doc["by_status"], doc["by_status"]["finished"]
+    wins = sum(doc["results"][k] for k in ("p1_wins", "draws", "p2_wins"))
+    if wins != finished:
+        raise Bad("by_status.finished", f"is {finished}, but results (p1_wins + draws + p2_wins) add up to {wins}")
+    tagged = sum(doc["battle_tags"].values())
+    if tagged != finished:
+        raise Bad("battle_tags", f"add up to {tagged}, but by_status.finished is {finished}")
+    total = sum(by_status[s] for s in (*FINAL_STATUSES, "unfinished"))
+    if doc["battles"] != total:
+        raise Bad("battles", f"is {doc['battles']}, but by_status adds up to {total}")
+    if doc["eligible_battles"] > finished:
+        raise Bad("eligible_battles", f"is {doc['eligible_battles']}, more than the {finished} finished battles")
 
 
 # --------------------------------------------------------------------------- group lease

@@ -56,11 +56,11 @@ import orjson
 import engine
 
 from ..errors import (CorruptRecord, GroupBusy, GroupConflict, GroupMissing, IntegrityError, InvalidArgument,
-                      NotFound, PathOutsideSessionsDir, RLHFError, UnsupportedSchema)
+                      ManifestMismatch, NotFound, PathOutsideSessionsDir, RLHFError, UnsupportedSchema)
 from ..fileio import append_line_locked, atomic_write_bytes, atomic_write_json, check_version, fsync_dir, locked
 from ..procs import pid_alive
 from ..readiness import ReadinessPolicy, session_readiness
-from . import ownership, records
+from . import consistency, ownership, records
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
 
@@ -863,13 +863,50 @@ class SessionStore:
                    for _, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"])]
         atomic_write_bytes(path, b"".join(kept + rebuilt))
 
+    def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: list[dict[str, Any]],
+                                 sample: int | None = None) -> list[tuple[str, str, Any, Any]]:
+        """``(battle_id, field, manifest value, trace value)``, at most one per battle, for the
+        final battles among ``entries`` (catalog entries) whose catalog line or trace meta record
+        disagrees with ``configuration`` (the manifest's). Every line is compared; the meta
+        records of all the battles, or of ``sample`` of them evenly spaced. A trace that cannot
+        be read is left out here (it is reported, and refused, on its own)."""
+        final = [e for e in entries if e["status"] in FINAL_STATUSES]
+        found: dict[str, tuple[str, str, Any, Any]] = {}
+        for entry in final:
+            mismatch = consistency.entry_mismatch(configuration, entry)
+            if mismatch is not None:
+                found[entry["battle_id"]] = (entry["battle_id"], *mismatch)
+        for entry in final if sample is None else consistency.evenly(final, sample):
+            if entry["battle_id"] in found:
+                continue
+            try:
+                meta = read_meta(self.battle_dir(group, entry["battle_id"]))
+            except (ValueError, OSError):  # RLHFError is a ValueError
+                continue
+            mismatch = consistency.meta_mismatch(configuration, meta)
+            if mismatch is not None:
+                found[entry["battle_id"]] = (entry["battle_id"], *mismatch)
+        return sorted(found.values(), key=lambda m: m[0])
+
+    def require_agreeing_manifest(self, group: str, entries: list[dict[str, Any]], consequence: str) -> None:
+        """ManifestMismatch (``consequence`` says what was not done) when the group's manifest
+        disagrees with the actors its battles record (``entries``: catalog entries; the trace meta
+        records of up to consistency.RESUME_SAMPLE of them are read): whatever adds battles to the
+        group, or publishes them under its configuration, must not."""
+        found = self.configuration_mismatches(group, self.read_manifest(group)["configuration"], entries,
+                                              consistency.RESUME_SAMPLE)
+        if found:
+            raise manifest_mismatch(self, group, found, consequence)
+
     def reconcile(self, group: str) -> dict[str, Any]:
         """Before adding battles to a group: make its catalog account for every trace on disk.
 
         A trace folder without a valid final line gets that line rebuilt from its intact trace,
         and damaged lines are dropped (kept in ``catalog-repairs.jsonl``), when that is provably
         safe; otherwise CorruptRecord (file, line, field) with every reason, and nothing is
-        changed. Callers own the group (its lease, or its allocation lock for battles started
+        changed. A manifest that disagrees with the actors the traces record (an opponent
+        edited after its battles were played) is ManifestMismatch, and nothing is changed.
+        Callers own the group (its lease, or its allocation lock for battles started
         one by one). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line numbers],
         "next_index": int}``."""
         path = self.catalog_path(group)
@@ -885,6 +922,9 @@ class SessionStore:
                     f"nothing was overwritten: {reasons}" + (f". Damaged: {damaged}" if damaged else ""),
                     first["path"] if first else path, first["line"] if first else None,
                     first["field"] if first else None)
+            self.require_agreeing_manifest(
+                group, [line.entry for line in diag.lines if line.entry is not None] + list(diag.rebuilt.values()),
+                "nothing was played")
             if diag.needs_repair:
                 self._apply_repair(group, diag)
         return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
@@ -904,7 +944,8 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
                                     "files.meta.jsonl", "winner"); None when the record as a whole is bad
          "code":       str,         stable: corrupt_record, unsupported_schema, integrity_error,
                                     uncatalogued_trace, path_outside_sessions_dir, group_busy,
-                                    corrupt_index (agents_index.json)
+                                    corrupt_index (agents_index.json), summary_mismatch,
+                                    manifest_mismatch
          "message":    str,         what is wrong and what to do
          "repairable": bool,        repair=True fixes it (it is provably safe)
          "repaired":   bool}        it was fixed by this call (always False when repair=False)
@@ -913,7 +954,13 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
     of the sessions dir is refused, not followed), ``manifest.json``, ``summary.json``, the
     group lease, every catalog line, every final line's trace folder (and, with ``hashes``,
     its files against their sha256 and the line's fields against the trace), and trace
-    folders without a final line. Read-only unless ``repair``; then, per group and holding
+    folders without a final line; with ``hashes`` also ``summary.json`` against the summary
+    computed from the catalog (``summary_mismatch``, repairable: it is derived data; not while a
+    series owns the group, nor when the catalog itself has a problem) and the manifest's
+    configuration against the actors each battle records in its catalog line and its trace's
+    meta (``manifest_mismatch``: it was edited after they were played; never repaired, and
+    :meth:`SessionStore.reconcile` refuses the group until it agrees). Read-only unless
+    ``repair``; then, per group and holding
     its lease: damaged catalog lines are dropped (kept in ``catalog-repairs.jsonl``) and the
     final lines of intact traces rebuilt (see :meth:`SessionStore.reconcile`), and a damaged
     ``summary.json`` is recomputed. Damaged manifests, traces and leases are
@@ -954,8 +1001,9 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
                                  f"{manifest} is missing but the folder holds battles; restore it from a backup",
                                  False))
         return found
+    configuration = None
     try:
-        store.read_manifest(group)
+        configuration = store.read_manifest(group)["configuration"]
     except RLHFError as exc:
         found.append(problem(group, manifest, None, getattr(exc, "field", None), exc.code, str(exc), False))
     busy = None
@@ -969,15 +1017,28 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
     except RLHFError as exc:
         return found + [problem(group, catalog, None, None, exc.code, str(exc), False)]
     found += diag.problems
+    if configuration is not None and hashes:
+        mismatches = store.configuration_mismatches(
+            group, configuration, [line.entry for line in diag.lines if line.entry is not None])
+        if mismatches:
+            error = manifest_mismatch(store, group, mismatches, "a resume refuses the group until then")
+            found.append(problem(group, manifest, None, error.field, error.code, str(error), False))
     summary_path = store.summary_path(group)
     summary_bad = None
     if summary_path.exists():
         try:
-            store.read_summary(group)
+            stored = store.read_summary(group)
         except RLHFError as exc:
             summary_bad = problem(group, summary_path, None, getattr(exc, "field", None), exc.code, str(exc),
                                   isinstance(exc, CorruptRecord) and not diag.blockers)
             found.append(summary_bad)
+        else:
+            # compared with a catalog that accounts for every battle (else that is the problem), and not while a
+            # series runs (it refreshes its summary every few seconds: it lags meanwhile)
+            if hashes and busy is None and not diag.problems:
+                summary_bad = _summary_problem(store, group, stored, not diag.blockers)
+                if summary_bad is not None:
+                    found.append(summary_bad)
     if not repair or not any(p["repairable"] for p in found):
         return found
     if busy is not None:
@@ -1002,6 +1063,40 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
         if item["repairable"]:
             item["repaired"] = True
     return found
+
+
+def manifest_mismatch(store: SessionStore, group: str, found: list[tuple[str, str, Any, Any]],
+                      consequence: str) -> ManifestMismatch:
+    """The error for a manifest that disagrees with ``found`` (see configuration_mismatches)."""
+    path = store.manifest_path(group)
+    return ManifestMismatch(
+        f"session group {group!r}: its manifest {path} disagrees with what {len(found)} of its battles record, so "
+        f"it was edited after they were played ({consequence}); the first: {consistency.describe(found[0])}. "
+        f"Restore manifest.json from a backup (its configuration must be the one the battles record), or play the "
+        f"new configuration into another group",
+        path, None, consistency.MANIFEST_FIELD.get(found[0][1], found[0][1]))
+
+
+def _summary_problem(store: SessionStore, group: str, stored: dict[str, Any], repairable: bool) \
+        -> dict[str, Any] | None:
+    """A ``summary_mismatch`` problem when summary.json (well formed) disagrees with the
+    summary computed from the catalog, else None (also when the catalog cannot be read: that
+    is reported on its own)."""
+    try:
+        computed = store.compute_summary(group)
+    except RLHFError:
+        return None
+    differences = consistency.summary_differences(stored, computed)
+    if not differences:
+        return None
+    path = store.summary_path(group)
+    shown = "; ".join(f"{name} is {mine!r} there but {theirs!r} from the catalog"
+                      for name, mine, theirs in differences[:5])
+    more = f" (and {len(differences) - 5} more)" if len(differences) > 5 else ""
+    return problem(group, path, None, differences[0][0], "summary_mismatch",
+                   f"{path} disagrees with the group's catalog: {shown}{more}. The summary is derived from the "
+                   f"catalog (it was edited, or a process was killed before it refreshed it): `extrarlhf check "
+                   f"--repair` recomputes it, as does the group's next battle or series", repairable)
 
 
 def _describe(configuration: dict[str, Any]) -> str:

@@ -415,3 +415,61 @@ def test_sigkill_mid_series_leaves_a_readable_resumable_group(tmp_path: Path, wo
             a = trace_bytes(store, group, e["battle_id"])
             b = trace_bytes(ref, group, e["battle_id"])
             assert a["actions.jsonl"] == b["actions.jsonl"] and a["turns.jsonl"] == b["turns.jsonl"]
+
+
+# --------------------------------------------------------------------------- issue 24: an edited manifest
+def _edit_opponent(root: Path, group: str, spec: str) -> None:
+    path = root / group / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["configuration"]["opponent"]["spec"] = spec
+    path.write_text(json.dumps(manifest))
+
+
+def test_a_resume_refuses_a_group_whose_manifest_was_edited_after_its_battles(tmp_path: Path) -> None:
+    """Issue 24: a group played against greedy whose manifest then names random. Before the fix a
+    resume asking for random added random battles beside the greedy ones (and `materialize`
+    published them all under one configuration)."""
+    from extrarlhf.datasets import materialize_v5_dataset
+
+    root = tmp_path / "s"
+    run_series(root, "g", 4, p1_model="baseline:greedy", opponent="baseline:greedy")
+    _edit_opponent(root, "g", "baseline:random")
+    before = files_on_disk(root / "g")
+    error = expect_error("manifest_mismatch", run_series, root, "g", 8, p1_model="baseline:greedy",
+                         opponent="baseline:random")
+    message = str(error)
+    assert "session group 'g'" in message and "edited after they were played" in message
+    assert "'baseline:greedy'" in message and "'baseline:random'" in message and "nothing was played" in message
+    assert "Restore manifest.json from a backup" in message and "another group" in message
+    assert error.details == {"path": str(root / "g" / "manifest.json"), "line": None,
+                             "field": "configuration.opponent.spec"}
+    after = files_on_disk(root / "g")
+    # only the asked size may differ (written before the traces are read); no battle was added
+    assert {k for k in after if k != "manifest.json"} == {k for k in before if k != "manifest.json"}
+    assert all(after[k] == before[k] for k in before if k != "manifest.json")
+    assert [e["status"] for e in SessionStore(root).read_catalog("g")] == ["finished"] * 4
+    # a materialization is refused alike: one configuration per group, the one its battles record
+    error = expect_error("manifest_mismatch", materialize_v5_dataset, ["g"], "d", sessions_dir=root,
+                         datasets_dir=tmp_path / "datasets", workers=1)
+    assert "nothing was materialized" in str(error)
+    assert not (tmp_path / "datasets" / "d").exists()
+
+
+def test_a_model_opponent_swapped_in_the_manifest_is_caught_from_the_catalog_alone(tmp_path: Path) -> None:
+    """The catalog lines carry the battles' weights hashes: a manifest that names another model
+    disagrees with every line, not only with the traces read."""
+    from extrarlhf.checkpoints import CheckpointRegistry
+    from tests import onnx_factory
+
+    checkpoints = tmp_path / "checkpoints"
+    CheckpointRegistry(checkpoints).register("m", onnx_factory.save(onnx_factory.v5_model(), tmp_path / "m.onnx"))
+    root = tmp_path / "s"
+    run_series(root, "g", 2, p1_model="baseline:greedy", opponent="m", checkpoints_dir=checkpoints)
+    path = root / "g" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["configuration"]["opponent"]["weights_hash"] = "0" * 64
+    path.write_text(json.dumps(manifest))
+    store = SessionStore(root)
+    entries = store.read_catalog("g")
+    found = store.configuration_mismatches("g", manifest["configuration"], entries, sample=0)
+    assert [m[:2] for m in found] == [(e["battle_id"], "weights_hashes") for e in entries]
