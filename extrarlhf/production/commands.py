@@ -28,7 +28,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"production plane: {'ENABLED' if result['open'] else 'disabled'}")
     for name, info in result["variables"].items():
-        print(f"  {name}: {info['problem'] or 'set'}")
+        if "ms" in info:  # an optional timeout: the value in effect
+            print(f"  {name}: {info['problem'] or str(info['ms']) + ' ms' + ('' if info['set'] else ' (default)')}")
+        else:
+            print(f"  {name}: {info['problem'] or 'set'}")
     return 0
 
 
@@ -173,7 +176,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_cmd_export_returnclock)
 
     p = common(psub.add_parser("split-returnclock", help="a ReturnClock export -> organic-only train/val/test "
-                                                         "grouped by player (the only trainer input)"))
+                                                         "grouped by player (the only trainer input); a local "
+                                                         "operation on already-pseudonymized data: it reads no "
+                                                         "production database and runs with the gate closed"))
     p.add_argument("dataset", help="the ReturnClock export: NAME, NAME/vN or @POINTER")
     p.add_argument("--name", default=None, help="name of the split (default: <source>-split)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing version")

@@ -32,7 +32,7 @@ def run(battles: int, players: int, days: int, seed: int, datasets_dir: Path, na
         counts = summary["counts"]
         print(f"  {counts['battles']} battles, {counts['actions']} action rows; {counts['unfinished']} unfinished, "
               f"{counts['late']} ingested late, {counts['broken']} deliberately broken")
-        environ = {gate.ENABLE_VAR: "1", gate.DSN_VAR: dsn, gate.SALT_VAR: secrets.token_hex(32),
+        environ = {gate.ENABLE_VAR: "1", gate.DSN_VAR: dsn, gate.SALT_VAR: secrets.token_urlsafe(32),
                    gate.KEY_ID_VAR: "demo-key"}  # this process only; the salt is never shown
         window = summary["window"]
         print(f"exporting battles finished before {window['end_at']} (gate open for this process only)...",

@@ -161,7 +161,7 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
 
     # the pointer's place is checked before any work; it is written for a complete export only
     pointer = PointerStep(dirs, promote, name, when=lambda built: built["complete"]) if promote else None
-    reader = SnapshotReader(access, window, max_rows=ceiling, **pages)
+    reader = SnapshotReader(access, window, max_rows=ceiling, cancel=cancel, **pages)  # it cancels its statements
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
         builder = TableBuilder(folder, row_group_rows, checks,

@@ -2,10 +2,19 @@
 
 Four variables open it, read afresh on every call (never cached, never taken from arguments):
 
-- ``RLHF_ENABLE_PRODUCTION_DATASETS`` must be ``1``;
-- ``RLHF_PRODUCTION_DSN`` the read-only connection string of the production database;
-- ``RETURNCLOCK_DATASET_SALT`` the pseudonym key, at least 32 bytes;
-- ``RETURNCLOCK_DATASET_SALT_KEY_ID`` a public name for that key (recorded in manifests).
+- ``RLHF_ENABLE_PRODUCTION_DATASETS`` must be exactly ``1`` (no spaces, no newline);
+- ``RLHF_PRODUCTION_DSN`` the read-only connection string of the production database: a
+  ``postgresql://`` URI or libpq ``key=value`` pairs (parsed here into asyncpg's keyword
+  arguments, since asyncpg reads URIs only);
+- ``RETURNCLOCK_DATASET_SALT`` the pseudonym key: at least 32 bytes and at least 16 distinct
+  byte values (a salt of 32 spaces is 32 bytes but no secret);
+- ``RETURNCLOCK_DATASET_SALT_KEY_ID`` a public name for that key (recorded in manifests and
+  results): 1-64 of ``A-Z a-z 0-9 . _ -``, and it may not contain the salt, nor the DSN's
+  password or user name (it is written where they must never be).
+
+Two optional variables bound every statement of a production read (the server enforces
+them; defaults below): ``RLHF_PRODUCTION_STATEMENT_TIMEOUT_MS`` and
+``RLHF_PRODUCTION_LOCK_TIMEOUT_MS``, whole milliseconds.
 
 :func:`open_gate` returns a :class:`ProductionAccess` or raises :class:`ProductionDisabled`
 naming every missing or invalid variable, never a value; it opens no connection, so a closed
@@ -18,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..errors import RLHFError
 
@@ -27,14 +36,35 @@ DSN_VAR = "RLHF_PRODUCTION_DSN"
 SALT_VAR = "RETURNCLOCK_DATASET_SALT"
 KEY_ID_VAR = "RETURNCLOCK_DATASET_SALT_KEY_ID"
 VARIABLES = (ENABLE_VAR, DSN_VAR, SALT_VAR, KEY_ID_VAR)
+STATEMENT_TIMEOUT_VAR = "RLHF_PRODUCTION_STATEMENT_TIMEOUT_MS"
+LOCK_TIMEOUT_VAR = "RLHF_PRODUCTION_LOCK_TIMEOUT_MS"
+# the largest statement, the ReturnClock COPY of 1,000,000 sessions, takes about 11 s (README benchmarks)
+TIMEOUT_DEFAULTS_MS = {STATEMENT_TIMEOUT_VAR: 300_000, LOCK_TIMEOUT_VAR: 10_000}
+MAX_TIMEOUT_MS = 86_400_000
 MIN_SALT_BYTES = 32
+MIN_SALT_DISTINCT_BYTES = 16
+MAX_KEY_ID_CHARS = 64
 REDACTED = "<redacted>"
 
-_KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
-_LIBPQ_PAIR = re.compile(r"\b(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)")
+_KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_KEY_ID_CHARS)
+_MS = re.compile(r"[0-9]{1,9}")
+# libpq keywords (conninfo) and the asyncpg keyword argument each one becomes
+_LIBPQ_KEYWORDS = {"host": "host", "port": "port", "dbname": "database", "user": "user", "password": "password",
+                   "passfile": "passfile", "sslmode": "ssl", "target_session_attrs": "target_session_attrs",
+                   "application_name": None}  # the reader names itself (reader.APPLICATION_NAME)
+# the other keywords of libpq's conninfo: named in a refusal (any other name might be a typo'd secret)
+_OTHER_LIBPQ_KEYWORDS = frozenset((
+    "hostaddr", "connect_timeout", "client_encoding", "options", "fallback_application_name", "keepalives",
+    "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "replication", "gssencmode",
+    "sslcompression", "sslcert", "sslkey", "sslpassword", "sslcertmode", "sslrootcert", "sslcrl", "sslcrldir",
+    "sslsni", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname", "gsslib",
+    "gssdelegation", "service", "load_balance_hosts", "require_auth", "channel_binding", "sslnegotiation"))
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+_LIBPQ_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-__all__ = ["VARIABLES", "ENABLE_VAR", "DSN_VAR", "SALT_VAR", "KEY_ID_VAR", "MIN_SALT_BYTES", "ProductionDisabled",
-           "ProductionAccess", "open_gate", "gate_status"]
+__all__ = ["VARIABLES", "ENABLE_VAR", "DSN_VAR", "SALT_VAR", "KEY_ID_VAR", "STATEMENT_TIMEOUT_VAR",
+           "LOCK_TIMEOUT_VAR", "TIMEOUT_DEFAULTS_MS", "MIN_SALT_BYTES", "MIN_SALT_DISTINCT_BYTES",
+           "ProductionDisabled", "ProductionAccess", "open_gate", "gate_status"]
 
 
 class ProductionDisabled(RLHFError):
@@ -50,12 +80,106 @@ class ProductionDisabled(RLHFError):
                          f"no connection was opened")
 
 
-def _dsn_problem(dsn: str) -> str | None:
+class _BadDsn(Exception):
+    """Why a DSN cannot be used (a sentence that never quotes the DSN)."""
+
+
+def _libpq_pairs(text: str) -> dict[str, str]:
+    """libpq ``key = value`` pairs (values bare or single-quoted, backslash escapes ``\\'`` and
+    ``\\\\``); the last of a repeated keyword wins, as in libpq."""
+    pairs: dict[str, str] = {}
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i == n:
+            return pairs
+        key = _LIBPQ_KEY.match(text, i)
+        if key is None:
+            raise _BadDsn(f"is not a PostgreSQL connection string: character {i + 1} starts no keyword "
+                          f"(use postgresql://... or libpq key=value pairs)")
+        i = key.end()
+        while i < n and text[i].isspace():
+            i += 1
+        if i == n or text[i] != "=":
+            raise _BadDsn("is not a PostgreSQL connection string: a keyword has no '=' (use postgresql://... or "
+                          "libpq key=value pairs)")
+        i += 1
+        while i < n and text[i].isspace():
+            i += 1
+        value, quoted = [], i < n and text[i] == "'"
+        i += quoted
+        while i < n and (text[i] != "'" if quoted else not text[i].isspace()):
+            if text[i] == "\\" and i + 1 < n:
+                i += 1
+            value.append(text[i])
+            i += 1
+        if quoted:
+            if i == n:
+                raise _BadDsn("is not a PostgreSQL connection string: a quoted value is never closed")
+            i += 1
+        pairs[key.group().lower()] = "".join(value)
+
+
+def _connect_kwargs(dsn: str) -> dict[str, Any]:
+    """asyncpg's ``connect`` keyword arguments for ``dsn`` (see the module docstring)."""
     if dsn.startswith(("postgresql://", "postgres://")):
+        return {"dsn": dsn}
+    if "=" not in dsn:
+        raise _BadDsn("is not a PostgreSQL connection string (postgresql://... or libpq key=value pairs)")
+    pairs = _libpq_pairs(dsn)
+    unsupported = sorted(k for k in pairs if k not in _LIBPQ_KEYWORDS)
+    if unsupported:  # keyword names are no secrets, but a name that is no keyword may be one
+        named = [k for k in unsupported if k in _OTHER_LIBPQ_KEYWORDS]
+        raise _BadDsn(f"uses libpq keyword(s) this reader does not support ({', '.join(named) or 'unknown ones'}); "
+                      f"supported: {', '.join(sorted(_LIBPQ_KEYWORDS))}. Use the postgresql:// URI form for the rest")
+    kwargs = {_LIBPQ_KEYWORDS[k]: v for k, v in pairs.items() if _LIBPQ_KEYWORDS[k] is not None}
+    if "port" in kwargs:
+        if not re.fullmatch(r"[0-9]{1,5}", kwargs["port"]):
+            raise _BadDsn("has a port that is not a number")
+        kwargs["port"] = int(kwargs["port"])
+    if "ssl" in kwargs and kwargs["ssl"] not in _SSLMODES:
+        raise _BadDsn(f"has an sslmode that is not one of {', '.join(_SSLMODES)}")
+    return kwargs
+
+
+def _dsn_identity(dsn: str) -> list[str]:
+    """The DSN's password and user name (both forms), which a key id must not contain."""
+    try:
+        kwargs = _connect_kwargs(dsn)
+    except _BadDsn:
+        return []
+    if "dsn" not in kwargs:
+        return [v for v in (kwargs.get("password"), kwargs.get("user")) if v]
+    try:
+        url = urlsplit(dsn)
+        query = parse_qs(url.query)
+    except ValueError:
+        return []
+    found = [unquote(v) for v in (url.password, url.username) if v]
+    return found + [v for k in ("password", "user") for v in query.get(k, []) if v]
+
+
+def _timeout_ms(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name)
+    if value is None or value == "":
+        return TIMEOUT_DEFAULTS_MS[name]
+    if not _MS.fullmatch(value) or not 1 <= int(value) <= MAX_TIMEOUT_MS:
         return None
-    if "=" in dsn:  # libpq keyword/value form: host=... dbname=...
-        return None
-    return "is not a PostgreSQL connection string (postgresql://... or libpq key=value pairs)"
+    return int(value)
+
+
+def _key_id_problem(key_id: str, salt: str | None, dsn: str | None) -> str | None:
+    if not _KEY_ID.fullmatch(key_id):
+        return (f"must be 1-{MAX_KEY_ID_CHARS} characters from A-Z, a-z, 0-9, '.', '_' and '-' (it is a public "
+                f"name written into manifests, e.g. rc-2026-11)")
+    lowered = key_id.lower()
+    if salt and salt.lower() in lowered:
+        return f"contains {SALT_VAR}; it must name the salt, never hold it"
+    for part in _dsn_identity(dsn or ""):
+        if part.lower() in lowered if len(part) >= 4 else part.lower() == lowered:
+            return f"contains the password or user name of {DSN_VAR}; choose a public name that holds neither"
+    return None
 
 
 def _problems(env: Mapping[str, str]) -> dict[str, str]:
@@ -63,66 +187,53 @@ def _problems(env: Mapping[str, str]) -> dict[str, str]:
     enable = env.get(ENABLE_VAR)
     if enable is None or enable == "":
         problems[ENABLE_VAR] = "is not set (set it to 1 to opt in)"
-    elif enable.strip() != "1":
-        problems[ENABLE_VAR] = "is set but not to 1 (only 1 opts in)"
+    elif enable != "1":
+        problems[ENABLE_VAR] = "is set but not to exactly 1 (only the single character 1 opts in: no spaces, no newline)"
     dsn = env.get(DSN_VAR)
     if not dsn:
         problems[DSN_VAR] = "is not set"
-    elif (why := _dsn_problem(dsn.strip())) is not None:
-        problems[DSN_VAR] = why
+    else:
+        try:
+            _connect_kwargs(dsn.strip())
+        except _BadDsn as why:
+            problems[DSN_VAR] = str(why)
     salt = env.get(SALT_VAR)
     if not salt:
         problems[SALT_VAR] = "is not set"
     elif len(salt.encode("utf-8")) < MIN_SALT_BYTES:
-        problems[SALT_VAR] = f"is shorter than {MIN_SALT_BYTES} bytes (use a random secret of at least {MIN_SALT_BYTES} bytes)"
+        problems[SALT_VAR] = (f"is shorter than {MIN_SALT_BYTES} bytes (use a random secret of at least "
+                              f"{MIN_SALT_BYTES} bytes, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    elif len(set(salt.encode("utf-8"))) < MIN_SALT_DISTINCT_BYTES:
+        problems[SALT_VAR] = (f"has fewer than {MIN_SALT_DISTINCT_BYTES} distinct byte values: it is no random "
+                              f"secret (use at least {MIN_SALT_BYTES} random bytes, e.g. python -c 'import secrets; "
+                              f"print(secrets.token_urlsafe(32))')")
     key_id = env.get(KEY_ID_VAR)
     if not key_id:
         problems[KEY_ID_VAR] = "is not set (a public name for the salt, e.g. rc-2026-11)"
-    elif salt and key_id == salt:
-        problems[KEY_ID_VAR] = f"equals {SALT_VAR}; it must name the salt, not be it"
-    elif not _KEY_ID.fullmatch(key_id):
-        problems[KEY_ID_VAR] = "must be 1-64 letters, digits, '.', '_', ':' or '-' (it is written into manifests)"
+    elif (why := _key_id_problem(key_id, salt, dsn.strip() if dsn else None)) is not None:
+        problems[KEY_ID_VAR] = why
+    for name, default in TIMEOUT_DEFAULTS_MS.items():
+        if _timeout_ms(env, name) is None:
+            problems[name] = (f"must be a whole number of milliseconds from 1 to {MAX_TIMEOUT_MS} (unset: "
+                              f"{default})")
     return problems
-
-
-def _dsn_secrets(dsn: str) -> list[str]:
-    """Parts of a DSN that must never be shown: the whole string, its password and user."""
-    parts = [dsn]
-    if "://" in dsn:
-        try:
-            url = urlsplit(dsn)
-        except ValueError:
-            return parts
-        for value in (url.password, url.username):
-            if value:
-                parts += [value, unquote(value)]
-    else:
-        for key, value in _LIBPQ_PAIR.findall(dsn):
-            if key.lower() in ("password", "user"):
-                parts.append(value.strip("'"))
-    return [p for p in parts if len(p) >= 4]
 
 
 @dataclass(frozen=True, repr=False)
 class ProductionAccess:
     """What an open gate grants. Its repr and str never show the DSN or the salt."""
 
-    dsn: str
+    connect_kwargs: dict[str, Any] = field(compare=False)
     salt: bytes
     key_id: str
-    _secrets: tuple[str, ...] = field(default=(), compare=False)
+    statement_timeout_ms: int = TIMEOUT_DEFAULTS_MS[STATEMENT_TIMEOUT_VAR]
+    lock_timeout_ms: int = TIMEOUT_DEFAULTS_MS[LOCK_TIMEOUT_VAR]
 
     def __repr__(self) -> str:
-        return f"ProductionAccess(key_id={self.key_id!r}, dsn={REDACTED}, salt={REDACTED})"
+        return (f"ProductionAccess(key_id={self.key_id!r}, dsn={REDACTED}, salt={REDACTED}, "
+                f"statement_timeout_ms={self.statement_timeout_ms}, lock_timeout_ms={self.lock_timeout_ms})")
 
     __str__ = __repr__
-
-    def scrub(self, text: str) -> str:
-        """``text`` with every secret this access holds replaced (defence in depth for messages
-        that quote a database error)."""
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
 
 
 def open_gate(environ: Mapping[str, str] | None = None) -> ProductionAccess:
@@ -131,19 +242,23 @@ def open_gate(environ: Mapping[str, str] | None = None) -> ProductionAccess:
     problems = _problems(env)
     if problems:
         raise ProductionDisabled(problems)
-    dsn, salt = env[DSN_VAR].strip(), env[SALT_VAR]
-    secrets = sorted({*_dsn_secrets(dsn), salt}, key=len, reverse=True)
-    return ProductionAccess(dsn=dsn, salt=salt.encode("utf-8"), key_id=env[KEY_ID_VAR], _secrets=tuple(secrets))
+    return ProductionAccess(connect_kwargs=_connect_kwargs(env[DSN_VAR].strip()),
+                            salt=env[SALT_VAR].encode("utf-8"), key_id=env[KEY_ID_VAR],
+                            statement_timeout_ms=_timeout_ms(env, STATEMENT_TIMEOUT_VAR),
+                            lock_timeout_ms=_timeout_ms(env, LOCK_TIMEOUT_VAR))
 
 
 def gate_status(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Whether the gate is open and, per variable, whether it is set and valid (names only)."""
+    """Whether the gate is open and, per variable, whether it is set and valid (names only; the
+    optional timeouts also with the milliseconds in effect: they are no secrets)."""
     env = os.environ if environ is None else environ
     problems = _problems(env)
     variables = {name: {"set": bool(env.get(name)), "valid": name not in problems, "problem": problems.get(name)}
-                 for name in VARIABLES}
+                 for name in (*VARIABLES, *TIMEOUT_DEFAULTS_MS)}
+    for name in TIMEOUT_DEFAULTS_MS:
+        variables[name]["ms"] = _timeout_ms(env, name)
     return {"open": not problems, "variables": variables,
             "missing": [n for n in VARIABLES if not env.get(n)],
-            "invalid": [n for n in VARIABLES if env.get(n) and n in problems],
+            "invalid": [n for n in (*VARIABLES, *TIMEOUT_DEFAULTS_MS) if env.get(n) and n in problems],
             "message": ("production datasets are enabled (values not shown)" if not problems else
                         "production datasets are disabled: " + "; ".join(f"{k} {v}" for k, v in problems.items()))}

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from .export import check_window
 from .gate import open_gate
-from .reader import Window, connect_production
+from .reader import Window, close_connections, connect_production, reading
 
 __all__ = ["window_identifiers", "scan_for_identifiers", "MIN_SCANNED_CHARS"]
 
@@ -38,16 +38,17 @@ _TREATMENTS_SQL = "SELECT assignment_id, player_id FROM return_treatments WHERE 
 async def _read(access: Any, kind: str, window: Window) -> set[str]:
     conn = await connect_production(access)
     try:
-        async with conn.transaction(isolation="repeatable_read", readonly=True):
-            if kind == "v5":
-                cond, args = window.where("b")
-                rows = await conn.fetch(f"SELECT battle_id, p1_player_id, p2_player_id FROM battles b WHERE {cond}",
-                                        *args)
-            else:
-                args = [window.end_at, window.start_at]
-                rows = [*await conn.fetch(_SESSIONS_SQL, *args), *await conn.fetch(_TREATMENTS_SQL, *args)]
+        with reading("reading the window's identifiers", access):
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                if kind == "v5":
+                    cond, args = window.where("b")
+                    rows = await conn.fetch(f"SELECT battle_id, p1_player_id, p2_player_id FROM battles b WHERE "
+                                            f"{cond}", *args)
+                else:
+                    args = [window.end_at, window.start_at]
+                    rows = [*await conn.fetch(_SESSIONS_SQL, *args), *await conn.fetch(_TREATMENTS_SQL, *args)]
     finally:
-        conn.terminate()
+        await close_connections(conn)
     return {value for row in rows for value in row if isinstance(value, str) and value}
 
 

@@ -13,29 +13,41 @@
 The reader runs its event loop in a thread of its own and hands battles, each with its
 actions (a merge of the two ordered streams), to the caller through a bounded queue, so
 reading overlaps the caller's replay work and memory does not grow with the window.
-Errors never carry the DSN or the salt: connection failures are reported by exception
-class, server errors are scrubbed (gate.ProductionAccess.scrub).
+Bounded and cancellable (DESIGN 10.1): every connection carries the server-enforced
+``statement_timeout`` and ``lock_timeout`` of the gate (gate.TIMEOUT_DEFAULTS_MS) and names itself
+``application_name = extrarlhf-production-read``; :func:`until_stopped` polls the caller's
+``cancel`` while a statement runs and cancels the awaiting task (asyncpg then sends the server a
+cancel request for that statement), and :func:`close_connections` closes the connections only
+after the server acknowledged it. One mapping, :func:`read_failed`, turns every failure of a
+production read into ``production_read_failed``: where it failed (step or stream and page), the
+exception class and the SQLSTATE, what that SQLSTATE means and what to do -- never the server's
+message text (it can quote stored values) nor any part of the DSN.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
-from ..errors import RLHFError
-from .gate import DSN_VAR, ProductionAccess
+from ..errors import Cancelled, RLHFError
+from .gate import DSN_VAR, LOCK_TIMEOUT_VAR, STATEMENT_TIMEOUT_VAR, ProductionAccess
 from .schema import TABLE_COLUMNS
 
 __all__ = ["Window", "SnapshotReader", "ProductionUnavailable", "ProductionReadError", "ProductionSchemaError",
-           "MAX_ROWS", "check_schema",
-           "connect_production", "open_snapshot", "is_server_error"]
+           "MAX_ROWS", "APPLICATION_NAME", "check_schema", "connect_production", "open_snapshot",
+           "close_connections", "until_stopped", "read_failed", "reading"]
 
 MAX_ROWS = 1_000_000
 CONNECT_TIMEOUT_S = 15.0
+CLOSE_TIMEOUT_S = 5.0     # for the server to acknowledge a cancelled statement before the link is dropped
+CANCEL_POLL_S = 0.05      # how often a running statement polls the caller's cancel()
+APPLICATION_NAME = "extrarlhf-production-read"
+_T = TypeVar("_T")
 BATTLE_COLUMNS = ("battle_id", "ruleset", "seed", "p1_player_id", "p2_player_id", "p1_kind", "p2_kind", "p1_deck",
                   "p2_deck", "p1_deck_id", "p2_deck_id", "starting_player", "started_at", "finished_at", "winner",
                   "turns", "duration_seconds", "ingested_at")
@@ -47,11 +59,108 @@ class ProductionUnavailable(RLHFError):
 
 
 class ProductionReadError(RLHFError):
+    """A production read failed; ``sqlstate`` is the server's error code (None: not a server error)."""
+
     code = "production_read_failed"
+
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
 
 
 class ProductionSchemaError(RLHFError):
     code = "production_schema_mismatch"
+
+
+# SQLSTATE classes (PostgreSQL appendix A): what a failure of that class means for an export
+_SQLSTATE_CLASSES = {
+    "08": "a connection exception", "22": "a data exception: a stored value does not fit the type the export "
+    "reads (compare the tables with DESIGN section 10)", "23": "an integrity constraint violation",
+    "25": "an invalid transaction state", "28": "an authorization failure (check the role in RLHF_PRODUCTION_DSN)",
+    "40": "a transaction rollback (e.g. a serialization failure; run the export again)",
+    "42": "a syntax error or access rule violation: a table or column differs from DESIGN section 10, or the "
+    "role lacks SELECT on it", "53": "insufficient resources on the server", "54": "a program limit exceeded",
+    "55": "an object not in the required state", "57": "operator intervention: the statement or the session was "
+    "cancelled or terminated on the server", "58": "a system error on the server", "XX": "an internal error of "
+    "the server"}
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    try:
+        import asyncpg
+    except ImportError:  # pragma: no cover
+        return None
+    return getattr(exc, "sqlstate", None) if isinstance(exc, asyncpg.PostgresError) else None
+
+
+def read_failed(exc: BaseException, where: str, access: ProductionAccess) -> ProductionReadError:
+    """The one error of every failed production read (see the module docstring): ``where`` (a
+    step, or a stream and its page), the exception class and SQLSTATE and what they mean."""
+    sqlstate, cls = _sqlstate(exc), type(exc).__name__
+    if sqlstate is None:
+        return ProductionReadError(f"reading the production database failed at {where} ({cls}); nothing was "
+                                   f"published. Check that the server named by {DSN_VAR} is up and run the export "
+                                   f"again")
+    if sqlstate == "55P03":
+        why = (f"lock_timeout of {access.lock_timeout_ms} ms reached: another session holds a lock on a table this "
+               f"export reads (a migration, a LOCK TABLE). Run the export again once it is released, or raise "
+               f"{LOCK_TIMEOUT_VAR}")
+    elif sqlstate == "57014" and "statement timeout" in (getattr(exc, "message", None) or ""):
+        why = (f"statement_timeout of {access.statement_timeout_ms} ms reached. Export a shorter window, or raise "
+               f"{STATEMENT_TIMEOUT_VAR}")
+    else:
+        why = _SQLSTATE_CLASSES.get(sqlstate[:2], "a server error") + ". Check the database and run the export again"
+    return ProductionReadError(f"reading the production database failed at {where} ({cls}, SQLSTATE {sqlstate}: "
+                               f"{why}); nothing was published. The server's message is not shown: it can quote "
+                               f"stored values", sqlstate)
+
+
+@contextlib.contextmanager
+def reading(where: str, access: ProductionAccess) -> Iterator[None]:
+    """Map any failure inside the block with :func:`read_failed` (business errors pass)."""
+    try:
+        yield
+    except RLHFError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - mapped, never passed on
+        raise read_failed(exc, where, access) from None
+
+
+async def until_stopped(aw: Awaitable[_T], stopped: Callable[[], bool] | None, what: str) -> _T:
+    """Await ``aw``, polling ``stopped()`` every CANCEL_POLL_S: once it is true the task is
+    cancelled (asyncpg sends the server a cancel request for the statement it awaits; the
+    task's own ``finally`` closes its connections) and :class:`Cancelled` is raised."""
+    task = asyncio.ensure_future(aw)
+    if stopped is None:
+        return await task
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+            if not task.done() and stopped():
+                task.cancel()
+                await asyncio.wait({task})
+                if not task.cancelled():
+                    task.exception()  # retrieved: the cancellation is what is reported
+                raise Cancelled(f"{what} was cancelled: its statement was cancelled on the server and the "
+                                f"connections closed; nothing was published")
+        return task.result()
+    finally:
+        if not task.done():  # we were cancelled ourselves: let the task clean up first
+            task.cancel()
+            await asyncio.wait({task})
+
+
+async def close_connections(*conns: Any) -> None:
+    """Close each connection (None skipped). ``close`` first cancels a statement still running on
+    it and waits for the server to acknowledge, so no query of ours is left on the server; a
+    connection that does not close within CLOSE_TIMEOUT_S is dropped."""
+    for conn in conns:
+        if conn is None:
+            continue
+        try:
+            await conn.close(timeout=CLOSE_TIMEOUT_S)
+        except BaseException:  # noqa: BLE001 - a broken link: drop it (read-only: nothing to commit)
+            conn.terminate()
 
 
 @dataclass(frozen=True)
@@ -168,8 +277,9 @@ class SnapshotReader:
     """
 
     def __init__(self, access: ProductionAccess, window: Window, *, max_rows: int = MAX_ROWS,
-                 battle_page_rows: int = 2_000, action_page_rows: int = 20_000, queue_items: int = 256) -> None:
-        self.access, self.window, self.max_rows = access, window, max_rows
+                 battle_page_rows: int = 2_000, action_page_rows: int = 20_000, queue_items: int = 256,
+                 cancel: Callable[[], bool] | None = None) -> None:
+        self.access, self.window, self.max_rows, self.cancel = access, window, max_rows, cancel
         self.battle_page_rows, self.action_page_rows = battle_page_rows, action_page_rows
         self.queue: queue.Queue = queue.Queue(maxsize=queue_items)
         self.stop = threading.Event()
@@ -231,9 +341,12 @@ class SnapshotReader:
                 continue
         return False
 
+    def _stopping(self) -> bool:
+        return self.stop.is_set() or (self.cancel is not None and self.cancel())
+
     def _run(self) -> None:
         try:
-            asyncio.run(self._read())
+            asyncio.run(until_stopped(self._read(), self._stopping, "the production export"))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             self._error = self._explain(exc)
         finally:
@@ -244,40 +357,21 @@ class SnapshotReader:
         if isinstance(exc, RLHFError):
             return exc
         if isinstance(exc, _PageError):
-            cause = exc.cause
-            said = self.access.scrub(str(cause)) if _is_server_error(cause) else ""
-            return ProductionReadError(
-                f"reading the production database failed on stream {exc.stream}, page {exc.page} "
-                f"({type(cause).__name__}{': ' + said if said else ''}); nothing was published. Check the database "
-                f"and run the export again")
-        return ProductionReadError(f"reading the production database failed ({type(exc).__name__}); nothing was "
-                                   f"published")
-
-    async def _connect(self) -> Any:
-        return await connect_production(self.access)
+            return read_failed(exc.cause, f"stream {exc.stream}, page {exc.page}", self.access)
+        return read_failed(exc, "the snapshot reader", self.access)
 
     async def _read(self) -> None:
-        leader = await self._connect()
-        follower = None
+        leader, follower, snapshot_at = await open_snapshot(self.access, ("battles", "battle_actions"))
         try:
-            await check_schema(leader, ("battles", "battle_actions"))
-            follower = await self._connect()
-            lead_tx = leader.transaction(isolation="repeatable_read", readonly=True)
-            await lead_tx.start()
-            row = await leader.fetchrow("SELECT now() AS snapshot_at, pg_export_snapshot() AS snapshot")
-            follow_tx = follower.transaction(isolation="repeatable_read", readonly=True)
-            await follow_tx.start()
-            await follower.execute(f"SET TRANSACTION SNAPSHOT '{row['snapshot']}'")
             cond, args = self.window.where("b")
-            total = await leader.fetchval(f"SELECT count(*) FROM battles b WHERE {cond}", *args)
-            self.facts = {"snapshot_at": row["snapshot_at"], "battles": min(total, self.max_rows)}
+            with reading("counting the window's battles", self.access):
+                total = await leader.fetchval(f"SELECT count(*) FROM battles b WHERE {cond}", *args)
+            self.facts = {"snapshot_at": snapshot_at, "battles": min(total, self.max_rows)}
             self._make_streams(leader, follower)
             self._started.set()
             await self._merge()
         finally:
-            for conn in (follower, leader):
-                if conn is not None:
-                    conn.terminate()  # read-only: nothing to commit; never wait on a broken link
+            await close_connections(follower, leader)
 
     def _make_streams(self, leader: Any, follower: Any) -> None:
         cond, args = self.window.where("b")
@@ -305,6 +399,12 @@ class SnapshotReader:
         rows are read by position: column 0 is battle_id in both streams)."""
         actions = self.streams["battle_actions"]
         action_pages = actions.iter_pages()
+        try:
+            await self._merge_pages(actions, action_pages)
+        finally:
+            await action_pages.aclose()  # its prefetch stops before the connections close
+
+    async def _merge_pages(self, actions: _Stream, action_pages: Any) -> None:
         page, at = await anext(action_pages, []), 0
         async for battles in self.streams["battles"].iter_pages():
             for battle in battles:
@@ -330,45 +430,37 @@ class SnapshotReader:
 
 
 async def connect_production(access: ProductionAccess) -> Any:
-    """One asyncpg connection to the production database; failures name the exception class only."""
+    """One asyncpg connection to the production database, with the gate's statement and lock
+    timeouts; failures name the exception class (and SQLSTATE) only, never the DSN."""
     import asyncpg
 
+    settings = {"application_name": APPLICATION_NAME, "statement_timeout": str(access.statement_timeout_ms),
+                "lock_timeout": str(access.lock_timeout_ms)}
     try:
-        return await asyncpg.connect(access.dsn, timeout=CONNECT_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - never repeat the DSN: name the class only
+        return await asyncpg.connect(**access.connect_kwargs, timeout=CONNECT_TIMEOUT_S, server_settings=settings)
+    except Exception as exc:  # noqa: BLE001 - never repeat the DSN nor the server's text
+        sqlstate = _sqlstate(exc)
         raise ProductionUnavailable(f"could not connect to the production database named by {DSN_VAR} "
-                                    f"({type(exc).__name__}); nothing was read. Check that the server is up "
-                                    f"and the variable names it") from None
+                                    f"({type(exc).__name__}{f', SQLSTATE {sqlstate}' if sqlstate else ''}); nothing "
+                                    f"was read. Check that the server is up and the variable names it") from None
 
 
 async def open_snapshot(access: ProductionAccess, tables: tuple[str, ...]) -> tuple[Any, Any, Any]:
     """Two connections in one ``REPEATABLE READ READ ONLY`` snapshot (the leader exports it, the
     follower imports it as its first statement), after checking the schema of ``tables``.
-    Returns ``(leader, follower, snapshot_at)``; the caller terminates both connections."""
+    Returns ``(leader, follower, snapshot_at)``; the caller closes both (:func:`close_connections`)."""
     leader = await connect_production(access)
     follower = None
     try:
-        await check_schema(leader, tables)
+        with reading("the schema check", access):
+            await check_schema(leader, tables)
         follower = await connect_production(access)
-        await leader.transaction(isolation="repeatable_read", readonly=True).start()
-        row = await leader.fetchrow("SELECT now() AS snapshot_at, pg_export_snapshot() AS snapshot")
-        await follower.transaction(isolation="repeatable_read", readonly=True).start()
-        await follower.execute(f"SET TRANSACTION SNAPSHOT '{row['snapshot']}'")
+        with reading("taking the snapshot", access):
+            await leader.transaction(isolation="repeatable_read", readonly=True).start()
+            row = await leader.fetchrow("SELECT now() AS snapshot_at, pg_export_snapshot() AS snapshot")
+            await follower.transaction(isolation="repeatable_read", readonly=True).start()
+            await follower.execute(f"SET TRANSACTION SNAPSHOT '{row['snapshot']}'")
     except BaseException:
-        for conn in (follower, leader):
-            if conn is not None:
-                conn.terminate()
+        await close_connections(follower, leader)
         raise
     return leader, follower, row["snapshot_at"]
-
-
-def is_server_error(exc: BaseException) -> bool:
-    return _is_server_error(exc)
-
-
-def _is_server_error(exc: BaseException) -> bool:
-    try:
-        import asyncpg
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, asyncpg.PostgresError)

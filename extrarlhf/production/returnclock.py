@@ -81,9 +81,9 @@ from ..datasets.validate import validate_dir, validated_source
 from ..errors import Cancelled, InvalidArgument, NotReady, RLHFError
 from ..readiness import ReadinessPolicy, returnclock_readiness
 from .export import _iso, check_max_rows, check_window
-from .gate import open_gate
+from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, keyed_ids
-from .reader import ProductionReadError, is_server_error, open_snapshot
+from .reader import close_connections, open_snapshot, read_failed, until_stopped
 from .returnclock_query import (EXPOSED_STATUSES, PLANNER_SETTINGS, RETURNCLOCK_SQL, SESSION_COUNT_SQL, TREATMENT_COUNT_SQL, TREATMENT_CUT_SQL, CsvBatches,
                                 as_utc)
 
@@ -231,14 +231,6 @@ def _count(mask: Any) -> int:
     return pc.sum(mask.cast(pa.int64())).as_py() or 0
 
 
-def _read_failed(stream: str, rows: int, exc: BaseException, scrub: Callable[[str], str]) -> ProductionReadError:
-    said = scrub(str(exc)) if is_server_error(exc) else ""
-    return ProductionReadError(
-        f"reading the production database failed on stream {stream} after {rows} rows "
-        f"({type(exc).__name__}{': ' + said if said else ''}); nothing was published. Check the database "
-        f"and run the export again")
-
-
 async def _treatment_cut(conn: Any, args: list, ceiling: int) -> tuple[int, tuple[str, datetime] | None]:
     """How many window treatments the stream reads (at most the ceiling) and, past the ceiling,
     the first one it would not read: ``(player_id, assigned_at)``."""
@@ -255,7 +247,7 @@ async def _session_rows(conn: Any, args: list, ceiling: int) -> int:
 
 
 async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_bytes: int, make_rows: Callable,
-                  scrub: Callable[[str], str]) -> tuple[_Rows, dict[str, dict[str, Any]], int]:
+                  access: ProductionAccess) -> tuple[_Rows, dict[str, dict[str, Any]], int]:
     """COPY the rows (leader) through :class:`_Rows` while the follower counts the treatments
     and the session rows; no row is processed before the counts (and so the cut) are known."""
 
@@ -265,8 +257,8 @@ async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_by
             return treatments, cut, await _session_rows(follower, args, ceiling)
         except RLHFError:
             raise
-        except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
-            raise _read_failed(TREATMENTS, 0, exc, scrub) from None
+        except Exception as exc:  # noqa: BLE001 - mapped (reader.read_failed)
+            raise read_failed(exc, f"stream {TREATMENTS} (counting)", access) from None
 
     counts = asyncio.ensure_future(counted())
     rows = make_rows()
@@ -285,8 +277,8 @@ async def _stream(leader: Any, follower: Any, args: list, ceiling: int, batch_by
         pass
     except RLHFError:
         raise
-    except Exception as exc:  # noqa: BLE001 - reported by stream, scrubbed
-        raise _read_failed(SESSIONS, rows.read, exc, scrub) from None
+    except Exception as exc:  # noqa: BLE001 - mapped (reader.read_failed)
+        raise read_failed(exc, f"stream {SESSIONS} after {rows.read} rows", access) from None
     finally:
         batches.close()
         if not counts.done():
@@ -331,9 +323,10 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
         tables = {"returnclock": StreamingTable(folder / "returnclock.parquet", "returnclock", row_group_rows),
                   "excluded": StreamingTable(folder / "excluded.parquet", "returnclock_excluded", row_group_rows)}
         try:
-            rows, streams, copy_peak = loop.run_until_complete(_stream(
-                leader, follower, args, ceiling, batch_bytes, scrub=access.scrub,
-                make_rows=lambda: _Rows(access.salt, window.end_at, tables, ceiling, progress, cancel)))
+            rows, streams, copy_peak = loop.run_until_complete(until_stopped(_stream(
+                leader, follower, args, ceiling, batch_bytes, access=access,
+                make_rows=lambda: _Rows(access.salt, window.end_at, tables, ceiling, progress, cancel)),
+                cancel, "the ReturnClock export"))
             facts["streams"] = streams
             stopped = rows.stopped
             if stopped and not publish_incomplete:
@@ -372,7 +365,8 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
                 "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
 
     try:  # connect, check the schema and take the snapshot before anything is written
-        leader, follower, snapshot_at = loop.run_until_complete(open_snapshot(access, (SESSIONS, TREATMENTS)))
+        leader, follower, snapshot_at = loop.run_until_complete(until_stopped(
+            open_snapshot(access, (SESSIONS, TREATMENTS)), cancel, "the ReturnClock export"))
         conns[:] = [leader, follower]
         facts["snapshot_at"] = _iso(snapshot_at)
         result = publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir)
@@ -384,9 +378,8 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
                            f"ceiling); nothing was published. Export a shorter window, or pass "
                            f"publish_incomplete=true to keep an incomplete, never-ready export for inspection"}
     finally:
-        for conn in conns:
-            conn.terminate()
         try:
+            loop.run_until_complete(close_connections(*conns))
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()

@@ -32,10 +32,10 @@ def _without(*names: str) -> dict[str, str]:
 def test_open_gate_grants_access_and_hides_secrets_in_its_repr():
     access = open_gate(GOOD)
     assert access.key_id == "rc-2026-11" and access.salt == SALT.encode()
+    assert access.connect_kwargs == {"dsn": GOOD[gate.DSN_VAR]}
+    assert (access.statement_timeout_ms, access.lock_timeout_ms) == (300_000, 10_000)  # the defaults
     for text in (repr(access), str(access)):
         assert all(s not in text for s in SECRETS)
-    assert access.scrub(f"failed for {GOOD[gate.DSN_VAR]} with password hunter2-pw") == \
-        "failed for <redacted> with password <redacted>"
 
 
 @pytest.mark.parametrize("env, names", [
@@ -47,6 +47,9 @@ def test_open_gate_grants_access_and_hides_secrets_in_its_repr():
     ({**GOOD, gate.SALT_VAR: "short-salt-31-bytes-long-000000"}, [gate.SALT_VAR]),
     (_without(gate.KEY_ID_VAR), [gate.KEY_ID_VAR]),
     ({**GOOD, gate.KEY_ID_VAR: SALT}, [gate.KEY_ID_VAR]),
+    ({**GOOD, gate.STATEMENT_TIMEOUT_VAR: "0"}, [gate.STATEMENT_TIMEOUT_VAR]),
+    ({**GOOD, gate.LOCK_TIMEOUT_VAR: "10s"}, [gate.LOCK_TIMEOUT_VAR]),
+    ({**GOOD, gate.LOCK_TIMEOUT_VAR: "99999999999"}, [gate.LOCK_TIMEOUT_VAR]),
 ])
 def test_a_closed_gate_names_each_problem_and_never_a_value(env, names):
     with pytest.raises(ProductionDisabled) as info:
@@ -62,15 +65,83 @@ def test_a_closed_gate_names_each_problem_and_never_a_value(env, names):
 
 
 def test_a_salt_of_exactly_32_bytes_is_accepted_and_31_is_not():
-    assert open_gate({**GOOD, gate.SALT_VAR: "x" * 32}).salt == b"x" * 32
+    salt = "0123456789abcdefghijklmnopqrstuv"
+    assert open_gate({**GOOD, gate.SALT_VAR: salt}).salt == salt.encode()
     with pytest.raises(ProductionDisabled, match="shorter than 32 bytes"):
-        open_gate({**GOOD, gate.SALT_VAR: "x" * 31})
+        open_gate({**GOOD, gate.SALT_VAR: salt[:31]})
+
+
+@pytest.mark.parametrize("salt", [" " * 32, " \t" * 16, "x" * 64, "ab" * 40, "0123456789abcde" * 3])
+def test_a_salt_without_entropy_is_refused_without_showing_it(salt):
+    with pytest.raises(ProductionDisabled) as info:
+        open_gate({**GOOD, gate.SALT_VAR: salt, gate.KEY_ID_VAR: "rc-1"})
+    assert sorted(info.value.problems) == [gate.SALT_VAR]
+    assert "fewer than 16 distinct byte values" in str(info.value) and "token_urlsafe" in str(info.value)
+    assert salt.strip() not in str(info.value) or not salt.strip()
+    assert open_gate({**GOOD, gate.SALT_VAR: "0123456789abcdef" * 2}).salt  # exactly 16 distinct values
+
+
+@pytest.mark.parametrize("value", ["1 ", " 1", "1\n", "\u00a01", "01", "１", "true"])
+def test_the_enable_flag_must_be_exactly_1(value):
+    with pytest.raises(ProductionDisabled) as info:
+        open_gate({**GOOD, gate.ENABLE_VAR: value})
+    assert sorted(info.value.problems) == [gate.ENABLE_VAR]
+    assert f"{gate.ENABLE_VAR}: is set but not to exactly 1" in str(info.value)
+    assert gate_status({**GOOD, gate.ENABLE_VAR: value})["open"] is False
+
+
+@pytest.mark.parametrize("dsn, key_id, why", [
+    (GOOD[gate.DSN_VAR], "rc-" + SALT, "contains RETURNCLOCK_DATASET_SALT"),
+    (GOOD[gate.DSN_VAR], "RC-" + SALT.upper()[:41], "contains RETURNCLOCK_DATASET_SALT"),
+    (GOOD[gate.DSN_VAR], "hunter2-pw", "contains the password or user name of RLHF_PRODUCTION_DSN"),
+    (GOOD[gate.DSN_VAR], "rc-reader-1", "contains the password or user name of RLHF_PRODUCTION_DSN"),
+    ("postgresql://db.internal/prod?user=svc&password=pa55word-x", "key.pa55word-x",
+     "contains the password or user name"),
+    ("host=db.internal dbname=prod user=svc password='s3cr3t-pw'", "rc-s3cr3t-pw", "contains the password"),
+    ("host=db.internal dbname=prod user=qz password=zz9-secret", "qz", "contains the password or user name"),
+    (GOOD[gate.DSN_VAR], "k" * 65, "must be 1-64 characters"),
+    (GOOD[gate.DSN_VAR], "rc:2026", "must be 1-64 characters"),
+    (GOOD[gate.DSN_VAR], "rc 2026", "must be 1-64 characters"),
+    (GOOD[gate.DSN_VAR], "rc-\u00e9t\u00e9", "must be 1-64 characters"),
+])
+def test_a_key_id_that_could_hold_a_secret_is_refused_and_never_echoed(dsn, key_id, why):
+    with pytest.raises(ProductionDisabled) as info:
+        open_gate({**GOOD, gate.DSN_VAR: dsn, gate.KEY_ID_VAR: key_id})
+    assert sorted(info.value.problems) == [gate.KEY_ID_VAR] and why in info.value.problems[gate.KEY_ID_VAR]
+    for value in (key_id, SALT, "hunter2-pw", "pa55word-x", "s3cr3t-pw", "zz9-secret"):
+        assert value not in str(info.value)
+    assert open_gate({**GOOD, gate.DSN_VAR: dsn, gate.KEY_ID_VAR: "rc-2026.11_b"}).key_id == "rc-2026.11_b"
+
+
+def test_a_libpq_key_value_dsn_becomes_connect_arguments():
+    dsn = "host=/run/pg port = 5433  dbname='prod db' user=reader password='it\\'s a \\\\secret' sslmode=require"
+    access = open_gate({**GOOD, gate.DSN_VAR: dsn})
+    assert access.connect_kwargs == {"host": "/run/pg", "port": 5433, "database": "prod db", "user": "reader",
+                                     "password": "it's a \\secret", "ssl": "require"}
+    assert "secret" not in repr(access)
+
+
+@pytest.mark.parametrize("dsn, why", [
+    ("host=db options='-c search_path=x'", "libpq keyword(s) this reader does not support (options)"),
+    ("host=db hunter2secret=x", "(unknown ones)"),
+    ("host=db password='never closed", "a quoted value is never closed"),
+    ("host=db =x", "starts no keyword"),
+    ("host=db port=54x", "port that is not a number"),
+    ("host=db sslmode=sometimes", "sslmode that is not one of"),
+])
+def test_a_libpq_dsn_the_reader_cannot_use_is_refused_at_the_gate(dsn, why):
+    with pytest.raises(ProductionDisabled) as info:
+        open_gate({**GOOD, gate.DSN_VAR: dsn})
+    assert sorted(info.value.problems) == [gate.DSN_VAR] and why in str(info.value)
+    assert "hunter2secret" not in str(info.value) and "never closed'" not in str(info.value)
 
 
 def test_status_reports_names_only():
     status = production_status(_without(gate.SALT_VAR))
     assert status["open"] is False and status["missing"] == [gate.SALT_VAR]
     assert status["variables"][gate.DSN_VAR] == {"set": True, "valid": True, "problem": None}
+    assert status["variables"][gate.LOCK_TIMEOUT_VAR] == {"set": False, "valid": True, "problem": None, "ms": 10_000}
+    assert production_status({**GOOD, gate.LOCK_TIMEOUT_VAR: "2500"})["variables"][gate.LOCK_TIMEOUT_VAR]["ms"] == 2500
     text = repr(status)
     assert all(s not in text for s in SECRETS)
     assert gate_status(GOOD)["open"] is True
