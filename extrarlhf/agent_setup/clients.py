@@ -77,6 +77,19 @@ def opencode_server(entry: ServerEntry, nested: bool) -> dict[str, Any]:
     return {**doc, "disabled": False} if nested else {**doc, "enabled": True}
 
 
+def _kept_env(previous: Any, key: str, ours: dict[str, Any]) -> dict[str, Any]:
+    """The env of our entry as written again: the variables a user added to it (``previous``
+    entry's ``key`` object) kept, ours (``PYTHONPATH``) set to this checkout's."""
+    env = previous.get(key) if isinstance(previous, dict) else None
+    env = env.unwrap() if hasattr(env, "unwrap") else env
+    return {**(env if isinstance(env, dict) else {}), **ours}
+
+
+def added_env(previous: Any, key: str, ours: dict[str, Any]) -> list[str]:
+    """Names (never values) of the variables of ``previous``'s env that are not ours."""
+    return sorted(set(_kept_env(previous, key, ours)) - set(ours))
+
+
 def _object(doc: Any, key: str, where: str) -> dict[str, Any]:
     value = doc.setdefault(key, {})
     if not isinstance(value, dict):
@@ -88,23 +101,23 @@ def _object(doc: Any, key: str, where: str) -> dict[str, Any]:
 def set_mcp_servers(doc: dict[str, Any], entry: ServerEntry, where: str) -> tuple[list[str], Any]:
     servers = _object(doc, "mcpServers", where)
     previous = servers.get(SERVER_NAME)
-    servers[SERVER_NAME] = json_server(entry)
+    servers[SERVER_NAME] = {**json_server(entry), "env": _kept_env(previous, "env", entry.env)}
     return ["mcpServers", SERVER_NAME], previous
 
 
 def set_opencode(doc: dict[str, Any], entry: ServerEntry, where: str) -> tuple[list[str], Any]:
     mcp = _object(doc, "mcp", where)
-    if isinstance(mcp.get("servers"), dict):  # the newer layout: "mcp": {"servers": {...}}
-        previous = mcp["servers"].get(SERVER_NAME)
-        mcp["servers"][SERVER_NAME] = opencode_server(entry, nested=True)
-        return ["mcp", "servers", SERVER_NAME], previous
-    previous = mcp.get(SERVER_NAME)
-    mcp[SERVER_NAME] = opencode_server(entry, nested=False)
-    return ["mcp", SERVER_NAME], previous
+    nested = isinstance(mcp.get("servers"), dict)  # the newer layout: "mcp": {"servers": {...}}
+    servers = mcp["servers"] if nested else mcp
+    previous = servers.get(SERVER_NAME)
+    servers[SERVER_NAME] = {**opencode_server(entry, nested=nested),
+                            "environment": _kept_env(previous, "environment", entry.env)}
+    return ["mcp", "servers", SERVER_NAME] if nested else ["mcp", SERVER_NAME], previous
 
 
 def set_codex(doc: Any, entry: ServerEntry, where: str) -> tuple[list[str], Any]:
     import tomlkit
+    from tomlkit.items import InlineTable
 
     servers = doc.get("mcp_servers")
     if servers is None:
@@ -113,12 +126,18 @@ def set_codex(doc: Any, entry: ServerEntry, where: str) -> tuple[list[str], Any]
         raise SetupError(f"{where}: 'mcp_servers' is not a table; fix the file (or move it aside) and run again - "
                          f"nothing was written", "invalid_config")
     previous = servers.get(SERVER_NAME)
-    table = tomlkit.table()
-    for key, value in codex_server(entry).items():
-        table[key] = value
-    table.add(tomlkit.nl())  # a blank line before whatever table follows
+    previous = previous.unwrap() if hasattr(previous, "unwrap") else previous
+    ours = {**codex_server(entry), "env": _kept_env(previous, "env", entry.env)}
+    if isinstance(servers, InlineTable):  # `mcp_servers = { other = {...} }`: ours goes inline beside the others
+        table: Any = tomlkit.inline_table()
+        table.update(ours)
+    else:
+        table = tomlkit.table()
+        for key, value in ours.items():
+            table[key] = value
+        table.add(tomlkit.nl())  # a blank line before whatever table follows
     servers[SERVER_NAME] = table
-    return ["mcp_servers", SERVER_NAME], previous.unwrap() if hasattr(previous, "unwrap") else previous
+    return ["mcp_servers", SERVER_NAME], previous
 
 
 def entry_from_config(target: str, doc: Any) -> ServerEntry | None:
@@ -187,7 +206,7 @@ def parse_config(path: Path, fmt: str) -> Any:
     if path.is_dir():
         raise SetupError(f"{path} is a directory, not a config file; move it aside and run again - nothing was "
                          f"written", "invalid_config")
-    text = path.read_text(encoding="utf-8")
+    text = read_config_text(path)
     if fmt == "toml":
         import tomlkit
         from tomlkit.exceptions import ParseError
@@ -211,9 +230,31 @@ def parse_config(path: Path, fmt: str) -> Any:
     return doc
 
 
-def dump_config(doc: Any, fmt: str) -> str:
+def read_config_text(path: Path) -> str:
+    """The text of a config file with its line endings as ``\n`` (see :func:`newline_of`); a file
+    that is not UTF-8 is refused."""
+    try:
+        return path.read_bytes().decode("utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError as exc:
+        raise SetupError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); fix it or move it aside and "
+                         f"run again - it was left unchanged and nothing was written", "invalid_config") from None
+
+
+def newline_of(path: Path) -> str:
+    """The line ending a config file uses (``\r\n`` when most of its lines end so, else
+    ``\n``), so that a rewrite keeps it."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "\n"
+    return "\r\n" if 2 * data.count(b"\r\n") > data.count(b"\n") else "\n"
+
+
+def dump_config(doc: Any, fmt: str, newline: str = "\n") -> str:
     if fmt == "toml":
         import tomlkit
 
-        return tomlkit.dumps(doc)
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        text = tomlkit.dumps(doc)
+    else:
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"  # newlines inside strings are escaped
+    return text.replace("\n", newline) if newline != "\n" else text

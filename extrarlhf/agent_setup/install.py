@@ -6,6 +6,11 @@ skill folder already there (ours and unmodified, else refused unless ``force``).
 skills are built in temp folders beside their destination and renamed into place, and the
 configs are replaced atomically; an error on the way puts back what was there.
 
+A config is merged, never rewritten from scratch: every other key and server stays, the
+variables a user added to our entry's env stay, its line endings (CRLF) stay, and a config
+that is a symlink is written through the link (its target is replaced atomically, the link
+stays; see :func:`write_target`).
+
 A folder is "ours" when it holds the marker :data:`MARKER` written by a previous install and
 its files still have the hashes the marker records: such a folder is updated freely, so
 installing again after ``git pull`` needs no ``--force``, while a user's own skill of the same
@@ -19,13 +24,14 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write_bytes, writing
-from .clients import REPO, SERVER_NAME, SNIPPET, Client, ServerEntry, SetupError, client, dump_config, json_server, \
-    parse_config, pinned_entry
+from .clients import REPO, SERVER_NAME, SNIPPET, Client, ServerEntry, SetupError, added_env, client, dump_config, \
+    json_server, newline_of, parse_config, pinned_entry
 
 MARKER = ".extra-rlhf-install.json"
 PLACEHOLDER = "<REPO_ROOT>"
@@ -45,6 +51,8 @@ class _ConfigStep:
     keys: list[str]
     text: str
     action: str  # created, added, updated, unchanged
+    target: Path  # where it is written: ``path``, or the file a symlink at ``path`` resolves to
+    kept_env: list[str]  # names of the variables of the user's own kept in our entry
 
 
 def source_skills(root: Path = REPO / "skills") -> dict[str, Path]:
@@ -117,19 +125,48 @@ def _plan_skill(name: str, src: Path, dest: Path, entry: ServerEntry, force: boo
     return _SkillStep(name, dest, files, "replaced")
 
 
+def write_target(path: Path) -> Path:
+    """Where the config at ``path`` is written: ``path`` itself, or, when it is a symlink (a
+    dotfile manager's ``~/.claude.json`` -> ``dotfiles/claude.json``), the file it resolves to,
+    replaced atomically there, so the link stays a link and its target gets the entry. A link
+    that loops, leads to something other than a regular file, or dangles into a folder that
+    does not exist is refused (``config_symlink``)."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    fix = "point the link at a regular file (or replace it by one) and run again - nothing was written"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if target.parent.is_dir():
+            return target  # a dangling link into an existing folder: the file is created there
+        raise SetupError(f"{path} is a symlink to {target}, whose folder does not exist; {fix}",
+                         "config_symlink") from None
+    except OSError as exc:  # ELOOP: the link leads back to itself
+        raise SetupError(f"{path} is a symlink that cannot be followed ({os.strerror(exc.errno or 0)}); {fix}",
+                         "config_symlink") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SetupError(f"{path} is a symlink to {target}, which is not a regular file; {fix}", "config_symlink")
+    return target
+
+
 def _plan_config(c: Client, path: Path, entry: ServerEntry) -> _ConfigStep:
-    existed = path.exists()
-    doc = parse_config(path, c.fmt)
-    before = dump_config(doc, c.fmt) if existed else None
+    target = write_target(path)
+    _check_writable(target.parent)
+    existed = target.exists()
+    doc = parse_config(target, c.fmt)
+    newline = newline_of(target)
+    before = dump_config(doc, c.fmt, newline) if existed else None
     keys, previous = c.setter(doc, entry, str(path))
-    text = dump_config(doc, c.fmt)
+    text = dump_config(doc, c.fmt, newline)
     if not existed:
         action = "created"
     elif text == before:
         action = "unchanged"
     else:
         action = "added" if previous is None else "updated"
-    return _ConfigStep(path, keys, text, action)
+    return _ConfigStep(path, keys, text, action, target,
+                       added_env(previous, "environment" if c.name == "opencode" else "env", entry.env))
 
 
 def _write_skill(step: _SkillStep, source: str) -> Path | None:
@@ -179,13 +216,13 @@ def install_skills(target: str, *, user: bool = False, project: str | os.PathLik
     snippet_is_config = config_path == skills_dir / SNIPPET
     config = None
     if not snippet_is_config:
-        _check_writable(config_path.parent)
         config = _plan_config(c, config_path, entry)
     if not dry_run:
         _apply(skills, config)
     report_config = {"path": str(config_path), "keys": config.keys if config else ["mcpServers", SERVER_NAME],
                      "action": config.action if config else "written with the skill extra-rlhf",
-                     "format": c.fmt}
+                     "format": c.fmt, "written_to": str(config.target if config else config_path),
+                     "kept_env": config.kept_env if config else []}
     return {"target": target, "client": c.label, "scope": "user" if user else "project",
             "dry_run": dry_run, "skills_dir": str(skills_dir),
             "skills": [{"name": s.name, "path": str(s.dest), "action": s.action} for s in skills],
@@ -201,9 +238,9 @@ def _apply(skills: list[_SkillStep], config: _ConfigStep | None) -> None:
             if step.action != "unchanged":
                 moved.append((step, _write_skill(step, str(REPO))))
         if config is not None and config.action != "unchanged":
-            with writing(config.path.parent, f"writing {config.path.name}"):
-                config.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_bytes(config.path, config.text.encode("utf-8"))
+            with writing(config.target.parent, f"writing {config.target.name}"):
+                config.target.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_bytes(config.target, config.text.encode("utf-8"))
     except BaseException:
         for step, old in reversed(moved):  # put back what was there
             with contextlib.suppress(OSError):

@@ -319,3 +319,104 @@ def test_a_write_failing_midway_puts_everything_back(tmp_path, monkeypatch):
     assert getattr(info.value, "code", None) == "disk_full" and str(project) in str(info.value)
     assert _snapshot(project) == before, "the updated skill is rolled back, nothing else changed"
     assert sorted(p.name for p in skill.parent.iterdir()) == SKILL_NAMES, "no temp or old folder left"
+
+
+# --------------------------------------------------------------------------- issue 24: links, inline tables, env, CRLF
+def test_a_symlinked_config_is_written_through_the_link(tmp_path):
+    """Issue 24: a dotfile manager's links. Before, the link was replaced by a plain file and the
+    dotfile never got the entry."""
+    home, project, dotfiles = tmp_path / "h", tmp_path / "p", tmp_path / "dotfiles"
+    for folder in (home, project, dotfiles):
+        folder.mkdir()
+    (dotfiles / "claude.json").write_text(json.dumps({"theme": "dark", "numStartups": 3}))
+    (dotfiles / "claude.json").chmod(0o600)
+    (home / ".claude.json").symlink_to(dotfiles / "claude.json")
+    (dotfiles / "mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
+    (project / ".mcp.json").symlink_to("../dotfiles/mcp.json")  # a relative link
+    for user, link, target in ((True, home / ".claude.json", dotfiles / "claude.json"),
+                               (False, project / ".mcp.json", dotfiles / "mcp.json")):
+        pointed = os.readlink(link)
+        report = install_skills("claude", user=user, project=project, home=home)
+        assert report["config"]["path"] == str(link) and report["config"]["written_to"] == str(target)
+        assert link.is_symlink() and os.readlink(link) == pointed, "the link itself is left as it was"
+        doc = json.loads(target.read_text())
+        assert doc["mcpServers"]["extra-rlhf"]["command"] == VENV_PYTHON
+        assert sorted(p.name for p in dotfiles.iterdir()) == ["claude.json", "mcp.json"], "no temp file left"
+        assert install_skills("claude", user=user, project=project, home=home)["config"]["action"] == "unchanged"
+    assert json.loads((dotfiles / "claude.json").read_text())["theme"] == "dark"
+    assert json.loads((dotfiles / "mcp.json").read_text())["mcpServers"]["other"] == {"command": "x"}
+    assert (dotfiles / "claude.json").stat().st_mode & 0o777 == 0o600, "its permissions kept"
+
+
+@pytest.mark.parametrize("case", ["loop", "device", "no folder"])
+def test_a_config_symlink_that_cannot_be_written_through_is_refused(tmp_path, case):
+    project = tmp_path / "p"
+    project.mkdir()
+    link = project / ".mcp.json"
+    if case == "loop":
+        link.symlink_to(".mcp.json")
+    elif case == "device":
+        link.symlink_to("/dev/null")
+    else:
+        link.symlink_to(tmp_path / "missing" / "mcp.json")
+    before = (os.readlink(link), _snapshot(project))
+    message = _refused("config_symlink", install_skills, "claude", project=project, home=tmp_path / "h")
+    assert str(link) in message and "nothing was written" in message
+    assert (os.readlink(link), _snapshot(project)) == before and not (project / ".claude").exists()
+
+
+def test_a_codex_inline_mcp_servers_table_is_merged(tmp_path):
+    """Issue 24: `mcp_servers = { other = {...} }` (an inline table) exited with a traceback."""
+    project = tmp_path / "p"
+    (project / ".codex").mkdir(parents=True)
+    config = project / ".codex" / "config.toml"
+    config.write_text('model = "o4"\nmcp_servers = { other = { command = "x" } }\n')
+    report = install_skills("codex", project=project, home=tmp_path / "h")
+    assert report["config"]["action"] == "added"
+    doc = tomllib.loads(config.read_text())
+    assert doc["model"] == "o4" and doc["mcp_servers"]["other"] == {"command": "x"}
+    command, args, cwd, env = _written_entry("codex", doc)
+    assert (command, cwd, env) == (VENV_PYTHON, str(REPO), {"PYTHONPATH": str(REPO)}) and "mcp_server" in args
+    assert install_skills("codex", project=project, home=tmp_path / "h")["config"]["action"] == "unchanged"
+
+
+@pytest.mark.parametrize("target,name", [("codex", ".codex/config.toml"), ("claude", ".mcp.json"),
+                                         ("opencode", "opencode.json")])
+def test_the_users_own_env_variables_of_our_entry_are_kept(tmp_path, target, name, capsys):
+    """Issue 24: variables added under `[mcp_servers.extra-rlhf.env]` were dropped on reinstall."""
+    project = tmp_path / "p"
+    project.mkdir()
+    install_skills(target, project=project, home=tmp_path / "h")
+    config = project / name
+    if target == "codex":
+        text = config.read_text().replace("[mcp_servers.extra-rlhf.env]\n",
+                                          '[mcp_servers.extra-rlhf.env]\nMY_TOKEN = "s3cr3t-value"\n')
+        assert "MY_TOKEN" in text
+        config.write_text(text)
+    else:
+        doc = json.loads(config.read_text())
+        server = doc["mcp"]["extra-rlhf"] if target == "opencode" else doc["mcpServers"]["extra-rlhf"]
+        server["environment" if target == "opencode" else "env"].update(MY_TOKEN="s3cr3t-value", PYTHONPATH="/old")
+        config.write_text(json.dumps(doc))
+    report = install_skills(target, project=project, home=tmp_path / "h")
+    assert report["config"]["kept_env"] == ["MY_TOKEN"] and "s3cr3t-value" not in json.dumps(report)
+    doc = _config(config)
+    env = doc["mcp"]["extra-rlhf"]["environment"] if target == "opencode" else _written_entry(target, doc)[3]
+    assert env == {"PYTHONPATH": str(REPO), "MY_TOKEN": "s3cr3t-value"}, "theirs kept, ours pinned"
+
+
+@pytest.mark.parametrize("target,name,content", [
+    ("codex", ".codex/config.toml", b'# mine\r\nmodel = "o4"\r\n\r\n[mcp_servers.docs]\r\ncommand = "d"\r\n'),
+    ("claude", ".mcp.json", b'{\r\n  "theme": "dark"\r\n}\r\n'),
+])
+def test_crlf_line_endings_are_kept(tmp_path, target, name, content):
+    project = tmp_path / "p"
+    (project / name).parent.mkdir(parents=True, exist_ok=True)
+    (project / name).write_bytes(content)
+    install_skills(target, project=project, home=tmp_path / "h")
+    data = (project / name).read_bytes()
+    assert data.count(b"\n") > content.count(b"\n") and data.count(b"\n") == data.count(b"\r\n")
+    assert b"extra-rlhf" in data and _config(project / name)
+    if target == "codex":
+        assert data.startswith(content), "the user's lines are kept as they were"
+    assert install_skills(target, project=project, home=tmp_path / "h")["config"]["action"] == "unchanged"
