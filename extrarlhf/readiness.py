@@ -45,6 +45,13 @@ class ReadinessPolicy:
     - ``min_timestamp_labels``: observed battle durations (production) for TimeStamp.
     - ``min_returnclock_rows`` / ``min_returnclock_events``: organic (untreated) ReturnClock
       rows and, among them, observed returns (event 1) for the ReturnClock contour.
+    - ``min_decision_ms`` / ``max_decision_ms``: the plausible human think times (inclusive;
+      default 50 ms to 15 min). A production export keeps a ``decision_ms`` outside them (a
+      clock skew, a client that sent 0 or -5, a tab left open for a day, an overflowed
+      2**31-1) in ``metronome_excluded`` for audit, never as a Metronome label, so it never
+      counts toward ``min_metronome_labels``. Applied when the export is written (the export
+      refuses ``min_decision_ms > max_decision_ms``); readiness read later from the dataset
+      counts the labels as exported.
 
     Thresholds only ever add blockers: a source that lacks a contour's labels (headless data
     for Metronome/TimeStamp, anything but human-vs-human production rows for Standard) is
@@ -61,6 +68,8 @@ class ReadinessPolicy:
     min_timestamp_labels: int = 500
     min_returnclock_rows: int = 200
     min_returnclock_events: int = 50
+    min_decision_ms: int = 50
+    max_decision_ms: int = 15 * 60 * 1000
 
     def __post_init__(self) -> None:
         for f in fields(self):

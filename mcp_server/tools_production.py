@@ -7,10 +7,8 @@ The DSN, the salt and raw player ids are never arguments (the guards refuse them
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio.to_thread
 from annotated_types import Ge, Le
 from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
@@ -41,15 +39,13 @@ def register(server: "ExtraRLHFServer") -> None:
     tool = server.envelope_tool
     where = {"datasets_dir": server.config.datasets_dir}
 
-    async def in_thread(fn, /, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
     @tool(title="Production plane status", read_only=True, idempotent=True)
     def production_status() -> dict[str, Any]:
         """Whether production exports are enabled in this server's environment: each of the four
         variables (RLHF_ENABLE_PRODUCTION_DATASETS, RLHF_PRODUCTION_DSN, RETURNCLOCK_DATASET_SALT,
-        RETURNCLOCK_DATASET_SALT_KEY_ID) by name, set or not, valid or not - never a value. Opens no
-        connection."""
+        RETURNCLOCK_DATASET_SALT_KEY_ID) by name, set or not, valid or not - never a value - and the
+        optional RLHF_PRODUCTION_STATEMENT_TIMEOUT_MS and RLHF_PRODUCTION_LOCK_TIMEOUT_MS with the
+        milliseconds in effect. Opens no connection."""
         return production.production_status()
 
     @tool(title="Export production battles as a V5 dataset")
@@ -71,7 +67,10 @@ def register(server: "ExtraRLHFServer") -> None:
         (decisions, turns, battles) plus excluded (reason per battle), metronome (human decision
         times) and production_battles (kinds, pseudonyms, TimeStamp labels). Player and battle ids
         are keyed pseudonyms (pseudonymized, not anonymous). A window above the row ceiling stops
-        with complete=false, stop_reason=row_ceiling. Sends progress notifications."""
+        with complete=false, stop_reason=row_ceiling. Every statement runs under the server's
+        statement_timeout and lock_timeout (production_read_failed names which one ran out);
+        cancelling the request cancels the running statement on the server. Sends progress
+        notifications."""
         return await run_cancellable(production.export_production_v5_dataset, end_at, name=name, start_at=start_at,
                                      ingested_before=ingested_before, max_rows=max_rows,
                                      publish_incomplete=publish_incomplete, overwrite=overwrite, promote=promote,
@@ -90,8 +89,8 @@ def register(server: "ExtraRLHFServer") -> None:
         player, approved prebattle features), labels.parquet (duration_seconds, turns) and
         audit.parquet (timestamps). Trainers read inputs only, through load_inputs, which refuses
         any column not on the approved list."""
-        return await in_thread(production.export_timestamp_dataset, source, name, overwrite=overwrite,
-                               promote=promote, policy=policy, **where)
+        return await run_cancellable(production.export_timestamp_dataset, source, name, overwrite=overwrite,
+                                     promote=promote, policy=policy, **where)
 
     @tool(title="Export ReturnClock sessions (natural return)")
     async def export_returnclock_dataset(
@@ -104,6 +103,7 @@ def register(server: "ExtraRLHFServer") -> None:
         max_rows: MaxRows = None,
         publish_incomplete: PublishIncomplete = False,
         overwrite: Overwrite = False,
+        policy: Policy = None,
     ) -> dict[str, Any]:
         """Opt-in, read-only ReturnClock export: one row per player session that ended in
         [start_at, end_at), the clock starting at ended_at; event 1 with duration_seconds = the gap
@@ -111,10 +111,12 @@ def register(server: "ExtraRLHFServer") -> None:
         A treatment assigned in [ended_at, min(next_start, end_at)) marks the row treated whatever
         its later status (status and exposed kept as audit). One snapshot, streamed; player ids are
         keyed pseudonyms. Trainers never read this raw export: split it with
-        split_returnclock_training_dataset. Sends progress notifications."""
+        split_returnclock_training_dataset. Bounded by the server's statement_timeout and
+        lock_timeout; cancelling the request cancels the running statement. Sends progress
+        notifications."""
         return await run_cancellable(production.export_returnclock_dataset, start_at, end_at, name=name,
                                      ingested_before=ingested_before, max_rows=max_rows,
-                                     publish_incomplete=publish_incomplete, overwrite=overwrite,
+                                     publish_incomplete=publish_incomplete, overwrite=overwrite, policy=policy,
                                      progress=progress_bridge(ctx, "export_returnclock_dataset", "sessions"),
                                      **where)
 
@@ -124,11 +126,13 @@ def register(server: "ExtraRLHFServer") -> None:
         name: Annotated[str | None, Strict(), Field(description="Name of the split dataset (default "
                                                                 "<source>-split).")] = None,
         overwrite: Overwrite = False,
+        policy: Policy = None,
     ) -> dict[str, Any]:
         """Organic-only (treated rows dropped) train/val/test files of a complete ReturnClock export,
         grouped by player pseudonym with the keyed hash (a player never straddles splits), with
         lifelines-ready columns duration_seconds (> 0) and event (1 returned, 0 censored). The only
         trainer input (load_returnclock_training refuses the raw export). Refused with its blockers
-        while the export is incomplete or too small."""
-        return await in_thread(production.split_returnclock_training_dataset, dataset, name=name,
-                               overwrite=overwrite, **where)
+        while the export is incomplete or too small. A local operation on already-pseudonymized
+        data: it reads no production database and runs with the production gate closed."""
+        return await run_cancellable(production.split_returnclock_training_dataset, dataset, name=name,
+                                     overwrite=overwrite, policy=policy, **where)

@@ -229,8 +229,20 @@ METRONOME = [
     ("decision_ms", pa.int32(), False, "Metronome label: the observed human think time in milliseconds"),
 ]
 
+METRONOME_EXCLUDED = [
+    ("battle_id", pa.string(), False, "battle of the decision (keyed id)"),
+    ("decision_index", pa.int32(), False, "position of the decision in its battle (joins decisions)"),
+    ("turn", pa.int16(), False, "battle turn of the decision"),
+    ("player", pa.int8(), False, "acting player, 1 or 2 (a human)"),
+    ("player_pseudonym", pa.string(), True, "the acting human's pseudonym (p-...)"),
+    ("decision_ms", pa.int32(), False, "audit: the think time as recorded, outside the plausible bounds"),
+    ("reason", pa.string(), False, "below_min_decision_ms or above_max_decision_ms (the export's readiness policy): "
+                                   "never a Metronome label"),
+]
+
 TIMESTAMP_INPUTS = [
-    ("battle_id", pa.string(), False, "battle key (joins labels and audit)"),
+    ("battle_id", pa.string(), False, "this dataset's own keyed id of the battle (t-...): joins its labels and "
+                                      "audit, nothing of any other dataset"),
     ("p1_deck", DECK, False, "player 1's 30 card ids"),
     ("p2_deck", DECK, False, "player 2's 30 card ids"),
     ("p1_deck_id", pa.string(), False, "player 1's deck id"),
@@ -243,13 +255,13 @@ TIMESTAMP_INPUTS = [
 ]
 
 TIMESTAMP_LABELS = [
-    ("battle_id", pa.string(), False, "battle key"),
+    ("battle_id", pa.string(), False, "the row's keyed id (t-..., as in inputs)"),
     ("duration_seconds", pa.float64(), False, "label: observed battle duration in seconds"),
     ("turns", pa.int16(), False, "label: turns the battle lasted"),
 ]
 
 TIMESTAMP_AUDIT = [
-    ("battle_id", pa.string(), False, "battle key"),
+    ("battle_id", pa.string(), False, "the row's keyed id (t-..., as in inputs)"),
     ("started_at", _UTC, False, "when the battle started"),
     ("finished_at", _UTC, False, "when it finished"),
     ("ingested_at", _UTC, False, "when its row reached the database"),
@@ -277,7 +289,8 @@ RETURNCLOCK_EXCLUDED = [
     ("session_key", pa.string(), False, "keyed id of a session that ended in the window but gives no row"),
     ("ended_at", _UTC, False, "when it ended"),
     ("reason", pa.string(), False, "overlapped: another session of the player was running at its end (or started "
-                                   "at that very instant), so the player did not leave"),
+                                   "at that very instant), so the player did not leave; ended_before_start: its "
+                                   "ended_at is before its started_at (a backend error)"),
 ]
 
 RETURNCLOCK_TRAIN = [
@@ -291,7 +304,8 @@ RETURNCLOCK_TRAIN = [
 
 TABLES = {"decisions": DECISIONS, "turns": TURNS, "battles": BATTLES, "excluded": EXCLUDED,
           "assignments": ASSIGNMENTS, "nemesis": NEMESIS, "production_excluded": PRODUCTION_EXCLUDED,
-          "production_battles": PRODUCTION_BATTLES, "metronome": METRONOME, "timestamp_inputs": TIMESTAMP_INPUTS,
+          "production_battles": PRODUCTION_BATTLES, "metronome": METRONOME,
+          "metronome_excluded": METRONOME_EXCLUDED, "timestamp_inputs": TIMESTAMP_INPUTS,
           "timestamp_labels": TIMESTAMP_LABELS, "timestamp_audit": TIMESTAMP_AUDIT,
           "returnclock": RETURNCLOCK, "returnclock_excluded": RETURNCLOCK_EXCLUDED,
           "returnclock_train": RETURNCLOCK_TRAIN}

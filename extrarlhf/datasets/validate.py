@@ -27,12 +27,18 @@ what is wrong, not merely that something is. Checks, in order:
   ``row_in_wrong_split``, ``split_rows_mismatch``); Nemesis Standard holds
   human-vs-human rows only (``non_human_row_in_standard``); ReturnClock splits hold
   survival-ready rows only (``returnclock_row_invalid``);
-- TimeStamp datasets: inputs, labels and audit hold the same battles in the same order and
-  every duration is > 0 (``timestamp_rows_mismatch``, ``timestamp_label_invalid``);
+- TimeStamp datasets: the rows carry the dataset's own keys (one written before they did is
+  refused: its keys join the source export, labels included); inputs, labels and audit hold
+  the same battles in the same order; every duration is > 0; the decks are legal and the
+  starting player 1 or 2; every deck-derived input (deck ids and the prebattle features,
+  datasets/prebattle.py) is what the decks give, so a label written under an approved
+  feature's name is refused even with the manifest's hashes redone, naming the feature and
+  its first row (``timestamp_rows_not_keyed``, ``timestamp_rows_mismatch``,
+  ``timestamp_label_invalid``, ``timestamp_input_invalid``, ``timestamp_feature_mismatch``);
 - ReturnClock exports: every row is survival-ready, ``event`` agrees with ``next_start``,
   ``duration_seconds`` is ``next_start - ended_at`` (event) or ``end_at - ended_at``
-  (censored), ``treated`` agrees with ``treatments``, ``treatment`` and ``exposed``
-  (``returnclock_row_invalid``), and the manifest's counts are the rows'
+  (censored), ``treated`` agrees with ``treatments``, ``treatment`` and ``exposed``, no
+  ``session_seconds`` is negative (``returnclock_row_invalid``), and the manifest's counts are the rows'
   (``returnclock_counts_mismatch``).
 """
 
@@ -49,11 +55,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+import engine
+
 from ..errors import InvalidArgument, RLHFError, ValidationFailed
 from .assign import bucket, split_of
 from .manifest import KINDS, MANIFEST, read_manifest
 from .paths import DatasetsDir
 from .pointers import resolve
+from .prebattle import DERIVED_INPUTS, derived_inputs
 from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, schema_types, sha256_file
 
 MAX_PER_CODE = 20
@@ -185,7 +194,7 @@ def validate_dir(folder: Path, *, expected_id: str | None = None,
             _check_v5(folder, manifest, report, decisions)
     elif manifest["kind"] == "timestamp":
         if {"inputs", "labels", "audit"} <= set(tables):
-            _check_timestamp(folder, report)
+            _check_timestamp(folder, manifest, report)
     elif manifest["kind"] == "returnclock_export":
         if {"returnclock", "excluded"} <= set(tables):
             _check_returnclock(folder, manifest, report)
@@ -195,8 +204,14 @@ def validate_dir(folder: Path, *, expected_id: str | None = None,
     return report.finish()
 
 
-def _check_timestamp(folder: Path, report: _Report) -> None:
-    """inputs, labels and audit hold the same battles in the same order; durations are > 0."""
+def _check_timestamp(folder: Path, manifest: dict[str, Any], report: _Report) -> None:
+    """Keyed rows; inputs, labels and audit hold the same battles in the same order; durations
+    are > 0; the deck-derived inputs are what the decks give."""
+    if not isinstance((manifest.get("timestamp") or {}).get("row_key"), dict):
+        report.add("timestamp_rows_not_keyed", "this TimeStamp dataset was written before its rows had keys of their "
+                                               "own: its battle_id is the source export's battle key, and the source "
+                                               "holds the labels (one join gives them back); re-export it with "
+                                               "export_timestamp_dataset")
     keys = {t: _read(folder / f"{t}.parquet", ["battle_id"]).column("battle_id").to_pylist()
             for t in ("inputs", "labels", "audit")}
     for table in ("labels", "audit"):
@@ -207,6 +222,54 @@ def _check_timestamp(folder: Path, report: _Report) -> None:
     bad = sum(1 for d in durations if d is None or d <= 0)
     if bad:
         report.add("timestamp_label_invalid", f"{bad} labels have a duration_seconds that is not > 0", table="labels")
+    _check_timestamp_inputs(folder, report)
+
+
+def _legal_deck(deck: tuple[int, ...], seen: dict[tuple[int, ...], bool]) -> bool:
+    if deck not in seen:
+        try:
+            engine.validate_deck(list(deck))
+            seen[deck] = True
+        except engine.DeckError:
+            seen[deck] = False
+    return seen[deck]
+
+
+def _check_timestamp_inputs(folder: Path, report: _Report) -> None:
+    """Recompute every deck-derived input from the decks (prebattle.derived_inputs) and refuse
+    any other value, with the feature and its first mismatching row."""
+    first: dict[str, tuple[int, Any, Any, Any]] = {}
+    wrong: Counter = Counter()
+    legal: dict[tuple[int, ...], bool] = {}
+    offset = 0
+    columns = ["battle_id", "p1_deck", "p2_deck", "starting_player", *DERIVED_INPUTS]
+    for batch in iter_batches(folder / "inputs.parquet", columns, 65536):
+        data = batch.to_pydict()
+        ok = []
+        for i, (key, p1, p2, starting) in enumerate(zip(data["battle_id"], data["p1_deck"], data["p2_deck"],
+                                                        data["starting_player"])):
+            if _legal_deck(tuple(p1), legal) and _legal_deck(tuple(p2), legal) and starting in (1, 2):
+                ok.append(i)
+            else:
+                report.add("timestamp_input_invalid", f"inputs.parquet row {offset + i} (battle_id {key}): its decks "
+                                                      f"are not legal {engine.RULESET} decks or its starting_player "
+                                                      f"{starting!r} is not 1 or 2", table="inputs", row=offset + i)
+        want = derived_inputs([data["p1_deck"][i] for i in ok], [data["p2_deck"][i] for i in ok])
+        for name in DERIVED_INPUTS:
+            got = np.asarray([data[name][i] for i in ok], dtype=object)
+            for j in np.flatnonzero(got != np.asarray(want[name], dtype=object)).tolist():
+                wrong[name] += 1
+                if name not in first:
+                    i = ok[j]
+                    first[name] = (offset + i, data["battle_id"][i], data[name][i], want[name][j])
+        offset += batch.num_rows
+    for name, (row, key, got, want) in first.items():
+        report.add("timestamp_feature_mismatch", f"inputs.parquet: {name} is not what the decks give in "
+                                                 f"{wrong[name]} row(s), first row {row} (battle_id {key}): {got!r} "
+                                                 f"where its decks give {want!r}. An approved input must be what its "
+                                                 f"definition computes from the decks (a label under a feature's "
+                                                 f"name?); re-export the dataset with export_timestamp_dataset",
+                   table="inputs", feature=name, row=row)
 
 
 def _survival_failures(batch: Any) -> int:
@@ -230,11 +293,13 @@ def _check_returnclock(folder: Path, manifest: dict[str, Any], report: _Report) 
         "event": "event = 1 without a next_start, or a next_start with event = 0",
         "duration": "duration_seconds is not next_start - ended_at (event) or end_at - ended_at (censored)",
         "treated": "treated disagrees with treatments > 0, treatment or exposed",
+        "session": "session_seconds < 0 (a session that ended before it started gives no row)",
     }
     bad = dict.fromkeys(checks, 0)
     counts = dict.fromkeys(("rows", "events", "treated_rows", "exposed_rows"), 0)
     for batch in iter_batches(folder / "returnclock.parquet", None, 65536):
         bad["survival"] += _survival_failures(batch)
+        bad["session"] += _true(pc.less(batch.column("session_seconds"), 0))
         event = pc.equal(batch.column("event"), 1)
         has_next = pc.is_valid(batch.column("next_start"))
         bad["event"] += _true(pc.not_equal(event, has_next))

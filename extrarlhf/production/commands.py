@@ -57,6 +57,10 @@ def _cmd_export_v5(args: argparse.Namespace) -> int:
                                          for k, s in result["streams"].items()))
     if result["exclusions"]["count"]:
         print(f"  excluded battles: {result['exclusions']['count']} {result['exclusions']['by_reason']}")
+    implausible = result["labels"]["metronome_excluded"]
+    if implausible["count"]:
+        print(f"  think times outside [{implausible['min_decision_ms']}, {implausible['max_decision_ms']}] ms: "
+              f"{implausible['count']} {implausible['by_reason']} (kept in metronome_excluded, not labels)")
     print(f"  complete: {result['complete']}" + ("" if result["complete"] else f" (stop_reason "
                                                  f"{result['stop_reason']} on {result['stopped_stream']})"))
     print(f"  pseudonymized with key {result['pseudonym_key_id']} (pseudonymized, not anonymous)")
@@ -107,6 +111,8 @@ def _cmd_export_returnclock(args: argparse.Namespace) -> int:
     print(f"{result['dataset_id']}: ReturnClock sessions ended in [{result['window']['start_at'] or '-'}, "
           f"{result['window']['end_at']}); snapshot at {result['snapshot_at']}")
     print("  rows: " + ", ".join(f"{k} {n}" for k, n in result["row_counts"].items()))
+    if result["excluded_by_reason"]:
+        print(f"  sessions without a row: {result['excluded_by_reason']}")
     print(f"  complete: {result['complete']}; pseudonymized with key {result['pseudonym_key_id']} (not anonymous)")
     print(f"  at {result['path']}")
     return 0

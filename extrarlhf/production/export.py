@@ -10,7 +10,10 @@
 4. Tables: ``decisions``, ``turns``, ``battles`` (the local V5 layout, so every reader and
    trainer of local datasets reads them), ``excluded`` (reason per battle),
    ``production_battles`` (kinds, pseudonyms, audit times and the TimeStamp labels of every
-   battle read) and ``metronome`` (one row per human decision with its observed think time).
+   battle read), ``metronome`` (one row per human decision with a plausible observed think
+   time: ``policy.min_decision_ms <= decision_ms <= policy.max_decision_ms``, default 50 ms to
+   15 min) and ``metronome_excluded`` (the other observed think times, kept for audit with
+   their reason, counted in the manifest's ``labels``, never labels).
 5. The row ceiling (``max_rows`` per raw stream, at most 1,000,000) stops the export: the
    result says ``complete: false, stop_reason: "row_ceiling"`` and the stream, and nothing is
    published unless ``publish_incomplete=true`` (then for inspection only: never ready).
@@ -23,6 +26,7 @@ workers and one row group per table: it does not grow with the window.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -39,7 +43,7 @@ from ..readiness import ReadinessPolicy, contour_readiness
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, battle_key, player_pseudonym
 from .reader import MAX_ROWS, SnapshotReader, Window
-from .replay import BattleRecord
+from .replay import BattleRecord, plausible_labels
 
 import engine
 import orjson
@@ -155,6 +159,9 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     pages = {} if page_rows is None else {"battle_page_rows": check_positive_int(page_rows, "page_rows"),
                                           "action_page_rows": page_rows}
     policy = ReadinessPolicy.coerce(policy)
+    if policy.min_decision_ms > policy.max_decision_ms:
+        raise InvalidArgument(f"readiness policy min_decision_ms ({policy.min_decision_ms}) is above max_decision_ms "
+                              f"({policy.max_decision_ms}): no think time would be a plausible Metronome label")
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     checks = DecisionChecks(engine.OBS_VERSION)
     facts: dict[str, Any] = {}
@@ -166,12 +173,14 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
         builder = TableBuilder(folder, row_group_rows, checks,
                                layouts={"decisions": "decisions", "turns": "turns", "battles": "battles",
-                                        "metronome": "metronome", "excluded": "production_excluded",
+                                        "metronome": "metronome", "metronome_excluded": "metronome_excluded",
+                                        "excluded": "production_excluded",
                                         "production_battles": "production_battles"},
                                row_tables=("excluded", "production_battles"))
         with builder:  # any error (or an export stopped by the row ceiling) aborts the writers
             with reader:
                 labels = {"metronome": 0, "timestamp": 0}
+                implausible: Counter[str] = Counter()
                 done = 0
                 records = _records(reader, access)
                 total = snapshot["battles"]
@@ -185,7 +194,10 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                             builder.exclude({"battle_id": record.key, "reason": excluded[0], "detail": excluded[1],
                                              "p1_kind": record.kinds[0], "p2_kind": record.kinds[1],
                                              "actions": len(record.actions)})
+                    batches["metronome"], batches["metronome_excluded"] = plausible_labels(
+                        batches["metronome"], policy.min_decision_ms, policy.max_decision_ms)
                     labels["metronome"] += batches["metronome"].num_rows
+                    implausible.update(batches["metronome_excluded"].column("reason").to_pylist())
                     builder.add(batches)
                     done += len(chunk)
                     if progress:
@@ -211,6 +223,12 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                         f"incomplete export: the row ceiling ({ceiling:,} rows) was hit on stream {stopped_on}; an "
                         f"incomplete export is never training-ready (export a shorter window)"]}
         readiness = contour_readiness(evidence, policy)
+        label_counts = {"metronome_decisions": labels["metronome"], "timestamp_durations": labels["timestamp"],
+                        "metronome_excluded": {"count": sum(implausible.values()),
+                                               "by_reason": dict(sorted(implausible.items())),
+                                               "table": "metronome_excluded",
+                                               "min_decision_ms": policy.min_decision_ms,
+                                               "max_decision_ms": policy.max_decision_ms}}
         exclusions = {"count": sum(builder.excluded_reasons.values()),
                       "by_reason": dict(sorted(builder.excluded_reasons.items())), "table": "excluded",
                       "replay_verified": builder.included}
@@ -232,9 +250,10 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                    "pseudonymized": True, "anonymous": False, "pseudonym_key_id": access.key_id,
                    "pseudonym_rule": PSEUDONYM_RULE, "complete": complete,
                    "stop_reason": production["stop_reason"],
-                   "labels": {"metronome_decisions": labels["metronome"], "timestamp_durations": labels["timestamp"]},
+                   "labels": label_counts,
                    "options": {"row_group_rows": row_group_rows, "max_rows": ceiling}})
         return {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
+                "labels": label_counts,
                 "readiness": short_readiness(readiness), "complete": complete,
                 "stop_reason": production["stop_reason"], "stopped_stream": stopped_on, "streams": streams,
                 "window": production["window"], "snapshot_at": facts["snapshot_at"],

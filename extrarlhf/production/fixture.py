@@ -20,8 +20,11 @@ forced on one player when there are enough players (SESSION_ROLES), so a tiny fi
 all. Player ``p``'s sessions and treatments draw only from ``default_rng([sessions seed, p])``;
 with sessions, ``--battles 0`` is allowed.
 
-The rows depend only on (seed, battles, players, days, start, sessions_per_player): every
-battle draws from its own generator ``numpy.random.default_rng([seed, index])`` (the battles
+``--seq-base B --seq-step K`` numbers each battle's actions B, B + K, ... (default 0, 1), as
+backends that count from 1 or leave gaps do; only the ``seq`` column changes.
+
+The rows depend only on (seed, battles, players, days, start, sessions_per_player, seq_base,
+seq_step): every battle draws from its own generator ``numpy.random.default_rng([seed, index])`` (the battles
 of a seed do not change with sessions_per_player) and the shared pools from
 ``engine.derive_seed`` streams -- no wall clock, no global random state -- so the number of
 worker processes changes nothing. Rows are written with COPY, in one transaction: a failed
@@ -141,6 +144,8 @@ class Plan:
     defects: dict[int, str]  # battle index -> defect
     sessions_per_player: int = 0  # mean sessions per player; 0: no sessions nor treatments
     session_roles: dict[int, str] = field(default_factory=dict)  # player index -> forced edge case
+    seq_base: int = 0  # battle_actions.seq of a battle's first action
+    seq_step: int = 1  # and the step between two actions (seq is an ordering key, not an index)
 
 
 class Played(NamedTuple):
@@ -168,7 +173,7 @@ def player_id(seed: int, index: int) -> str:
 
 
 def make_plan(seed: int, battles: int, players: int, days: int, start: datetime,
-              sessions_per_player: int = 0) -> Plan:
+              sessions_per_player: int = 0, seq_base: int = 0, seq_step: int = 1) -> Plan:
     decks = tuple(_deck(engine.random_deck(engine.SplitMix64(engine.derive_seed(seed, f"fixture:deck:{k}"))))
                   for k in range(DECK_POOL_SIZE))
     rng = np.random.default_rng(engine.derive_seed(seed, "fixture:players"))
@@ -179,7 +184,8 @@ def make_plan(seed: int, battles: int, players: int, days: int, start: datetime,
                 player_cdf=tuple(np.cumsum(weights / weights.sum()).tolist()),
                 player_decks=player_decks, defects=_pick_defects(seed, battles),
                 sessions_per_player=sessions_per_player,
-                session_roles=_pick_session_roles(seed, players) if sessions_per_player else {})
+                session_roles=_pick_session_roles(seed, players) if sessions_per_player else {},
+                seq_base=seq_base, seq_step=seq_step)
 
 
 def _favourite_decks(rng: np.random.Generator) -> tuple[int, ...]:
@@ -240,9 +246,9 @@ def play_battle(plan: Plan, index: int) -> Played:
     record.update(_result_columns(plan, state, started_us, finished_us), ingested_at=_at(plan, ingested_us[0]))
     if defect is not None:
         moves = _break(rng, defect, record, state, moves)
-    actions = [(record["battle_id"], seq, m.turn, m.player, m.action_id, m.decision_ms,
-                _at(plan, acted_us[seq]), _at(plan, ingested_us[1 + seq]))
-               for seq, m in enumerate(moves)]
+    actions = [(record["battle_id"], plan.seq_base + plan.seq_step * i, m.turn, m.player, m.action_id,
+                m.decision_ms, _at(plan, acted_us[i]), _at(plan, ingested_us[1 + i]))
+               for i, m in enumerate(moves)]
     return Played(tuple(record[c] for c in TABLE_COLUMNS["battles"]), actions, status, defect)
 
 
@@ -686,7 +692,8 @@ def _summary(plan: Plan, players: int, tally: _Tally) -> dict[str, Any]:
     c = tally.session_counts
     return {
         "params": {"seed": plan.seed, "battles": plan.battles, "players": players, "days": plan.days,
-                   "start": plan.start.isoformat(), "sessions_per_player": plan.sessions_per_player},
+                   "start": plan.start.isoformat(), "sessions_per_player": plan.sessions_per_player,
+                   "seq_base": plan.seq_base, "seq_step": plan.seq_step},
         "counts": {"battles": tally.battles, "actions": tally.actions, "kinds": dict(sorted(tally.kinds.items())),
                    "unfinished": tally.statuses["unfinished"], "late": tally.statuses["late"],
                    "late_actions": tally.statuses["late_actions"], "broken": len(tally.broken),
@@ -705,15 +712,19 @@ def _summary(plan: Plan, players: int, tally: _Tally) -> dict[str, Any]:
 
 
 def _check_args(battles: int, players: int, days: int, seed: int, start: datetime, workers: int,
-                sessions_per_player: int = 0) -> None:
+                sessions_per_player: int = 0, seq_base: int = 0, seq_step: int = 1) -> None:
     # Without sessions the fixture is its battles: at least one of each defect. With sessions,
     # battles may be 0 (a sessions-only fixture); any other count still carries every defect.
     min_battles = 0 if sessions_per_player and battles == 0 else len(DEFECTS)
     for name, value, low in (("battles", battles, min_battles), ("players", players, 2), ("days", days, 1),
                              ("seed", seed, 0), ("workers", workers, 1),
-                             ("sessions_per_player", sessions_per_player, 0)):
+                             ("sessions_per_player", sessions_per_player, 0), ("seq_base", seq_base, 0),
+                             ("seq_step", seq_step, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidArgument(f"{name} must be an integer >= {low}, got {value!r}")
+    if seq_base > 2**30 or seq_step > 10_000:  # a battle's last seq stays far below 2**31 (seq is an integer)
+        raise InvalidArgument(f"seq_base must be at most 2**30 and seq_step at most 10000, got {seq_base} and "
+                              f"{seq_step}")
     if seed >= 2**63:
         raise InvalidArgument(f"seed must be below 2**63, got {seed}")
     if start.tzinfo is None:
@@ -723,19 +734,22 @@ def _check_args(battles: int, players: int, days: int, seed: int, start: datetim
 def build_fixture(dsn: str, *, battles: int, players: int, days: int, seed: int,
                   start: datetime = DEFAULT_START, workers: int | None = None, reset: bool = False,
                   progress: Callable[[int, int], None] | None = None, sessions_per_player: int = 0,
-                  session_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                  session_progress: Callable[[int, int], None] | None = None, seq_base: int = 0,
+                  seq_step: int = 1) -> dict[str, Any]:
     """Create the production schema in ``dsn`` and fill it; returns the summary.
 
     ``sessions_per_player`` (mean sessions per player, 0 by default: no sessions, no
     treatments) also fills ``player_sessions`` and ``return_treatments``; then ``battles`` may
-    be 0. Raises :class:`FixtureRefused` when the tables already hold rows and ``reset`` is
+    be 0. ``seq_base``/``seq_step`` number each battle's actions ``seq_base, seq_base + seq_step,
+    ...`` (default 0, 1): backends number from 1 or with gaps too, and nothing else changes. Raises :class:`FixtureRefused` when the tables already hold rows and ``reset`` is
     false, :class:`FixtureConnectError` (exception class only) when the database cannot be
     reached. ``progress(done, total)`` is called with battles written,
     ``session_progress(done, total)`` with players whose sessions are written.
     """
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
-    _check_args(battles, players, days, seed, start, workers, sessions_per_player)
-    plan = make_plan(seed, battles, players, days, start.astimezone(timezone.utc), sessions_per_player)
+    _check_args(battles, players, days, seed, start, workers, sessions_per_player, seq_base, seq_step)
+    plan = make_plan(seed, battles, players, days, start.astimezone(timezone.utc), sessions_per_player, seq_base,
+                     seq_step)
     tally = asyncio.run(_build(dsn, plan, workers, reset, progress, session_progress))
     return _summary(plan, players, tally)
 
@@ -765,6 +779,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sessions-per-player", type=int, default=0, metavar="K",
                         help="mean player sessions per player (with return treatments); 0 (default): none. "
                              "With K > 0, --battles may be 0")
+    parser.add_argument("--seq-base", type=int, default=0, metavar="N",
+                        help="battle_actions.seq of each battle's first action (default 0; 1 as many backends do)")
+    parser.add_argument("--seq-step", type=int, default=1, metavar="N",
+                        help="step between two actions' seq (default 1; e.g. 10 for 10, 20, 30)")
     parser.add_argument("--workers", type=int, default=None, help="processes playing battles (default min(2, cpus))")
     parser.add_argument("--reset", action="store_true", help="drop the four production tables first")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -814,7 +832,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = build_fixture(dsn, battles=args.battles, players=args.players, days=args.days, seed=args.seed,
                                 start=args.start, workers=args.workers, reset=args.reset,
                                 progress=ProgressLine("fixture"), sessions_per_player=args.sessions_per_player,
-                                session_progress=ProgressLine("fixture sessions", unit="players"))
+                                session_progress=ProgressLine("fixture sessions", unit="players"),
+                                seq_base=args.seq_base, seq_step=args.seq_step)
     except FixtureConnectError as exc:
         print(f"error [{exc.code}]: could not connect to the database named by ${args.dsn_env} "
               f"({exc.exception_class})", file=sys.stderr)

@@ -4,15 +4,28 @@ A production battle is ``seed + decks + starting player + action ids``. :func:`r
 plays the recorded actions on the engine, renders the battle's V5 trace in memory with the
 same recorder as headless battles (trace.py), and reads it back into table rows with the same
 code as local datasets (``datasets.battles.trace_rows``), so a production export has exactly
-the layout, checks and features of a local one. A battle that does not replay to its record
-is excluded with its reason, checked in this order:
+the layout, checks and features of a local one.
+
+``battle_actions.seq`` is an ordering key, not an index: the actions are replayed in ``seq``
+order whatever the numbering's base and spacing (0, 1, 2 / 1, 2, 3 / 10, 20, 30 / a shared
+sequence with uneven steps). A missing action shows in the replay itself: each action's
+recorded ``turn`` and ``player`` must be the replayed state's, the action must be legal there,
+and the replay must end where the battle record does. A battle that does not replay to its
+record is excluded with its reason, checked in this order:
 
 - ``unfinished``       finished_at is NULL;
 - ``unknown_ruleset``  a ruleset this engine does not play;
-- ``invalid_record``   decks or starting player the engine refuses;
-- ``missing_actions``  no action rows, a gap in ``seq``, or actions that stop before the end;
-- ``illegal_action``   an action illegal in its state, by the wrong player, or after the end;
+- ``invalid_record``   seat kinds, decks or starting player the engine refuses;
+- ``missing_actions``  no action rows; the actions stop before the battle is over; an action
+  recorded at a later turn than the replay has reached (the actions that ended the turns in
+  between are absent); or any failure (below too) after a hole in an evenly spaced numbering
+  (see :func:`_hole`): then the detail names the hole first;
+- ``illegal_action``   an action illegal in its state, recorded for the player not to move or
+  for an earlier turn than the replay's, or after the battle ended;
 - ``winner_mismatch`` / ``turns_mismatch``  the replay ends otherwise than recorded.
+
+The reason is the replay's first failure; the detail says what was recorded and what the
+replay gave, and names the hole when there is one.
 
 :func:`replay_chunk` is the worker task (``extrarlhf.production.replay:replay_chunk``): a
 list of records in, outcomes and Arrow record batches out.
@@ -28,7 +41,8 @@ import engine
 from ..datasets.battles import trace_rows
 from ..runtime.trace import BattleRecorder
 
-__all__ = ["BattleRecord", "replay_record", "replay_chunk", "PRODUCTION_GROUP", "ACTOR_TYPES", "EXCLUSION_REASONS"]
+__all__ = ["BattleRecord", "replay_record", "replay_chunk", "plausible_labels", "PRODUCTION_GROUP", "ACTOR_TYPES",
+           "EXCLUSION_REASONS"]
 
 PRODUCTION_GROUP = "production"
 # production seat kinds -> the actor types of V5 rows (a model plays as "rl", as in headless data)
@@ -59,9 +73,12 @@ class BattleRecord(NamedTuple):
 
 
 class Excluded(Exception):
-    def __init__(self, reason: str, detail: str) -> None:
+    """A battle left out: its reason, the detail in words and, for a failure at an action, the
+    action's position in seq order (None: at the end of the replay)."""
+
+    def __init__(self, reason: str, detail: str, position: int | None = None) -> None:
         super().__init__(detail)
-        self.reason, self.detail = reason, detail
+        self.reason, self.detail, self.position = reason, detail, position
 
 
 def _actor(kind: str) -> dict[str, Any]:
@@ -79,6 +96,52 @@ def _new_state(record: BattleRecord) -> engine.State:
         raise Excluded("invalid_record", f"the engine refuses its setup: {exc}") from None
 
 
+def _hole(seqs: list[int], upto: int | None) -> tuple[int, int] | None:
+    """The first hole in ``seqs[:upto + 1]`` (None: all of them) when the battle's numbering is
+    evenly spaced: every step a multiple of the smallest step ``d`` and at least half of them
+    ``d``, so a step of ``k*d`` means ``k - 1`` numbers never arrived. An uneven numbering (a
+    sequence shared by every battle) has no holes to read: then only the replay speaks."""
+    steps = [b - a for a, b in zip(seqs, seqs[1:])]
+    if not steps:
+        return None
+    d = min(steps)
+    if d <= 0 or any(step % d for step in steps) or 2 * steps.count(d) < len(steps):
+        return None
+    last = len(steps) if upto is None else min(upto, len(steps))
+    return next(((seqs[i], seqs[i + 1]) for i in range(last) if steps[i] > d), None)
+
+
+def _replay_actions(record: BattleRecord, state: engine.State, recorder: BattleRecorder,
+                    actors: dict[int, dict[str, Any]]) -> None:
+    """Apply the recorded actions in seq order; the first disagreement with the replay raises."""
+    for position, (seq, turn, player, action_id, _ms) in enumerate(record.actions):
+        if state.is_terminal:
+            raise Excluded("illegal_action", f"action seq {seq} comes after the battle ended (turn {state.turn})",
+                           position)
+        if turn > state.turn:
+            raise Excluded("missing_actions", f"action seq {seq} is recorded at turn {turn} but the actions before "
+                                              f"it reach only turn {state.turn}: the actions that end turn "
+                                              f"{state.turn} are missing", position)
+        if turn != state.turn or player != state.to_move:
+            raise Excluded("illegal_action", f"action seq {seq} is recorded at turn {turn} for player {player} but "
+                                             f"the replay is at turn {state.turn} with player {state.to_move} to "
+                                             f"move", position)
+        before = state.clone()
+        try:
+            events = state.apply(action_id)
+        except engine.IllegalActionError as exc:
+            raise Excluded("illegal_action", f"action seq {seq} (id {action_id}) is illegal: {exc}",
+                           position) from None
+        recorder.record(before, action_id, events, actors[player], latency_s=0.0)
+    if not state.is_terminal:
+        raise Excluded("missing_actions", f"the {len(record.actions)} recorded actions stop at turn {state.turn} "
+                                          f"before the battle is over")
+    if state.winner != record.winner:
+        raise Excluded("winner_mismatch", f"recorded winner {record.winner}; the replay gives {state.winner}")
+    if state.turn != record.turns:
+        raise Excluded("turns_mismatch", f"recorded {record.turns} turns; the replay gives {state.turn}")
+
+
 def _play(record: BattleRecord) -> tuple[engine.State, dict[str, bytes]]:
     if not record.finished:
         raise Excluded("unfinished", "finished_at is NULL: still running or never closed by the backend")
@@ -86,9 +149,6 @@ def _play(record: BattleRecord) -> tuple[engine.State, dict[str, bytes]]:
     actions = record.actions
     if not actions:
         raise Excluded("missing_actions", "no action rows (none recorded, or none ingested before the cut-off)")
-    for expected, action in enumerate(actions):
-        if action[0] != expected:
-            raise Excluded("missing_actions", f"action seq {expected} is missing (next recorded seq is {action[0]})")
     actors = {1: _actor(record.kinds[0]), 2: _actor(record.kinds[1])}
     types = [actors[1]["type"], actors[2]["type"]]
     header = {
@@ -101,25 +161,15 @@ def _play(record: BattleRecord) -> tuple[engine.State, dict[str, bytes]]:
         "battle_tag": f"{types[0]}-vs-{types[1]}", "codename": None, "actors": {"p1": actors[1], "p2": actors[2]},
     }
     recorder = BattleRecorder(header, state)
-    for seq, _turn, player, action_id, _ms in actions:
-        if state.is_terminal:
-            raise Excluded("illegal_action", f"action seq {seq} comes after the battle ended (turn {state.turn})")
-        if player != state.to_move:
-            raise Excluded("illegal_action", f"action seq {seq} is recorded for player {player} but it was player "
-                                             f"{state.to_move}'s move")
-        before = state.clone()
-        try:
-            events = state.apply(action_id)
-        except engine.IllegalActionError as exc:
-            raise Excluded("illegal_action", f"action seq {seq} (id {action_id}) is illegal: {exc}") from None
-        recorder.record(before, action_id, events, actors[player], latency_s=0.0)
-    if not state.is_terminal:
-        raise Excluded("missing_actions", f"the {len(actions)} recorded actions stop at turn {state.turn} before the "
-                                          f"battle is over")
-    if state.winner != record.winner:
-        raise Excluded("winner_mismatch", f"recorded winner {record.winner}; the replay gives {state.winner}")
-    if state.turn != record.turns:
-        raise Excluded("turns_mismatch", f"recorded {record.turns} turns; the replay gives {state.turn}")
+    try:
+        _replay_actions(record, state, recorder, actors)
+    except Excluded as exc:
+        hole = _hole([a[0] for a in actions], exc.position)
+        if hole is None:
+            raise
+        raise Excluded("missing_actions", f"the numbering skips from seq {hole[0]} to seq {hole[1]}, so the "
+                                          f"action(s) between them are missing; the replay then fails: "
+                                          f"{exc.detail}") from None
     return state, recorder.finish(state, "finished", audit=AUDIT)
 
 
@@ -155,6 +205,25 @@ def _metronome(record: BattleRecord, rows: dict[str, Any], out: dict[str, list])
         out["action_id"].append(dec["action_id"][i])
         out["action_index"].append(dec["action_index"][i])
         out["decision_ms"].append(ms)
+
+
+def plausible_labels(metronome: Any, min_ms: int, max_ms: int) -> tuple[Any, Any]:
+    """(the ``metronome`` rows whose ``decision_ms`` is within ``[min_ms, max_ms]``, the
+    ``metronome_excluded`` rows of the others, with their reason): an implausible think time
+    stays in the export for audit but is never a label."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..datasets.tables import SCHEMAS
+
+    ms = metronome.column("decision_ms")
+    low, high = pc.less(ms, min_ms), pc.greater(ms, max_ms)
+    out = pc.or_(low, high)
+    rejected = metronome.filter(out)
+    reason = pc.if_else(low.filter(out), "below_min_decision_ms", "above_max_decision_ms")
+    columns = [reason if f.name == "reason" else rejected.column(f.name) for f in SCHEMAS["metronome_excluded"]]
+    return (metronome.filter(pc.invert(out)),
+            pa.RecordBatch.from_arrays(columns, schema=SCHEMAS["metronome_excluded"]))
 
 
 def replay_chunk(records: list[BattleRecord]) -> tuple[list[tuple[str, str] | None], dict[str, Any]]:

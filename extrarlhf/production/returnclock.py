@@ -28,6 +28,10 @@ Semantics (exactly; ``W = [start_at, end_at)``, ``cut = ingested_before`` or the
   islands (touching or overlapping intervals) and only the island's last-ending session (ties:
   the last in ``(started_at, session_id)`` order) carries the row: one row per departure.
 - **A player with one session only**: its row is censored at ``end_at`` (event 0).
+- **A session that ended before it started** (``ended_at < started_at``: a backend clock or
+  write error) gives no row: it goes to ``excluded`` with reason ``ended_before_start`` (its
+  ``session_seconds`` would be negative), whatever else applies. It covers no other session
+  (its interval is empty), and its start still counts as the player's return.
 - **Treated.** A row is treated when a visible treatment was assigned to that player with
   ``ended_at <= assigned_at < min(next_start, end_at)``, whatever its status now;
   ``treatments`` counts them, ``treatment``/``treatment_status`` audit the first one (by
@@ -63,6 +67,7 @@ The split reads the raw export a batch at a time and holds one small entry per p
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -124,7 +129,8 @@ class _Rows:
         self.progress, self.cancel = progress, cancel
         self.counts = dict.fromkeys(("rows", "events", "organic_rows", "organic_events", "treated_rows",
                                      "exposed_rows", "excluded"), 0)
-        self.read = 0            # session rows read from the stream (kept + overlapped)
+        self.read = 0            # session rows read from the stream (kept + excluded)
+        self.excluded_reasons: Counter[str] = Counter()
         self.stopped: str | None = None
         self.batches = self.peak_batch_rows = self.peak_arrow_bytes = 0
 
@@ -175,14 +181,17 @@ class _Rows:
         pseudonyms = pa.array(keyed_ids(self.salt, "p", "player", players.dictionary.to_pylist()),
                               pa.string()).take(players.indices)
         keys = pa.array(keyed_ids(self.salt, "s", "session", raw.column("session_id").to_pylist()), pa.string())
-        kept = raw.column("kept")
         ended = as_utc(raw.column("ended_at"))
+        reversed_ = pc.less(raw.column("ended_at"), raw.column("started_at"))
+        kept = pc.and_(raw.column("kept"), pc.invert(reversed_))
         excluded = pc.invert(kept)
-        n_excluded = pc.sum(excluded).as_py() or 0
+        n_excluded = _count(excluded)
         if n_excluded:
+            reasons = pc.if_else(reversed_.filter(excluded), "ended_before_start", "overlapped")
             self.tables["excluded"].append([pseudonyms.filter(excluded), keys.filter(excluded), ended.filter(excluded),
-                                            pa.array(["overlapped"] * n_excluded, pa.string())])
+                                            reasons])
             self.counts["excluded"] += n_excluded
+            self.excluded_reasons.update(reasons.to_pylist())
         rows = raw.filter(kept)
         if not rows.num_rows:
             return
@@ -351,12 +360,14 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
             sources={"kind": "production", "database": "production (read-only snapshot; DSN not recorded)",
                      "window": production["window"], "snapshot_at": facts["snapshot_at"]},
             readiness=readiness,
-            extra={"production": production, "returnclock": {"counts": counts, "semantics": "see "
+            extra={"production": production, "returnclock": {"counts": counts,
+                   "excluded_by_reason": dict(sorted(rows.excluded_reasons.items())), "semantics": "see "
                    "extrarlhf.production.returnclock (module docstring)", "exposed_statuses": list(EXPOSED_STATUSES)},
                    "pseudonymized": True, "anonymous": False, "pseudonym_key_id": access.key_id,
                    "pseudonym_rule": PSEUDONYM_RULE, "complete": complete, "stop_reason": production["stop_reason"],
                    "options": {"row_group_rows": row_group_rows, "max_rows": ceiling, "batch_bytes": batch_bytes}})
         return {"kind": "returnclock_export", "row_counts": manifest["row_counts"], "counts": counts,
+                "excluded_by_reason": dict(sorted(rows.excluded_reasons.items())),
                 "readiness": {"returnclock_ready": readiness["returnclock_ready"],
                               "returnclock_blockers": readiness["returnclock_blockers"]},
                 "complete": complete, "stop_reason": production["stop_reason"], "stopped_stream": stopped,
@@ -391,11 +402,14 @@ def split_returnclock_training_dataset(dataset: str, *, name: str | None = None,
                                        split_key: str = DEFAULT_SPLIT_KEY,
                                        datasets_dir: str | Path | DatasetsDir = "datasets",
                                        overwrite: bool = False, policy: ReadinessPolicy | dict | None = None,
-                                       row_group_rows: int = DEFAULT_ROW_GROUP_ROWS) -> dict[str, Any]:
+                                       row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+                                       cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Organic-only (treated rows dropped) train/val/test of a ReturnClock export, grouped by
     player pseudonym with the keyed-hash assignment (assign.py), published as ``name``
     (default ``<source>-split``). Refused unless the source validates, is complete and the
-    returnclock contour is ready."""
+    returnclock contour is ready. A local operation on already-pseudonymized data: it reads
+    no production database, so it needs no open gate. ``cancel()`` true stops it (nothing
+    published)."""
     fractions = check_fractions(fractions)
     split_key = check_split_key(split_key)
     check_positive_int(row_group_rows, "row_group_rows")
@@ -418,6 +432,8 @@ def split_returnclock_training_dataset(dataset: str, *, name: str | None = None,
         with _SplitWriter(folder, "returnclock_train", "player", CONTOUR, fractions, split_key,
                           row_group_rows) as writer:
             for batch in iter_batches(resolved.path / "returnclock.parquet", [*TRAIN_COLUMNS, "treated"], 65_536):
+                if cancel is not None and cancel():
+                    raise Cancelled(f"ReturnClock split {name} cancelled; nothing was published")
                 table = pa.Table.from_batches([batch])
                 organic = pc.invert(table.column("treated"))
                 dropped += table.num_rows - pc.sum(organic.cast(pa.int64())).as_py()

@@ -2,11 +2,25 @@
 
 :func:`export_timestamp_dataset` derives three separate files from a production V5 export:
 
-- ``inputs.parquet``  what a model may see before the battle: the battle key, both decks
+- ``inputs.parquet``  what a model may see before the battle: the row's key, both decks
   (card ids and deck ids), the starting player and the approved prebattle features
-  (``APPROVED_INPUTS``; all computed from the decks alone);
+  (``APPROVED_INPUTS``; all computed from the decks alone, datasets/prebattle.py);
 - ``labels.parquet``  ``duration_seconds`` and ``turns``, the targets;
 - ``audit.parquet``   ``started_at``, ``finished_at``, ``ingested_at``.
+
+**Row keys.** The three files key their rows with this dataset's own id, not the source's
+battle key: the source export holds the labels (``battles.turns``,
+``production_battles.duration_seconds``), so its key in ``inputs.parquet`` would give them back
+by one join. A row's key is ``"t-" + hex(HMAC-SHA256(K, "timestamp-row:" + source battle
+key))[:32]`` with ``K = HMAC-SHA256(salt, "timestamp-dataset" NUL dataset_id NUL source
+manifest_sha256)``: the pseudonym salt (the gate is open for the export) keyed by this dataset's
+identity, so two TimeStamp datasets (two names, or two versions of one) never share a key, the
+same dataset id built from the same source gives the same bytes, and nobody without the salt
+can map a row to a battle; ``K`` is written nowhere.
+Rows are in key order within each row group of ``ROW_GROUP_ROWS`` (a keyed shuffle), so
+their positions do not follow the source's order either. The decks are in both datasets, so
+whoever holds the source can still match rows by deck pair: the source stays in private
+storage, away from TimeStamp trainers.
 
 :func:`load_inputs` is the only loader a trainer or serving adapter gets: it opens
 ``inputs.parquet`` alone, after validating the dataset, and refuses any column that is not
@@ -16,38 +30,39 @@ from one can reach a model through it. The full meta object is never handed out.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
-
-import engine
 
 from ..datasets.manifest import write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name
 from ..datasets.pointers import PointerStep, manifest_sha256
+from ..datasets.prebattle import PREBATTLE_FEATURES, derived_inputs
 from ..datasets.publish import publish_version
 from ..datasets.tables import SCHEMAS, TIMESTAMP_INPUTS, StreamingTable, iter_batches
 from ..datasets.validate import validate_dir, validated_source
-from ..errors import InvalidArgument, NotReady, ValidationFailed
+from ..errors import Cancelled, InvalidArgument, NotReady, ValidationFailed
 from ..readiness import ReadinessPolicy, contour_readiness
 from .gate import open_gate
+from .pseudonyms import keyed_ids
 
-__all__ = ["APPROVED_INPUTS", "LABELS", "export_timestamp_dataset", "load_inputs"]
+__all__ = ["APPROVED_INPUTS", "LABELS", "ROW_KEY_RULE", "export_timestamp_dataset", "load_inputs", "row_key_secret"]
 
 APPROVED_INPUTS = tuple(column[0] for column in TIMESTAMP_INPUTS)
 LABELS = ("duration_seconds", "turns")
 AUDIT = ("started_at", "finished_at", "ingested_at")
-PREBATTLE_FEATURES = {
-    "p1_mean_cost": "mean mana cost of player 1's 30 cards", "p2_mean_cost": "mean mana cost of player 2's 30 cards",
-    "p1_creatures": "creature cards in player 1's deck", "p2_creatures": "creature cards in player 2's deck",
-}
 ROW_GROUP_ROWS = 65_536
+ROW_KEY_RULE = ("t- + hex(HMAC-SHA256(K, 'timestamp-row:' + source battle_id))[:32], K = HMAC-SHA256(salt, "
+                "'timestamp-dataset' NUL dataset_id NUL sources.manifest_sha256); K is not stored")
 
 
-def _deck_features(deck: list[int]) -> tuple[float, int]:
-    cards = [engine.CARDS[c] for c in deck]
-    return sum(c.cost for c in cards) / len(cards), sum(c.type == "creature" for c in cards)
+def row_key_secret(salt: bytes, dataset_id: str, source_manifest_sha256: str) -> bytes:
+    """``K`` of the row keys (module docstring): the salt keyed by this dataset's identity."""
+    message = b"\0".join((b"timestamp-dataset", dataset_id.encode(), source_manifest_sha256.encode()))
+    return hmac.new(salt, message, hashlib.sha256).digest()
 
 
 def _not_production(manifest: dict[str, Any]) -> str | None:
@@ -89,10 +104,11 @@ def _labelled(folder: Path) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
 def export_timestamp_dataset(source: str, name: str, *, datasets_dir: str | Path | DatasetsDir = "datasets",
                              overwrite: bool = False, promote: str | None = None,
                              policy: ReadinessPolicy | dict | None = None,
-                             environ: dict[str, str] | None = None) -> dict[str, Any]:
+                             environ: dict[str, str] | None = None,
+                             cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Write a TimeStamp dataset ``<name>/v<N>`` (inputs, labels, audit) from a production V5
-    export (see the module docstring)."""
-    open_gate(environ)
+    export (see the module docstring). ``cancel()`` true stops it (nothing published)."""
+    access = open_gate(environ)  # its salt keys the rows (module docstring)
     name = check_dataset_name(name)
     if promote is not None:
         check_pointer_name(promote)
@@ -102,36 +118,38 @@ def export_timestamp_dataset(source: str, name: str, *, datasets_dir: str | Path
     if name == resolved.name:
         raise InvalidArgument("a TimeStamp dataset is a new dataset: give it another name than its source")
     pointer = PointerStep(dirs, promote, name) if promote else None  # its place is checked before any work
+    source_sha = manifest_sha256(resolved.path)
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
         writers = {t: StreamingTable(folder / f"{t}.parquet", f"timestamp_{t}", ROW_GROUP_ROWS)
                    for t in ("inputs", "labels", "audit")}
-        buffers: dict[str, dict[str, list]] = {t: {n: [] for n in SCHEMAS[f"timestamp_{t}"].names} for t in writers}
+        secret = row_key_secret(access.salt, dataset_id, source_sha)
+        pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
 
         def flush() -> None:
-            for table, columns in buffers.items():
-                schema = SCHEMAS[f"timestamp_{table}"]
-                writers[table].write([pa.array(columns[f.name], f.type) for f in schema])
-                for values in columns.values():
-                    values.clear()
+            """Key the pending rows, sort them by key and write a row group per table."""
+            keys = keyed_ids(secret, "t", "timestamp-row", [battle["battle_id"] for battle, _ in pending])
+            ordered = sorted(zip(keys, pending), key=lambda row: row[0])
+            keys = [key for key, _ in ordered]
+            battles = [battle for _, (battle, _) in ordered]
+            audits = [audit for _, (_, audit) in ordered]
+            derived = derived_inputs([b["p1_deck"] for b in battles], [b["p2_deck"] for b in battles])
+            columns = {"inputs": {"battle_id": keys, **{c: [b[c] for b in battles] for c in
+                                                        ("p1_deck", "p2_deck", "starting_player")}, **derived},
+                       "labels": {"battle_id": keys, "duration_seconds": [a["duration_seconds"] for a in audits],
+                                  "turns": [b["turns"] for b in battles]},
+                       "audit": {"battle_id": keys, **{c: [a[c] for a in audits] for c in AUDIT}}}
+            for table, values in columns.items():
+                writers[table].write([pa.array(values[f.name], f.type) for f in SCHEMAS[f"timestamp_{table}"]])
+            pending.clear()
 
         rows = 0
         for battle, audit in _labelled(resolved.path):
-            key = battle["battle_id"]
-            cost1, creatures1 = _deck_features(battle["p1_deck"])
-            cost2, creatures2 = _deck_features(battle["p2_deck"])
-            values = {"inputs": {"battle_id": key, "p1_deck": battle["p1_deck"], "p2_deck": battle["p2_deck"],
-                                 "p1_deck_id": battle["p1_deck_id"], "p2_deck_id": battle["p2_deck_id"],
-                                 "starting_player": battle["starting_player"], "p1_mean_cost": cost1,
-                                 "p2_mean_cost": cost2, "p1_creatures": creatures1, "p2_creatures": creatures2},
-                      "labels": {"battle_id": key, "duration_seconds": audit["duration_seconds"],
-                                 "turns": battle["turns"]},
-                      "audit": {"battle_id": key, **{k: audit[k] for k in AUDIT}}}
-            for table, row in values.items():
-                for column, value in row.items():
-                    buffers[table][column].append(value)
+            pending.append((battle, audit))
             rows += 1
-            if rows % ROW_GROUP_ROWS == 0:
+            if cancel is not None and cancel():
+                raise Cancelled(f"TimeStamp export {name} cancelled after {rows} rows; nothing was published")
+            if len(pending) == ROW_GROUP_ROWS:
                 flush()
         flush()
         tables = {t: {**w.close(), "table": f"timestamp_{t}"} for t, w in writers.items()}
@@ -140,6 +158,9 @@ def export_timestamp_dataset(source: str, name: str, *, datasets_dir: str | Path
         readiness = contour_readiness(evidence, policy)
         block = {"approved_inputs": list(APPROVED_INPUTS), "prebattle_features": PREBATTLE_FEATURES,
                  "labels": list(LABELS), "audit": list(AUDIT), "rows": rows,
+                 "row_key": {"rule": ROW_KEY_RULE, "joins": "this dataset's inputs, labels and audit only",
+                             "why": "the source export holds the labels: its battle key would give them back by "
+                                    "one join; rows are in key order within each row group, not the source's"},
                  "loader": "extrarlhf.production.timestamp.load_inputs (inputs.parquet only; refuses any column "
                            "not in approved_inputs)",
                  "leakage_rule": "inputs are known before the battle starts; duration_seconds, turns, "
@@ -147,7 +168,7 @@ def export_timestamp_dataset(source: str, name: str, *, datasets_dir: str | Path
         manifest = write_manifest(
             folder, dataset_id=dataset_id, name=name, version=version, kind="timestamp", tables=tables,
             sources={"kind": "dataset", "dataset_id": resolved.dataset_id,
-                     "manifest_sha256": manifest_sha256(resolved.path),
+                     "manifest_sha256": source_sha,
                      "production": {k: (source_manifest.get("production") or {}).get(k)
                                     for k in ("window", "snapshot_at")}},
             readiness=readiness,

@@ -75,6 +75,9 @@ def oracle(sessions: list[S], treatments: list[A], start: datetime | None, end: 
                                                                           (t.started, t.id) > (s.started, s.id)))
                       for t in others)
         key = session_key(salt, s.id)
+        if s.ended < s.started:
+            excluded[key] = "ended_before_start"
+            continue
         if covered:
             excluded[key] = "overlapped"
             continue
@@ -160,6 +163,8 @@ EDGE_SESSIONS = [
     S("early-2", "early", m(6), m(8), m(9)),
     S("tie-1", "tie", m(10), m(30), m(31)),                      # same end as tie-2: the later one carries
     S("tie-2", "tie", m(15), m(30), m(31)),
+    S("rev-1", "rev", m(10), m(20), m(21)),
+    S("rev-2", "rev", m(100), m(40), m(101)),                    # ended before it started: no row, a return
 ]
 EDGE_TREATMENTS = [
     A("t1", "ret", m(25), "cancelled", m(26)),                   # in [20, 50): treated, whatever its status
@@ -206,7 +211,11 @@ def test_edge_cases_have_their_documented_outcomes(edge_export):
     assert not rows[k("solo-1")]["treated"]
     assert k("early-1") not in rows and k("early-1") not in excluded and k("early-2") in rows
     assert excluded[k("tie-1")] == "overlapped" and k("tie-2") in rows
-    assert all(r["duration_seconds"] > 0 for r in rows.values())
+    assert excluded[k("rev-2")] == "ended_before_start" and rows[k("rev-1")]["next_start"] == m(100)
+    assert all(r["duration_seconds"] > 0 and r["session_seconds"] >= 0 for r in rows.values())
+    assert result["excluded_by_reason"] == {"ended_before_start": 1, "overlapped": 4}
+    assert json.loads((Path(result["path"]) / "manifest.json").read_text())["returnclock"]["excluded_by_reason"] \
+        == result["excluded_by_reason"]
 
 
 def test_the_manifest_and_files_carry_no_raw_id(edge_export, world_db):
@@ -257,7 +266,7 @@ def worlds(draw):
     sessions, treatments = [], []
     for i in range(draw(st.integers(1, 14))):
         start = draw(st.integers(0, 60))
-        length = draw(st.one_of(st.none(), st.integers(0, 15)))
+        length = draw(st.one_of(st.none(), st.integers(-5, 15)))  # < 0: ended before it started
         sessions.append(S(f"s{i}", draw(st.sampled_from(players)), m(start),
                           None if length is None else m(start + length), m(draw(st.integers(0, 80)))))
     statuses = ("assigned", "sent", "delivered", "cancelled", "failed")
@@ -541,11 +550,16 @@ async def test_the_mcp_tool_reports_progress_and_leaks_nothing(pg_server, tmp_pa
     async def on_progress(done, total, message):
         progress.append((done, total))
 
+    policy = {"min_returnclock_rows": 1, "min_returnclock_events": 1}  # the thresholds, overridden over MCP
     async with Client(server) as client:
-        result = await Checked(client).ok("export_returnclock_dataset", {
+        c = Checked(client)
+        result = await c.ok("export_returnclock_dataset", {
             "start_at": START.isoformat(), "end_at": END.isoformat(), "ingested_before": CUT.isoformat(),
-            "name": "rc"}, progress_callback=on_progress)
-    assert result["published"] and result["complete"]
+            "name": "rc", "policy": policy}, progress_callback=on_progress)
+        refused = await c.err("split_returnclock_training_dataset", {"dataset": "rc"}, code="not_ready")
+        split = await c.ok("split_returnclock_training_dataset", {"dataset": "rc", "policy": policy})
+    assert result["published"] and result["complete"] and result["readiness"]["returnclock_ready"] is True
+    assert "need 200" in refused["message"] and split["row_counts"]["train"] >= 1
     window_rows = result["counts"]["rows"] + result["counts"]["excluded"]
     assert progress and progress[-1] == (window_rows, window_rows)
     assert [d for d, _ in progress] == sorted(d for d, _ in progress)

@@ -111,6 +111,7 @@ def _v5_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
     return {"dagster/row_count": counts["decisions"], "dagster/column_schema": parquet_schema(path / "decisions.parquet"),
             "battles": counts["battles"], "excluded": exclusions["count"],
             "exclusions": dg.MetadataValue.json(exclusions),
+            "labels": dg.MetadataValue.json(result.get("labels") or {}),
             "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
             "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
                 ("battles", counts["battles"], "#2563eb"), ("decisions", counts["decisions"], "#16a34a"),
@@ -122,6 +123,7 @@ def _returnclock_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
     return {"dagster/row_count": result["row_counts"]["returnclock"],
             "dagster/column_schema": parquet_schema(path / "returnclock.parquet"),
             "counts": dg.MetadataValue.json(counts), "readiness": dg.MetadataValue.json(result.get("readiness") or {}),
+            "excluded_by_reason": dg.MetadataValue.json(result.get("excluded_by_reason") or {}),
             "rows_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows", [
                 ("organic", counts["organic_rows"], "#16a34a"), ("treated", counts["treated_rows"], "#f59e0b"),
                 ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))}
