@@ -6,12 +6,15 @@ for its request forever. :func:`check_line` looks at every inbound line first. A
 SDK accepts passes through untouched (one extra parse, about 3 microseconds); anything else
 is answered the way JSON-RPC 2.0 says, with the request's id whenever it can be recovered:
 
-* not JSON (a torn line, ``NaN``/``Infinity``, which JSON does not have): ``-32700 Parse
-  error`` with id null;
+* not JSON (a torn line): ``-32700 Parse error`` with id null;
 * not a request object (an array -- MCP has no batches --, a scalar, ``jsonrpc`` missing or
   not ``"2.0"``, an id that is null, fractional, boolean or longer than the parser accepts, a
   method that is not text): ``-32600 Invalid Request``; each request of a batch that carries
   an id gets its own answer;
+* a request holding ``NaN``, ``Infinity`` or ``-Infinity`` anywhere (Python's parser and the
+  SDK's read them; JSON has no such numbers): ``-32600 Invalid Request`` with the request's
+  id, so the client waiting for that id hears back (id null when the id itself is one of them
+  or a fraction: MCP ids are strings or integers);
 * params the SDK cannot read (an array instead of an object, a string with a lone UTF-16
   surrogate, an integer of more than ``sys.get_int_max_str_digits()`` digits, nesting deeper
   than the SDK's parser accepts, 200 levels): ``-32602 Invalid params`` (the same content
@@ -195,6 +198,7 @@ def check_line(line: str) -> Verdict:
 
 
 def _diagnose(line: str, *, sdk_failed: bool) -> Verdict:
+    not_json = False  # the line holds NaN, Infinity or -Infinity, which JSON does not have
     try:
         doc = json.loads(line, parse_int=_parse_int, parse_constant=_reject_constant)
     except RecursionError:
@@ -203,8 +207,12 @@ def _diagnose(line: str, *, sdk_failed: bool) -> Verdict:
             return _answer(INVALID_PARAMS, request_id, "Invalid params: the params nest too deeply to be read")
         return _answer(INVALID_REQUEST, request_id, "Invalid Request: the message nests too deeply to be read")
     except ValueError:
-        return _answer(PARSE_ERROR, None, "Parse error: the line is not a JSON text (one JSON-RPC message per "
-                                          "line, UTF-8, no NaN or Infinity)")
+        try:  # NaN / Infinity: Python's parser (and the SDK's) reads them, so the request and its id are known
+            doc = json.loads(line, parse_int=_parse_int)
+        except (ValueError, RecursionError):
+            return _answer(PARSE_ERROR, None, "Parse error: the line is not a JSON text (one JSON-RPC message per "
+                                              "line, UTF-8, no NaN or Infinity)")
+        not_json = True
     if isinstance(doc, list):
         message = "Invalid Request: batches (JSON arrays) are not supported by MCP; send each message on its own line"
         answers = [_error(INVALID_REQUEST, rid, message) for item in doc if isinstance(item, dict)
@@ -215,12 +223,13 @@ def _diagnose(line: str, *, sdk_failed: bool) -> Verdict:
     has_id = "id" in doc
     rid = _valid_id(doc.get("id"))
     if "method" not in doc and ("result" in doc or "error" in doc):
-        return PASS if not sdk_failed else _drop("malformed response from the client")
+        return PASS if not (sdk_failed or not_json) else _drop("malformed response from the client")
     if doc.get("jsonrpc") != "2.0":
         return _answer(INVALID_REQUEST, rid, 'Invalid Request: "jsonrpc" must be "2.0"')
     if has_id and rid is None:
         return _answer(INVALID_REQUEST, None, "Invalid Request: id must be a string or an integer (not null, a "
-                                              f"fraction, a boolean, or longer than {_max_digits()} digits)")
+                                              f"fraction, NaN or Infinity, a boolean, or longer than "
+                                              f"{_max_digits()} digits)")
     method = doc.get("method")
     if not isinstance(method, str) or not _text_ok(method):
         return _answer(INVALID_REQUEST, rid, "Invalid Request: method must be a string of text")
@@ -235,6 +244,10 @@ def _diagnose(line: str, *, sdk_failed: bool) -> Verdict:
         if problem:
             label = "Invalid params" if code == INVALID_PARAMS else "Invalid Request"
             return _answer(code, rid, f"{label}: {problem}") if has_id else _drop(f"notification: {problem}")
+    if not_json:
+        return _answer(INVALID_REQUEST, rid, "Invalid Request: NaN, Infinity and -Infinity are not JSON numbers; "
+                                             "send a finite number (or null)") \
+            if has_id else _drop("notification with NaN or Infinity")
     if sdk_failed:
         return _answer(INVALID_REQUEST, rid, "Invalid Request: the message is not a JSON-RPC 2.0 request") \
             if has_id else _drop("unreadable notification")

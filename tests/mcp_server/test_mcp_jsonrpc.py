@@ -2,7 +2,8 @@
 
 The SDK dropped every line it could not read as a JSON-RPC message -- lone surrogates, a
 float id, a batch array, ``jsonrpc`` missing or "1.0", a 5,000-digit integer, deep nesting --
-and the client waited forever. Now each gets the answer the spec asks for (-32700 / -32600 /
+and the client waited forever; a request holding NaN or Infinity was answered with id null,
+so the client waiting for its id still waited (issue 24: now -32600 with that id). Now each gets the answer the spec asks for (-32700 / -32600 /
 -32602, with the id when it can be recovered), the server stays up, and -32601 does not
 repeat the method name. Tested with raw lines on the real server's stdin, on both stdio paths
 (pipes, and a regular file, which uses the SDK's own stdio), and line by line on the checker.
@@ -33,8 +34,14 @@ CALL = '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": 
 MALFORMED: list[tuple[str, int, object]] = [
     ("this is not json {{{", PARSE_ERROR, None),
     ('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": ', PARSE_ERROR, None),  # torn
-    ('{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": NaN}}', PARSE_ERROR, None),
-    ('{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"x": -Infinity}}', PARSE_ERROR, None),
+    # NaN / Infinity are not JSON, but the request is readable: answered with its id (issue 24)
+    ('{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": NaN}}', INVALID_REQUEST, 3),
+    ('{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"x": -Infinity}}', INVALID_REQUEST, 4),
+    (CALL % ('"nan-args"', '{"match_id": "m", "action_id": NaN}'), INVALID_REQUEST, "nan-args"),
+    ('{"jsonrpc": "2.0", "id": 5, "method": "ping", "extra": [Infinity]}', INVALID_REQUEST, 5),
+    ('{"jsonrpc": "2.0", "id": NaN, "method": "ping"}', INVALID_REQUEST, None),   # the id itself
+    ('{"jsonrpc": "2.0", "id": -Infinity, "method": "ping"}', INVALID_REQUEST, None),
+    (CALL % ("1.5", '{"match_id": "m", "action_id": 1}'), INVALID_REQUEST, None),  # a float id on a tools/call
     ("[1, 2, 3]", INVALID_REQUEST, None),
     ("[]", INVALID_REQUEST, None),
     ('"just a string"', INVALID_REQUEST, None),
@@ -105,6 +112,8 @@ def test_checker_passes_what_the_sdk_reads_and_never_answers_responses_or_notifi
         '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"t": "\\ud800"}}',  # bad notification
         '{"jsonrpc": "2.0", "method": "notifications/x", "params": [1]}',
         '{"jsonrpc": "2.0", "id": 5, "result": "\\ud800"}',                        # a malformed response
+        '{"jsonrpc": "2.0", "method": "notifications/x", "params": {"t": NaN}}',     # NaN in a notification
+        '{"jsonrpc": "2.0", "id": 8, "result": {"t": Infinity}}',                  # ... or in a response
     ]
     for line in silent:
         verdict = check_line(line)
