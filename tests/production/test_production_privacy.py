@@ -128,18 +128,29 @@ async def test_every_byte_written_by_mcp_and_cli_exports_is_free_of_secrets(prod
 
 
 @pytest.mark.anyio
-async def test_a_server_without_the_gate_refuses_every_export(tmp_path, production_db):
+@pytest.mark.parametrize("variant", ["unset", "near-misses"])
+async def test_a_server_without_the_gate_refuses_every_export(variant, tmp_path, production_db):
+    """Missing variables, or set ones that only look right: a flag of "1 " and a key id holding
+    the salt (it would be written into manifests and results)."""
     errlog = tmp_path / "stderr.log"
-    env = _env(None, **{gate.DSN_VAR: production_db.dsn, gate.SALT_VAR: "tiny-salt-xyz"})
+    if variant == "unset":
+        env = _env(None, **{gate.DSN_VAR: production_db.dsn, gate.SALT_VAR: "tiny-salt-xyz"})
+        refused, secrets = [gate.ENABLE_VAR, gate.SALT_VAR, gate.KEY_ID_VAR], ["tiny-salt-xyz"]
+    else:
+        env = _env(production_db.dsn, **{gate.ENABLE_VAR: "1 ", gate.KEY_ID_VAR: f"rc-{SALT}"})
+        refused, secrets = [gate.ENABLE_VAR, gate.KEY_ID_VAR], [SALT]
     async with Client(_server(tmp_path, env, errlog)) as client:
         c = Checked(client)
         status = await c.ok("production_status")
-        assert status["open"] is False and gate.SALT_VAR in status["invalid"]
+        assert status["open"] is False
+        assert status["invalid"] == ([gate.SALT_VAR] if variant == "unset" else [gate.ENABLE_VAR, gate.KEY_ID_VAR])
         for tool, args in (("export_production_v5_dataset", {"end_at": "2026-01-02T00:00:00Z", "name": "p"}),
+                           ("export_returnclock_dataset", {"end_at": "2026-01-02T00:00:00Z", "name": "r"}),
                            ("export_timestamp_dataset", {"source": "p", "name": "t"})):
             error = await c.err(tool, args, code="production_disabled")
-            assert gate.ENABLE_VAR in error["message"] and gate.KEY_ID_VAR in error["message"]
-            assert production_db.dsn not in error["message"] and "tiny-salt-xyz" not in error["message"]
+            assert all(name in error["message"] for name in refused), error["message"]
+            assert production_db.dsn not in error["message"]
+            assert not any(secret in error["message"] for secret in secrets)
     assert not (tmp_path / "datasets").exists() or not any((tmp_path / "datasets").iterdir())
 
 

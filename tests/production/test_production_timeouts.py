@@ -313,3 +313,23 @@ async def test_mcp_maps_timeouts_and_value_errors_and_a_cancel_leaves_no_query(w
     finally:
         await lock.close()
     assert _published(tmp_path / "b" / "datasets") == []
+
+
+def test_the_local_steps_after_an_export_stop_when_cancelled(world, tmp_path):
+    """The TimeStamp export and the ReturnClock split run as cancellable long work over MCP:
+    a true ``cancel()`` stops them before anything is published."""
+    from extrarlhf.production.returnclock import split_returnclock_training_dataset
+    from extrarlhf.production.timestamp import export_timestamp_dataset
+
+    dsn, end = world
+    env = env_for(dsn)
+    assert _export_rc(end, tmp_path, env)["published"] and _export_v5(end, tmp_path, env)["published"]
+    policy = {"min_returnclock_rows": 1, "min_returnclock_events": 1}
+    with pytest.raises(Cancelled, match="nothing was published"):
+        split_returnclock_training_dataset("rc", name="rc-split", datasets_dir=tmp_path, policy=policy,
+                                           cancel=lambda: True)
+    with pytest.raises(Cancelled, match="nothing was published"):
+        export_timestamp_dataset("v5", "ts", datasets_dir=tmp_path, environ=env, cancel=lambda: True)
+    assert _published(tmp_path) == ["rc/v1", "v5/v1"]
+    assert split_returnclock_training_dataset("rc", name="rc-split", datasets_dir=tmp_path, policy=policy,
+                                              cancel=lambda: False)["row_counts"]["train"] > 0
