@@ -5,10 +5,12 @@ Every entry point checks the gate first (gate.py): off by default, it refuses wi
 ``production_disabled`` naming each missing or invalid variable and opens no connection.
 Modules:
 
-- gate.py        the four environment variables, ``open_gate``, ``gate_status`` (names only)
+- gate.py        the four environment variables (and two optional timeouts), ``open_gate``,
+                 ``gate_status`` (names only); libpq key=value DSNs parsed
 - pseudonyms.py  keyed HMAC pseudonyms of player and battle ids
 - schema.py      the production schema the exports read (DDL, columns)
-- reader.py      one snapshot on two connections, keyset-paged streams, the row ceiling
+- reader.py      one snapshot on two connections, keyset-paged streams, the row ceiling,
+                 server-side timeouts, cancellation, the one error mapping (``read_failed``)
 - replay.py      production battles -> V5 rows through the engine (worker task)
 - export.py      ``export_production_v5_dataset``
 - timestamp.py   ``export_timestamp_dataset`` and ``load_inputs`` (the only TimeStamp loader)

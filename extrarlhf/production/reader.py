@@ -233,7 +233,7 @@ class _Stream:
                 page = await self.conn.fetch(self.sql_first, *self.args, limit)
             else:
                 page = await self.conn.fetch(self.sql_next, *self.args, *self._last, limit)
-        except Exception as exc:  # noqa: BLE001 - reported by the reader, scrubbed
+        except Exception as exc:  # noqa: BLE001 - mapped by the reader (read_failed)
             raise _PageError(self.name, self.pages, exc) from None
         if len(page) < limit:
             self._done = True
