@@ -58,6 +58,7 @@ from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, S
 
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision, KindMismatch
+from .model_files import ModelFileError, read_model_file
 
 MODEL_KINDS = ("legacy_onnx", "action_onnx", "v5")
 KIND_ALIASES = {"v4": "action_onnx"}
@@ -240,7 +241,7 @@ def _as_model(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -
         return model_or_path
     if isinstance(model_or_path, (bytes, bytearray)):
         return onnx.load_from_string(bytes(model_or_path))
-    return onnx.load(os.fspath(model_or_path))
+    return onnx.load_from_string(read_model_file(model_or_path))  # a regular file under the cap, or refused
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
@@ -315,10 +316,7 @@ def signature(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -
 
     Shapes are lists whose entries are an int (fixed), a str (named dynamic dim) or None
     (unknown); a shape of None means the rank is unknown."""
-    if isinstance(model_or_path, (str, os.PathLike)):
-        model = onnx.load(os.fspath(model_or_path), load_external_data=False)
-    else:
-        model = _as_model(model_or_path)
+    model = _as_model(model_or_path)  # from bytes: external data files are never loaded
     inits = {t.name for t in model.graph.initializer}
 
     def entry(v: onnx.ValueInfoProto) -> dict[str, Any]:
@@ -450,17 +448,17 @@ def _uses_external_data(model: onnx.ModelProto) -> bool:
 
 
 def load_model(path: str | os.PathLike[str]) -> LoadedModel:
-    """Load (or reuse) a model file; :class:`LoadFailure` if it is missing or unusable.
+    """Load (or reuse) a model file; :class:`LoadFailure` if it is missing or unusable (read by
+    adapters.model_files: a link, a FIFO, a device or a file above the size cap is refused).
 
     The file is read and hashed every time (about a millisecond per MB), so a file changed
     in place is never served from the cache; parsing, hashing weights and building the
     session happen once per distinct content."""
     p = os.fspath(path)
     try:
-        with open(p, "rb") as fh:
-            data = fh.read()
-    except (FileNotFoundError, NotADirectoryError):
-        raise LoadFailure("missing_file", f"model file {p} does not exist") from None
+        data = read_model_file(p)  # a link, a FIFO, a device or a file above the cap is refused unread
+    except ModelFileError as exc:
+        raise LoadFailure("missing_file" if exc.code == "not_found" else "runtime_error", str(exc)) from None
     except OSError as exc:
         raise LoadFailure("runtime_error", f"cannot read model file {p}: {exc}") from None
     file_sha = hashlib.sha256(data).hexdigest()

@@ -230,10 +230,10 @@ def _check_checkpoints(checkpoints_dir: Path, report: _Report) -> None:
                                f"checkpoint {entry['name']!r}: its model file {info['path']} is missing; register the "
                                f"model again", path=info["path"])
             elif not info["file_intact"]:
-                report.problem("checkpoints", "model_file_changed",
-                               f"checkpoint {entry['name']!r}: its model file {info['path']} changed since it was "
-                               f"registered (sha256 {info['sha256'][:16]}... expected); register the model again",
-                               path=info["path"])
+                message = f"checkpoint {entry['name']!r}: " + (
+                    info["file_problem"] or f"its model file {info['path']} changed since it was registered (sha256 "
+                                            f"{info['sha256'][:16]}... expected); register the model again")
+                report.problem("checkpoints", "model_file_changed", message, path=info["path"])
         if checkpoints_dir.is_dir():
             for path in sorted(checkpoints_dir.glob("*.onnx")):
                 if path.name in named:

@@ -48,6 +48,9 @@ import onnx
 
 from adapters import KindMismatch, ModelPolicy
 from adapters.decision import AdapterError
+from adapters.model_files import (DEFAULT_MAX_MODEL_BYTES, MAX_MODEL_BYTES_ENV, ModelFileError,
+                                  max_model_bytes, open_model_file, read_model_file, sha256_model_file)
+from adapters.model_files import size_text as _size_text
 from adapters.onnx_models import (
     MODEL_KINDS,
     canonical_kind,
@@ -66,8 +69,6 @@ from .runtime.trace import utc_now
 CHECKPOINTS_SCHEMA_VERSION = 1
 DEFAULT_ROOT = "checkpoints"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-DEFAULT_MAX_MODEL_BYTES = 256 * 1024 * 1024
-MAX_MODEL_BYTES_ENV = "RLHF_MAX_MODEL_BYTES"
 HASH_CHUNK = 1024 * 1024
 _ENTRY_FIELDS = {"name": str, "kind": str, "file": str, "signature": dict, "weights_hash": str, "size_bytes": int,
                  "sha256": str, "registered_at": str, "source_path": str}
@@ -97,13 +98,6 @@ class ProtectedCheckpoint(RLHFError):
     """An overwrite of the promoted checkpoint or of one a rollback could restore."""
 
     code = "checkpoint_protected"
-
-
-def _size_text(n: int) -> str:
-    for unit, size in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.1f} {unit} ({n} bytes)"
-    return f"{n} bytes"
 
 
 def _check_cap(value: object, where: str) -> int:
@@ -136,12 +130,9 @@ class Checkpoint:
 
 
 def _sha256_file(path: str | os.PathLike[str]) -> str:
-    """sha256 of a file, read in chunks (memory stays flat whatever its size)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(HASH_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    """sha256 of a model file, read in chunks (memory stays flat whatever its size) through
+    adapters.model_files: never through a link, never a FIFO or device, never above the cap."""
+    return sha256_model_file(path)
 
 
 class CheckpointRegistry:
@@ -159,17 +150,10 @@ class CheckpointRegistry:
         ``RLHF_MAX_MODEL_BYTES``, else 256 MiB."""
         if self._max_model_bytes is not None:
             return self._max_model_bytes
-        raw = os.environ.get(MAX_MODEL_BYTES_ENV)
-        if raw is None or raw.strip() == "":
-            return DEFAULT_MAX_MODEL_BYTES
         try:
-            value = int(raw.strip())
-        except ValueError:
-            value = None
-        if value is None or value < 1:
-            raise InvalidArgument(f"{MAX_MODEL_BYTES_ENV}={raw!r} is not a positive number of bytes (e.g. "
-                                  f"{MAX_MODEL_BYTES_ENV}={2 * DEFAULT_MAX_MODEL_BYTES} for 512 MiB)")
-        return value
+            return max_model_bytes()
+        except AdapterError as exc:
+            raise InvalidArgument(str(exc)) from None
 
     # ------------------------------------------------------------------ index
     def _read(self) -> dict[str, dict[str, Any]]:
@@ -256,18 +240,24 @@ class CheckpointRegistry:
         fd, tmp_name = tempfile.mkstemp(prefix=f".register-{stem}.{os.getpid()}-", suffix=".tmp", dir=self.root)
         tmp = Path(tmp_name)
         digest, copied = hashlib.sha256(), 0
+        grew = ModelTooLarge(f"model file {src} grew past the registration cap of {_size_text(cap)} while it was "
+                             f"copied (it measured {_size_text(size)})")
         try:
             os.fchmod(fd, 0o666 & ~_current_umask())
-            with open(src, "rb") as fh:
-                for chunk in iter(lambda: fh.read(HASH_CHUNK), b""):
-                    copied += len(chunk)
-                    if copied > cap:
-                        raise ModelTooLarge(f"model file {src} grew past the registration cap of "
-                                            f"{_size_text(cap)} while it was copied (it measured {_size_text(size)})")
-                    digest.update(chunk)
-                    view = memoryview(chunk)
-                    while view:
-                        view = view[os.write(fd, view):]
+            try:  # the user's own path: a link is followed, but it must lead to a regular file (not a FIFO, a device)
+                with open_model_file(src, follow_symlinks=True, max_bytes=cap) as (fh, _):
+                    for chunk in iter(lambda: fh.read(HASH_CHUNK), b""):
+                        copied += len(chunk)
+                        if copied > cap:
+                            raise grew
+                        digest.update(chunk)
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(fd, view):]
+            except ModelFileError as exc:
+                if exc.code == "model_too_large":  # above the cap by the time it was opened
+                    raise grew from None
+                raise
             os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -306,8 +296,9 @@ class CheckpointRegistry:
             self.root.mkdir(parents=True, exist_ok=True)
         tmp, sha, size = self._copy_in(src, st.st_size, cap)
         try:
+            data = read_model_file(tmp, max_bytes=cap)  # our private copy, read once for every check
             try:
-                model = onnx.load(str(tmp), load_external_data=False)
+                model = onnx.load_from_string(data)
             except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage
                 raise InvalidArgument(f"{src} is not a readable ONNX model ({type(exc).__name__}: {exc})") from None
             if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
@@ -331,13 +322,13 @@ class CheckpointRegistry:
                 except KindMismatch as exc:
                     raise KindMismatchError(f"refusing to register {name!r} as {kind}: {exc}") from None
             try:
-                new_session(str(tmp))
+                new_session(data)
             except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
                 raise InvalidArgument(f"onnxruntime cannot load {src}: {type(exc).__name__}: {exc}") from None
             entry = {"name": name, "kind": kind, "file": self._file_name(name, sha), "signature": sig,
                      "weights_hash": weights_hash(model), "size_bytes": size, "sha256": sha,
                      "registered_at": utc_now(), "source_path": str(src.absolute())}
-            del model
+            del model, data
             with locked(self.index_path), contextlib.ExitStack() as stack:
                 entries = self._read()
                 old = entries.get(name)
@@ -377,14 +368,18 @@ class CheckpointRegistry:
         return self._to_checkpoint(entries[name])
 
     def inspect(self, name: str) -> dict[str, Any]:
-        """The entry plus a check of the stored file: ``file_present`` and ``file_intact``
-        (its sha256 still matches the registration)."""
+        """The entry plus a check of the stored file: ``file_present``, ``file_intact`` (its
+        sha256 still matches the registration) and ``file_problem`` (why it is not intact when
+        it cannot even be read: a link, a FIFO, a device, a file above the size cap; else None)."""
         cp = self.get(name)
         info = cp.as_dict()
+        info["file_problem"] = None
         try:
             info["file_present"], info["file_intact"] = True, _sha256_file(cp.path) == cp.sha256
-        except FileNotFoundError:
-            info["file_present"], info["file_intact"] = False, False
+        except ModelFileError as exc:
+            info["file_present"], info["file_intact"] = exc.code != "not_found", False
+            if exc.code != "not_found":
+                info["file_problem"] = str(exc)
         return info
 
     def policy(self, name: str, seed: int = 0, *, fallback: str = "greedy", sample: bool = False) -> ModelPolicy:

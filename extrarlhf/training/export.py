@@ -27,6 +27,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import engine
+from adapters.model_files import read_model_file
 from adapters.onnx_models import check_kind, new_session, signature, weights_hash
 
 from ..errors import RLHFError
@@ -109,8 +110,7 @@ def verify_export(path: str | os.PathLike[str], params: Params, sample: Decision
                   tolerance: float = TOLERANCE, n: int = 64) -> dict[str, Any]:
     """Run the file in onnxruntime and compare with numpy; raises :class:`ExportMismatch`."""
     obs, feats, mask = padded_sample(sample, n)
-    with open(path, "rb") as fh:
-        session = new_session(fh.read())
+    session = new_session(read_model_file(path))
     logits, value = session.run(["logits", "value"], {"obs": obs, "action_features": feats, "action_mask": mask})
     ref_logits, ref_value = forward_padded(params, obs, feats, mask)
     legal = mask > 0
