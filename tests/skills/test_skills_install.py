@@ -420,3 +420,13 @@ def test_crlf_line_endings_are_kept(tmp_path, target, name, content):
     if target == "codex":
         assert data.startswith(content), "the user's lines are kept as they were"
     assert install_skills(target, project=project, home=tmp_path / "h")["config"]["action"] == "unchanged"
+
+
+def test_a_config_that_is_not_utf8_is_refused_and_left_alone(tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / ".mcp.json").write_bytes(b'{"theme": "\xff\xfe"}\n')
+    before = _snapshot(project)
+    message = _refused("invalid_config", install_skills, "claude", project=project, home=tmp_path / "h")
+    assert "is not UTF-8 text" in message and "nothing was written" in message
+    assert _snapshot(project) == before
