@@ -76,6 +76,8 @@ def meta_mismatch(configuration: dict[str, Any], meta: dict[str, Any]) -> tuple[
     record disagrees with the group's configuration, or None."""
     actors = meta.get("actors") if isinstance(meta.get("actors"), dict) else {}
     for name, want in _expected(configuration).items():
+        if name.endswith(".weights_hash") and meta.get("degraded"):
+            continue  # a model that could not be loaded records the hash of the file it found, if any
         if name.startswith("actors."):
             _, seat, key = name.split(".")
             actor = actors.get(seat)
@@ -94,7 +96,7 @@ def entry_mismatch(configuration: dict[str, Any], entry: dict[str, Any]) -> tupl
     if entry.get("battle_tag") != expected["battle_tag"]:
         return "battle_tag", expected["battle_tag"], entry.get("battle_tag")
     hashes = sorted({h for h in (expected["actors.p1.weights_hash"], expected["actors.p2.weights_hash"]) if h})
-    if sorted(entry.get("weights_hashes") or []) != hashes:
+    if not entry.get("degraded") and sorted(entry.get("weights_hashes") or []) != hashes:
         return "weights_hashes", hashes, sorted(entry.get("weights_hashes") or [])
     return None
 

@@ -473,3 +473,24 @@ def test_a_model_opponent_swapped_in_the_manifest_is_caught_from_the_catalog_alo
     entries = store.read_catalog("g")
     found = store.configuration_mismatches("g", manifest["configuration"], entries, sample=0)
     assert [m[:2] for m in found] == [(e["battle_id"], "weights_hashes") for e in entries]
+
+
+def test_battles_played_while_the_model_file_was_broken_do_not_count_as_an_edited_manifest(tmp_path: Path) -> None:
+    """A degraded battle records the weights hash of the file it found (here another model's): that
+    is not a manifest edit, and the series resumes once the file is restored."""
+    from extrarlhf.checkpoints import CheckpointRegistry
+    from tests import onnx_factory
+
+    checkpoints = tmp_path / "checkpoints"
+    path = CheckpointRegistry(checkpoints).register(
+        "m", onnx_factory.save(onnx_factory.v5_model(), tmp_path / "m.onnx")).path
+    good = path.read_bytes()
+    onnx_factory.save(onnx_factory.v5_model(value_bias=1.0), path)  # other weights: hash_mismatch, degraded
+    root = tmp_path / "s"
+    run_series(root, "g", 2, p1_model="baseline:greedy", opponent="m", checkpoints_dir=checkpoints)
+    assert all(e["degraded"] for e in SessionStore(root).read_catalog("g"))
+    path.write_bytes(good)
+    result = run_series(root, "g", 4, p1_model="baseline:greedy", opponent="m", checkpoints_dir=checkpoints)
+    assert result["ran"] == 2
+    from extrarlhf.runtime.sessions import check_sessions
+    assert check_sessions(root) == []
