@@ -127,7 +127,7 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
         dataset_id, name, seed, imitate=imitate, epochs=epochs, datasets_dir=datasets_dir,
         checkpoints_dir=checkpoints_dir, policy=readiness_policy, progress=report("train"), **options))
     stages["train"] = {k: trained[k] for k in ("name", "weights_hash", "card_path", "dataset_id", "final", "data",
-                                               "seconds", "decisions_per_s_per_epoch")}
+                                               "seconds", "decisions_per_s_per_epoch", "target_fallback")}
 
     against = incumbent if incumbent is not None else current_incumbent(checkpoints_dir)
     bench = timed("benchmark", lambda: benchmark_models(

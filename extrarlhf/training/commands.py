@@ -54,6 +54,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"  held-out test: loss {final['test_loss']:.4f}, top-1 {_pct(final['test_top1'])}")
     print(f"  weights_hash {result['weights_hash']}")
     print(f"  model card {result['card_path']}")
+    if result["target_fallback"]:
+        fallback = result["target_fallback"]
+        print(f"  warning: target {fallback['asked']} fell back to {fallback['used']}: {fallback['why']}")
     return 0
 
 

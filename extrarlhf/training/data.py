@@ -26,6 +26,9 @@ so a one-hot target would teach an arbitrary tie-break; the soft target shares t
 probability between equally good actions and ranks the rest. Decisions without action
 values keep the one-hot target. For a labelling search (``search:...&play=<spec>``, DAgger)
 the recorded choice is the play policy's move, so only the soft target carries the teacher.
+When *no* imitated decision has action values, the soft target asked for is the one-hot choice
+everywhere: :func:`target_fallback` says so (what was asked, what was used, why), and the
+training result, the CLI report, the model card and the Dagster metadata show it.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class Decisions:
     battle_ids: np.ndarray   # object [D]
     actors: dict[str, int] = field(default_factory=dict)  # decisions per actor spec in the file read
     targets: np.ndarray | None = None  # float32 [R], target probability of each action row (module docstring)
+    valued: np.ndarray | None = None  # bool [D], decisions whose target is the search's values (with targets)
 
     def __len__(self) -> int:
         return int(self.obs.shape[0])
@@ -107,11 +111,12 @@ def _imitated(table: pa.Table, imitate: str) -> np.ndarray:
 
 
 def search_targets(policy_json: pa.ChunkedArray, offsets: np.ndarray, labels: np.ndarray,
-                   temperature: float) -> np.ndarray:
+                   temperature: float) -> tuple[np.ndarray, np.ndarray]:
     """Flat target probabilities: the softmax of the search's action values where a decision
-    has them, else one-hot on the recorded choice (module docstring)."""
+    has them, else one-hot on the recorded choice (module docstring); and which decisions had them."""
     targets = np.zeros(int(offsets[-1]), dtype=np.float32)
     targets[offsets[:-1] + labels] = 1.0
+    valued = np.zeros(len(labels), dtype=bool)
     for d, text in enumerate(policy_json.to_pylist()):
         if not text or "action_values" not in text:
             continue
@@ -125,7 +130,24 @@ def search_targets(policy_json: pa.ChunkedArray, offsets: np.ndarray, labels: np
         v = np.array([x if x is not None else -np.inf for x in values], dtype=np.float64)
         w = np.exp((v - v[searched].max()) / temperature)
         targets[start:stop] = (w / w.sum()).astype(np.float32)
-    return targets
+        valued[d] = True
+    return targets, valued
+
+
+def target_fallback(data: Decisions, target: str) -> dict[str, Any] | None:
+    """None when ``data`` (a train split) is learnt with the ``target`` asked for; for
+    ``"search_values"`` on decisions of which no imitated one has search action values, what
+    happened instead: ``{"asked", "used", "decisions", "decisions_with_values", "why"}``."""
+    if target != "search_values" or data.valued is None:
+        return None
+    rows = data.policy_rows()
+    if rows.size == 0 or data.valued[rows].any():
+        return None
+    return {"asked": "search_values", "used": "choice", "decisions": int(rows.size), "decisions_with_values": 0,
+            "why": "no imitated decision of the train split carries a search's action values (only decisions of a "
+                   "search actor, search:..., record them), so every target is the recorded choice, as with "
+                   "target 'choice'; to learn a teacher's values collect with a search actor (or label battles "
+                   "with search:<rollout>?play=<spec>) and imitate 'search'"}
 
 
 def from_table(table: pa.Table, imitate: str, temperature: float | None = None) -> Decisions:
@@ -143,12 +165,13 @@ def from_table(table: pa.Table, imitate: str, temperature: float | None = None) 
         raise InvalidArgument("a decision's action_index lies outside its legal actions; validate the dataset")
     actors = {str(item["values"]): int(item["counts"])
               for item in pc.value_counts(pc.fill_null(table.column("actor_spec"), "(none)")).to_pylist()}
+    targets, valued = (None, None) if temperature is None else \
+        search_targets(table.column("policy_json"), offsets, labels, temperature)
     return Decisions(obs=np.ascontiguousarray(obs), features=np.ascontiguousarray(features), offsets=offsets,
                      labels=labels, outcome=table.column("outcome").to_numpy().astype(np.float32),
                      imitated=_imitated(table, imitate),
                      battle_ids=np.asarray(table.column("battle_id").to_pylist(), dtype=object), actors=actors,
-                     targets=None if temperature is None else
-                     search_targets(table.column("policy_json"), offsets, labels, temperature))
+                     targets=targets, valued=valued)
 
 
 def read_decisions(path: Path, imitate: str, temperature: float | None = None) -> Decisions:
@@ -167,7 +190,8 @@ def take(data: Decisions, index: np.ndarray) -> Decisions:
     ids = data.battle_ids[index]
     return Decisions(obs=data.obs[index], features=data.features[rows], offsets=offsets, labels=data.labels[index],
                      outcome=data.outcome[index], imitated=data.imitated[index], battle_ids=ids,
-                     actors=dict(data.actors), targets=None if data.targets is None else data.targets[rows])
+                     actors=dict(data.actors), targets=None if data.targets is None else data.targets[rows],
+                     valued=None if data.valued is None else data.valued[index])
 
 
 def row_index(offsets: np.ndarray, index: np.ndarray, new_offsets: np.ndarray) -> np.ndarray:

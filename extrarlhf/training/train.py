@@ -43,7 +43,7 @@ from ..runtime.sessions import check_name
 from .bc import HyperParams, check_training_cost, policy_metrics, train_bc, value_mse
 from .blas import single_blas_thread
 from .card import build_card, write_card
-from .data import Decisions, check_imitate, read_decisions, take
+from .data import Decisions, check_imitate, read_decisions, take, target_fallback
 from .export import export_onnx
 
 TRAINABLE_KINDS = ("v5_decisions", "v5_policy_split")
@@ -118,7 +118,8 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
     """Train a behaviour-cloning policy on ``dataset`` (``NAME``, ``NAME/vN`` or ``@POINTER``),
     register it as checkpoint ``name`` (kind ``v5``) and write its model card; returns a
     JSON-able summary (checkpoint, card path, weights_hash, data sizes, per-epoch metrics).
-    ``target="search_values"`` imitates a search teacher's action values (bc.py, data.py)."""
+    ``target="search_values"`` imitates a search teacher's action values (bc.py, data.py);
+    ``target_fallback`` says when the data had none, so the choices were learnt instead."""
     check_name(name, "checkpoint")
     seed = check_seed(seed)
     imitate = check_imitate(imitate)
@@ -177,7 +178,8 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
 
     if os.environ.get("RLHF_TEST_CRASH_AT") == "before_card":  # test hook (module docstring)
         os.kill(os.getpid(), signal.SIGKILL)
-    data = {"split": split_info, **{s: d.describe() for s, d in splits.items()}}
+    fallback = target_fallback(train, target)  # search_values asked, none in the data: said, never silent
+    data = {"split": split_info, **{s: d.describe() for s, d in splits.items()}, "target_fallback": fallback}
     dataset_block = {"dataset_id": info["dataset_id"], "kind": info["kind"], "manifest_sha256": info["manifest_sha256"],
                      "path": str(info["path"]), "row_counts": info["manifest"].get("row_counts"),
                      "source_groups": [g.get("group") for g in (info["manifest"].get("sources") or {}).get("groups")
@@ -195,4 +197,5 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
             "hyperparameters": hp.as_dict(),
             "data": {s: {k: v for k, v in d.describe().items() if k != "actors"} for s, d in splits.items()},
             "history": result.history, "final": final, "export_verification": exported["verification"],
-            "seconds": round(result.seconds, 3), "decisions_per_s_per_epoch": epochs_rate}
+            "seconds": round(result.seconds, 3), "decisions_per_s_per_epoch": epochs_rate,
+            "target_fallback": fallback}

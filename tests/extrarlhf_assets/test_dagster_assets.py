@@ -34,6 +34,8 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
     assert {"battle_id", "action_id"} <= names
     checkpoint = metadata(result, "v5_policy_checkpoint")
     assert checkpoint["dataset_id"] == "tiny/v1" and "Loss per epoch" in checkpoint["training_curves"]
+    # greedy-vs-greedy battles carry no search values: the default search_values target says it fell back
+    assert checkpoint["target_fallback"]["asked"] == "search_values" and checkpoint["target_fallback"]["used"] == "choice"
     bench = metadata(result, "policy_benchmark")
     assert bench["passed"] and bench["incumbent"] == "baseline:random"
     assert "| match | pairs | W | D | L |" in bench["benchmark_table"]

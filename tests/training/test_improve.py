@@ -16,7 +16,7 @@ from extrarlhf.errors import InvalidArgument, RLHFError
 from extrarlhf.improve import improve_policy, round_groups
 from extrarlhf.promotion import DEFAULT_INCUMBENT, current_incumbent, read_promoted
 from extrarlhf.runtime.sessions import SessionStore
-from extrarlhf.training.data import search_targets
+from extrarlhf.training.data import search_targets, target_fallback
 from extrarlhf.training.train import check_dataset, load_splits
 from tests.mcp_helpers import read_jsonl
 from tests.training_helpers import datasets_dir, train_small
@@ -34,7 +34,8 @@ def test_search_targets_share_ties_rank_the_rest_and_keep_one_hot_elsewhere() ->
     column = pa.chunked_array([[_json([0.2, None, 0.5, 0.5]), '{"rationale": "greedy"}', _json([None])]])
     offsets = np.array([0, 4, 7, 8])
     labels = np.array([2, 1, 0])
-    t = search_targets(column, offsets, labels, temperature=0.1)
+    t, valued = search_targets(column, offsets, labels, temperature=0.1)
+    assert list(valued) == [True, False, False]  # decision 2's one searched action teaches nothing
     assert t.dtype == np.float32 and t.shape == (8,)
     top = 1.0 / (2.0 + np.exp(-3.0))
     assert t[2] == pytest.approx(top) and t[3] == pytest.approx(top)  # the tie is shared, not a tie-break
@@ -42,7 +43,7 @@ def test_search_targets_share_ties_rank_the_rest_and_keep_one_hot_elsewhere() ->
     assert t[0:4].sum() == pytest.approx(1.0)
     assert list(t[4:7]) == [0.0, 1.0, 0.0] and t[7] == 1.0  # one-hot where there are no values
     # a colder temperature moves the mass onto the best actions
-    cold = search_targets(column, offsets, labels, temperature=0.01)
+    cold, _ = search_targets(column, offsets, labels, temperature=0.01)
     assert cold[0] < t[0] and cold[2] == pytest.approx(0.5, abs=1e-6)
 
 
@@ -53,6 +54,14 @@ def test_search_values_target_on_data_without_search_is_the_choice_target(tmp_pa
     b = train_small(tmp_path / "b", "b", seed=5, target="search_values", temperature=0.05)
     assert a["weights_hash"] == b["weights_hash"]
     assert b["hyperparameters"]["target"] == "search_values"
+    # ... and the result says so, never silently (issue 24): what was asked, what was used, why
+    assert a["target_fallback"] is None
+    fallback = b["target_fallback"]
+    assert fallback["asked"] == "search_values" and fallback["used"] == "choice"
+    assert fallback["decisions_with_values"] == 0 and fallback["decisions"] == b["data"]["train"]["imitated_with_choice"]
+    assert "no imitated decision of the train split carries a search's action values" in fallback["why"]
+    card = json.loads(Path(b["card_path"]).read_text(encoding="utf-8"))
+    assert card["training"]["data"]["target_fallback"] == fallback
 
 
 def test_bad_target_is_refused_with_the_choices(tmp_path: Path) -> None:
@@ -106,6 +115,8 @@ def test_improve_policy_rounds_promote_and_continue(tmp_path: Path) -> None:
     card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
     assert card["training"]["imitate"] == "search"
     assert card["training"]["hyperparameters"]["target"] == "search_values"
+    assert card["training"]["data"]["target_fallback"] is None  # the teacher's values were learnt
+    assert target_fallback(splits["train"], "search_values") is None
 
     # a second call continues the numbering and trains on every earlier group; the time budget
     # stops it after the round it could estimate

@@ -263,6 +263,11 @@ def test_cli_train_benchmark_and_promote(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "cli-bc: v5 checkpoint trained on gg/v1" in out and "weights_hash" in out
     assert len([line for line in out.splitlines() if line.strip()[:1].isdigit()]) == 3  # one row per epoch
+    assert "warning" not in out
+    # search_values on greedy battles (no search values) trains on the choices, and says so
+    assert _cli(["train", "gg", "--name", "cli-sv", "--epochs", "1", "--target", "search_values", "--datasets-dir",
+                 str(datasets_dir()), "--checkpoints-dir", ck]) == 0
+    assert "warning: target search_values fell back to choice: no imitated decision" in capsys.readouterr().out
     code = _cli(["benchmark", "cli-bc", "baseline:random", "--pairs", "60", "--baseline-pairs", "0",
                  "--checkpoints-dir", ck])
     out = capsys.readouterr().out

@@ -104,6 +104,8 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
     curves = {"train_loss": [h.get("train_loss") for h in history], "val_loss": [h.get("val_loss") for h in history],
               "train_top1": [h.get("train_top1") for h in history], "val_top1": [h.get("val_top1") for h in history]}
     context.log.info(f"trained {name} on {dataset_id}: {final}")
+    if result["target_fallback"]:
+        context.log.warning(f"target {config.target} fell back to choice: {result['target_fallback']['why']}")
     yield dg.MaterializeResult(metadata={
         "checkpoint": name,
         "dataset_id": dataset_id,
@@ -116,6 +118,7 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
         "val_decisions": result["data"]["val"]["decisions"],
         "final": dg.MetadataValue.json(final),
         "hyperparameters": dg.MetadataValue.json(result["hyperparameters"]),
+        "target_fallback": dg.MetadataValue.json(result["target_fallback"] or {}),
         "train_loss": float(final["train_loss"]),
         "train_top1": float(final["train_top1"]),
         "training_curves": dg.MetadataValue.md(line_chart_md("Loss per epoch", {k: curves[k] for k in
