@@ -54,6 +54,20 @@ def scope(cancel: Cancel, max_rollouts: int | None = None) -> Iterator[WorkScope
         _SCOPE.reset(token)
 
 
+@contextmanager
+def also_cancelled_by(cancel: Cancel) -> Iterator[WorkScope]:
+    """A scope for the enclosed work that stops when ``cancel()`` or the enclosing scope's
+    cancel flag is true (a library function with its own ``cancel`` argument, called by a
+    cancellable caller or not)."""
+    outer = _SCOPE.get()
+    if outer is None:
+        with scope(cancel) as work:
+            yield work
+        return
+    with scope(lambda: cancel() or outer.cancel(), outer.max_rollouts) as work:
+        yield work
+
+
 def set_process_cancel(cancel: Cancel | None) -> None:
     """A process-wide cancel flag (a worker process's, set by its parent); None removes it."""
     _PROCESS_CANCEL.clear()

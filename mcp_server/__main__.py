@@ -1,4 +1,4 @@
-"""``python -m mcp_server [--sessions-dir DIR] [--datasets-dir DIR] [--checkpoints-dir DIR]``.
+"""``python -m mcp_server [--sessions-dir DIR] [--datasets-dir DIR] [--checkpoints-dir DIR] [limits]``.
 
 Serves MCP over stdio. stdout is the wire: everything else (logs, warnings) goes to stderr.
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+
+from .limits import Limits
 
 
 def _count(text: str, low: int) -> int:
@@ -22,6 +24,22 @@ def _positive(text: str) -> int:
 
 def _non_negative(text: str) -> int:
     return _count(text, 0)
+
+
+def _positive_rollouts(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= 9) or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be an integer in 1..999999999")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError("must be a number of seconds in 0..3600")
+    return value
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--long-waiting", type=_non_negative, default=None,
                         help="long calls that may wait for a slot; more are refused with 'busy' (default: 2 x "
                              "--long-slots)")
+    parser.add_argument("--max-rollouts-per-call", type=_positive_rollouts, default=Limits.max_rollouts_per_call,
+                        help="search rollouts one play call (start_battle, submit_action, advance_bot) may spend "
+                             "before it returns with 'paused' (default: %(default)s)")
+    parser.add_argument("--drain-seconds", type=_seconds, default=Limits.drain_seconds,
+                        help="at the end of input, how long running calls may finish before their work is stopped "
+                             "and they are answered 'shutting_down' (default: %(default)s)")
     parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         help="stderr log level (default: WARNING)")
     return parser.parse_args(argv)
@@ -51,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     from .server import build_server  # after logging is set up
 
-    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, args.long_slots,
-                          args.long_waiting)
+    limits = Limits(long_slots=args.long_slots, long_waiting=args.long_waiting,
+                    max_rollouts_per_call=args.max_rollouts_per_call, drain_seconds=args.drain_seconds)
+    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, limits)
     logging.getLogger().setLevel(args.log_level)  # the SDK configures logging on construction; ours wins
     logging.getLogger("mcp_server").info("serving on stdio: sessions=%s datasets=%s checkpoints=%s",
                                          server.config.sessions_dir, server.config.datasets_dir,

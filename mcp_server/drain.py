@@ -28,10 +28,10 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from . import cancel
+from .limits import DRAIN_SECONDS
 
 log = logging.getLogger("mcp_server")
 
-DRAIN_SECONDS = 60.0
 SHUTDOWN_GRACE_SECONDS = 5.0  # a stopped call reaches its next work checkpoint well within this
 
 

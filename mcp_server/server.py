@@ -54,6 +54,7 @@ from . import cancel, guards, tools_datasets, tools_production, tools_training
 from .cancel import run_cancellable, run_long
 from .drain import answered_before_exit
 from .envelope import EnvelopeResult, failure, from_exception, success
+from .limits import Limits
 from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
 from .transport import pipe_stdio
@@ -99,9 +100,6 @@ Codename = Annotated[str, Strict(), Field(description="Worker codename: starts w
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
-# Search rollouts one play call (start_battle, submit_action, advance_bot) may spend: about 5
-# decisions at the maximum sims (~15 s with greedy rollouts), a whole battle or more at the default.
-MAX_ROLLOUTS_PER_CALL = 20_000
 
 
 @dataclass(frozen=True)
@@ -127,11 +125,12 @@ def _version() -> str:
 class ExtraRLHFServer(MCPServer):
     """MCPServer whose every tool answers with the ExtraRLHF envelope, errors included."""
 
-    def __init__(self, config: ServerConfig, long_slots: int | None = None, long_waiting: int | None = None) -> None:
+    def __init__(self, config: ServerConfig, limits: Limits | None = None) -> None:
         super().__init__(SERVER_NAME, title="ExtraRLHF", version=_version(), instructions=INSTRUCTIONS,
                          log_level="WARNING", middleware=[_unknown_method_not_repeated])
         self.config = config
-        self.long_work = cancel.configure(long_slots, long_waiting)  # the bounded pool for long calls
+        self.limits = limits or Limits()
+        self.long_work = cancel.configure(self.limits.long_slots, self.limits.long_waiting)  # for long calls
         self.store = SessionStore(config.sessions_dir)
         self.matches = MatchRegistry(self.store, str(config.checkpoints_dir))  # live, process-local, locked per match
         self.checkpoints = CheckpointRegistry(config.checkpoints_dir)
@@ -183,7 +182,7 @@ class ExtraRLHFServer(MCPServer):
         """Serve over stdio on pipe transports (see :mod:`mcp_server.transport`), answering every
         request read before the input ends (see :mod:`mcp_server.drain`)."""
         async with pipe_stdio() as streams:
-            read_stream, write_stream = answered_before_exit(*streams)
+            read_stream, write_stream = answered_before_exit(*streams, drain_seconds=self.limits.drain_seconds)
             await self._lowlevel_server.run(read_stream, write_stream,
                                             self._lowlevel_server.create_initialization_options())
 
@@ -248,8 +247,8 @@ OPPONENT_MOVES_NOTE = ("opponent_moves are described from player 2's side: 'your
 
 def _hint(match: Match) -> str:
     state = match.state
-    if match.paused == "work_cap" and not state.is_terminal:
-        return (f"This call stopped at its work cap (MAX_ROLLOUTS_PER_CALL = {MAX_ROLLOUTS_PER_CALL:,} search "
+    if match.paused is not None and not state.is_terminal:
+        return (f"This call stopped at its work cap (max_rollouts_per_call = {match.paused['limit']:,} search "
                 f"rollouts) before the bots' moves were done: call advance_bot to let them go on.")
     if state.is_terminal:
         outcome = "a draw" if state.winner == 0 else f"won by player {state.winner}"
@@ -286,19 +285,18 @@ def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, 
                     "state": state.player_view(1)})
     out["legal_actions"] = match.legal_actions() if your_turn else []
     if match.paused is not None and not state.is_terminal:
-        out["paused"] = {"reason": match.paused, "cap": "MAX_ROLLOUTS_PER_CALL", "limit": MAX_ROLLOUTS_PER_CALL}
+        out["paused"] = {**match.paused, "cap": "max_rollouts_per_call"}
     out["next"] = _hint(match)
     return out
 
 
 # ---------------------------------------------------------------------------- tools
 def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
-                 checkpoints_dir: str | os.PathLike[str] = "checkpoints", long_slots: int | None = None,
-                 long_waiting: int | None = None) -> ExtraRLHFServer:
-    """The server with every tool registered, over the given directories; at most ``long_slots``
-    long calls run at once and ``long_waiting`` more wait (see :mod:`mcp_server.cancel`)."""
+                 checkpoints_dir: str | os.PathLike[str] = "checkpoints",
+                 limits: Limits | None = None) -> ExtraRLHFServer:
+    """The server with every tool registered, over the given directories, within ``limits``."""
     config = ServerConfig.from_dirs(sessions_dir, datasets_dir, checkpoints_dir)
-    server = ExtraRLHFServer(config, long_slots, long_waiting)
+    server = ExtraRLHFServer(config, limits)
     store, matches, checkpoints = server.store, server.matches, server.checkpoints
     tool = server.envelope_tool
 
@@ -310,9 +308,9 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     # ------------------------------------------------------------------ L2: one battle
     async def play(tool_name: str, searching: bool, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """A play call: with a search actor in the battle it is long work (bounded, cancellable,
-        at most MAX_ROLLOUTS_PER_CALL rollouts); otherwise a quick call in the SDK's threads."""
+        at most max_rollouts_per_call rollouts); otherwise a quick call in the SDK's threads."""
         if searching:
-            return await run_long(tool_name, fn, max_rollouts=MAX_ROLLOUTS_PER_CALL)
+            return await run_long(tool_name, fn, max_rollouts=server.limits.max_rollouts_per_call)
         return await anyio.to_thread.run_sync(fn)
 
     @tool(title="Start a battle")
@@ -340,8 +338,8 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         the state (`state`), a readable `board`, `legal_actions` [{action_id, description}],
         your_turn, done and winner (null while running; 0 draw, 1 you, 2 the opponent), and the
         opponent's opening moves if it started. For p1_actor_type 'rl' the battle plays itself to
-        the end at once: call finish_battle to record it. A call spends at most 20,000 search
-        rollouts: past that it returns with `paused` (call advance_bot to go on).
+        the end at once: call finish_battle to record it. A call spends a bounded number of search
+        rollouts (20,000 by default): past that it returns with `paused` (call advance_bot to go on).
         """
         def start() -> dict[str, Any]:
             match_id, match = matches.start(p1_actor_type, opponent, p1_model, group, seed, codename)

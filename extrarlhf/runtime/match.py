@@ -106,7 +106,7 @@ class Match:
         # trace folder without its final line; a series' battles are covered by its group lease
         self.serialize_publish = False
         self.paths: dict[str, str] | None = None
-        self.paused: str | None = None  # "work_cap": the last advance stopped early (see advance)
+        self.paused: dict[str, Any] | None = None  # set when the last advance stopped at its work cap
         self._shown_at = time.perf_counter()
 
     # ------------------------------------------------------------------ playing
@@ -199,14 +199,16 @@ class Match:
         Under a work scope (:mod:`adapters.work`) a cancelled call stops before the next
         decision or inside a search decision (nothing of that decision is recorded: the match
         stays as it was after the last one), and a call whose rollout cap is spent stops at
-        the next decision boundary with ``paused`` set: call advance again to go on."""
+        the next decision boundary with ``paused`` set (reason, limit, rollouts spent): call
+        advance again to go on."""
         self._require_active()
         events: list[dict[str, Any]] = []
         self.paused = None
         while (policy := self.pending_policy()) is not None:
             work.check()
             if work.cap_reached():
-                self.paused = "work_cap"
+                scope = work.current()
+                self.paused = {"reason": "work_cap", "limit": scope.max_rollouts, "rollouts": scope.rollouts}
                 break
             t0 = time.perf_counter()
             decision = decide(policy, self.state)

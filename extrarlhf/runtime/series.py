@@ -102,17 +102,19 @@ def search_work(specs: list[str], n_battles: int) -> int:
     return sum(parse_search_spec(spec)[1] for spec in specs if is_search_spec(spec)) * n_battles
 
 
-def check_search_work(specs: list[str], n_battles: int) -> None:
-    """Refuse a call that asks for more search work than :data:`MAX_SEARCH_SIMS_BATTLES`."""
-    asked = search_work(specs, n_battles)
+def check_search_work(specs: list[str], n_battles: int, finished: int) -> None:
+    """Refuse a call whose battles still to play (``n_battles`` - ``finished``) ask for more
+    search work than :data:`MAX_SEARCH_SIMS_BATTLES`."""
+    todo = n_battles - finished
+    asked = search_work(specs, todo)
     if asked > MAX_SEARCH_SIMS_BATTLES:
-        per_battle = asked // n_battles
+        per_battle = asked // todo
         raise WorkCapExceeded(
-            f"this series asks for {asked:,} search sims x battles ({n_battles:,} battles to play at {per_battle:,} "
+            f"this series asks for {asked:,} search sims x battles ({todo:,} battles to play at {per_battle:,} "
             f"sims per decision); one call may ask for at most MAX_SEARCH_SIMS_BATTLES = {MAX_SEARCH_SIMS_BATTLES:,}: "
-            f"ask for at most {MAX_SEARCH_SIMS_BATTLES // per_battle:,} battles per call (the series resumes where it "
-            f"stopped) or fewer sims", {"cap": "MAX_SEARCH_SIMS_BATTLES", "limit": MAX_SEARCH_SIMS_BATTLES,
-                                       "asked": asked})
+            f"pass n_battles of at most {finished + MAX_SEARCH_SIMS_BATTLES // per_battle:,} now and raise it call by "
+            f"call (a series resumes where it stopped), or use fewer sims",
+            {"cap": "MAX_SEARCH_SIMS_BATTLES", "limit": MAX_SEARCH_SIMS_BATTLES, "asked": asked})
 
 
 def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int, *,
@@ -135,8 +137,11 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     ``max_workers`` 1 plays in this process; more uses that many worker processes, capped to
     the machine's cores (``workers`` in the result says how many ran); they exit when this
     process dies. The codename, if given, is claimed for the whole series and released at the
-    end. ``cancel()`` true stops the series at the next chunk boundary: the lease is released,
-    the summary written, and a later call resumes with what is missing.
+    end. ``cancel()`` true (or the caller's :mod:`adapters.work` scope
+    cancelled) stops the series within a decision, in worker processes too: the battles it
+    finished are published, the ones it was playing stay unfinished, the lease is released,
+    the summary written, and a later call resumes with what is missing. One call may ask for
+    at most :data:`MAX_SEARCH_SIMS_BATTLES` search sims x battles (``work_cap_exceeded``).
     """
     check_name(group, "group")
     n_battles = _check_int(n_battles, "n_battles", 1, MAX_BATTLES)
@@ -150,6 +155,8 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     owner = ownership.current_owner(store, group)  # refuse at once, before claiming or creating anything
     if owner is not None:
         raise ownership.busy_error(group, owner, "this series was refused")
+    specs = [p1_actor.spec, opponent_actor.spec]
+    check_search_work(specs, n_battles, len(_finished(store, group, n_battles)))  # before anything is written
     lease = codenames.claim(store.root, codename, group) if codename else None
     try:
         with ownership.acquire(store, group, purpose="series", codename=codename) as group_lease:
@@ -159,18 +166,18 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             # a trace on disk without a valid final line gets its line back from the trace (or the
             # series stops with the reason): a battle with a trace is never played again
             repair = store.reconcile(group)
-            done = {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES
-                    and e["index"] < n_battles}
+            done = _finished(store, group, n_battles)
             todo = n_battles - len(done)
-            check_search_work([p1_actor.spec, opponent_actor.spec], todo)
             started = time.perf_counter()
             plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
                     "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
             n_chunks = -(-todo // CHUNK)
             workers = cap_workers(max_workers)
             user_cancel = cancel or (lambda: False)
-            ran = _execute(plan, _chunks(seed, n_battles, done), todo, n_chunks, workers, store, lease, progress,
-                           lambda: group_lease.lost or user_cancel() or work.cancelled())
+            stop = lambda: group_lease.lost or user_cancel()  # noqa: E731
+            with work.also_cancelled_by(stop):  # checked at every decision and search rollout
+                ran = _execute(plan, _chunks(seed, n_battles, done), todo, n_chunks, workers, store, lease,
+                               progress, work.cancelled)
             summary = store.write_summary(group, readiness)
             elapsed = time.perf_counter() - started
             if group_lease.lost:
@@ -186,6 +193,13 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             "workers": workers if n_chunks > 1 else 1, "max_workers": max_workers,
             "seconds": round(elapsed, 3), "battles_per_s": round(ran / elapsed, 2) if elapsed and ran else None,
             "codename": codename, "summary": summary}
+
+
+def _finished(store: SessionStore, group: str, n_battles: int) -> set[int]:
+    """Indexes below ``n_battles`` the group's catalog has a final line for (none in a new group)."""
+    if not store.catalog_path(group).exists():
+        return set()
+    return {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES and e["index"] < n_battles}
 
 
 def _chunks(seed: int, n_battles: int, done: set[int]) -> Iterator[list[tuple[int, int]]]:
