@@ -12,6 +12,7 @@ confined to the datasets dir (paths.py). Modules:
 - battles.py      one battle's trace -> rows (checked), run in worker processes (worker.py, pool.py)
 - materialize.py  ``materialize_v5_dataset``
 - validate.py     ``validate_dataset``
+- prebattle.py    TimeStamp's deck-derived inputs, one definition for the export and the validator
 - contours.py     ``dataset_readiness`` (judged by extrarlhf/readiness.py)
 - assign.py       keyed-hash split assignment
 - splits.py       ``split_v5_training_dataset``, ``split_nemesis_training_dataset``

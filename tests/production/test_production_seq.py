@@ -164,3 +164,14 @@ def test_a_hole_before_the_failure_makes_it_missing_actions():
     rows, excluded = replay_record(_record(final, kept, seqs))
     assert rows is None and excluded[0] == "missing_actions", excluded
     assert f"seq {10 * (k - 1)} to seq {10 * (k + 1)}" in excluded[1], excluded
+
+
+def test_the_fixture_refuses_a_numbering_it_cannot_write(tmp_path):
+    """Checked before any connection (the DSN below leads nowhere)."""
+    from extrarlhf.errors import RLHFError
+
+    for bad, message in (({"seq_step": 0}, "seq_step must be an integer >= 1"),
+                         ({"seq_base": -1}, "seq_base must be an integer >= 0"),
+                         ({"seq_base": 2**31}, "seq_base must be at most 2\\*\\*30")):
+        with pytest.raises(RLHFError, match=message):
+            build_fixture("postgresql://nobody@127.0.0.1:1/none", **{**SMALL, **bad})
