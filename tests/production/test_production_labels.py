@@ -18,7 +18,7 @@ from extrarlhf.errors import RLHFError
 from extrarlhf.production.export import export_production_v5_dataset
 from extrarlhf.production.fixture import build_fixture
 from extrarlhf.production.pseudonyms import battle_key
-from extrarlhf.production.timestamp import export_timestamp_dataset, load_inputs
+from extrarlhf.production.timestamp import export_timestamp_dataset, load_inputs, row_key_secret
 
 from .test_production_export import SALT, _run, _sql, env_for
 
@@ -127,7 +127,14 @@ def test_timestamp_rows_join_nothing_of_the_source(timestamp):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["timestamp"]["row_key"]["rule"].startswith("t- + hex(HMAC-SHA256(")
     blob = b"".join(p.read_bytes() for p in folder.iterdir())
+    secret = row_key_secret(SALT.encode(), result["dataset_id"], manifest["sources"]["manifest_sha256"])
     assert SALT.encode() not in blob and dsn.encode() not in blob
+    assert secret not in blob and secret.hex().encode() not in blob  # the row-key secret is stored nowhere
+    assert keys == sorted(keys)  # a keyed shuffle: key order, not the source's
+    from extrarlhf.production.pseudonyms import keyed_ids  # the documented rule, recomputed with the salt
+
+    included = pq.read_table(source / "battles.parquet").column("battle_id").to_pylist()
+    assert set(keys) <= set(keyed_ids(secret, "t", "timestamp-row", included))
 
 
 def test_the_timestamp_keys_are_per_dataset(timestamp, tmp_path):
