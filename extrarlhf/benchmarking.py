@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import engine
-from adapters import ModelPolicy, SearchPolicy, decide_many, make_baseline
+from adapters import ModelPolicy, SearchPolicy, decide_many, make_baseline, work
 from engine import derive_seed
 
 from .runtime.actors import resolve_actor
@@ -68,7 +68,7 @@ from .checkpoints import CheckpointRegistry
 from .errors import Cancelled, InvalidArgument, NotFound, RLHFError, UnsupportedSchema
 from .fileio import atomic_write_bytes, atomic_write_json, locked
 from .runtime.match import check_seed
-from .procs import cap_workers, process_pool
+from .procs import cap_workers, process_pool, stop_flag
 from .promotion import PromotionPolicy, benchmark_blockers
 from .runtime.trace import utc_now
 
@@ -209,6 +209,7 @@ def play_battles(sides: dict[str, dict[str, Any]], jobs: list[tuple[Any, int, st
         live.append({"i": i, "key": key, "seed": seed, "state": engine.new_battle(seed), "policies": policies,
                      "decisions": 0, "warnings": [], "played": played, "specs": (p1, p2)})
     while live:
+        work.check()  # a cancelled benchmark (its caller's scope, or the pool's stop flag) stops here
         try:
             decisions = decide_many([(b["policies"][b["state"].to_move - 1], b["state"]) for b in live])
         except Exception as exc:  # noqa: BLE001 - an adapter bug: every battle of the step is affected
@@ -254,11 +255,13 @@ class _Runner:
 
     def __enter__(self) -> "_Runner":
         if self.max_workers > 1:
-            self.pool = process_pool(self.max_workers, "extrarlhf.benchmarking")
+            self.stop = stop_flag("extrarlhf.benchmarking")
+            self.pool = process_pool(self.max_workers, "extrarlhf.benchmarking", stop=self.stop)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.pool is not None:
+            self.stop.set()  # chunks still playing (an early stop, a cancel) stop at their next decision
             self.pool.shutdown(wait=True, cancel_futures=True)
 
     def results(self, chunks: list[list[tuple]]):

@@ -25,7 +25,7 @@ from ..errors import GroupBusy, InvalidArgument, WorkCapExceeded
 from .match import Match, check_seed, configuration, resolve_players
 from ..procs import cap_workers, process_pool, stop_flag
 from ..readiness import ReadinessPolicy
-from .sessions import FINAL_STATUSES, SessionStore, check_name
+from .sessions import FINAL_STATUSES, SessionStore, check_name, scan_catalog
 
 MAX_BATTLES = 1_000_000
 # Search sims x battles one call may ask for: at sims=32 that is 62,500 battles (about 40 CPU-hours with
@@ -155,8 +155,7 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     owner = ownership.current_owner(store, group)  # refuse at once, before claiming or creating anything
     if owner is not None:
         raise ownership.busy_error(group, owner, "this series was refused")
-    specs = [p1_actor.spec, opponent_actor.spec]
-    check_search_work(specs, n_battles, len(_finished(store, group, n_battles)))  # before anything is written
+    _precheck_search_work(store, group, [p1_actor.spec, opponent_actor.spec], n_battles)
     lease = codenames.claim(store.root, codename, group) if codename else None
     try:
         with ownership.acquire(store, group, purpose="series", codename=codename) as group_lease:
@@ -193,6 +192,16 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             "workers": workers if n_chunks > 1 else 1, "max_workers": max_workers,
             "seconds": round(elapsed, 3), "battles_per_s": round(ran / elapsed, 2) if elapsed and ran else None,
             "codename": codename, "summary": summary}
+
+
+def _precheck_search_work(store: SessionStore, group: str, specs: list[str], n_battles: int) -> None:
+    """:func:`check_search_work` before anything is written or repaired: the catalog is read
+    (leniently: a damaged line is the resume's to repair) only when the cap could be exceeded."""
+    if search_work(specs, n_battles) <= MAX_SEARCH_SIMS_BATTLES:
+        return
+    finished = {line.entry["index"] for line in scan_catalog(store.catalog_path(group))
+                if line.error is None and line.entry["status"] in FINAL_STATUSES and line.entry["index"] < n_battles}
+    check_search_work(specs, n_battles, len(finished))
 
 
 def _finished(store: SessionStore, group: str, n_battles: int) -> set[int]:
