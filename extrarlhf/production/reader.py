@@ -139,8 +139,6 @@ async def until_stopped(aw: Awaitable[_T], stopped: Callable[[], bool] | None, w
             if not task.done() and stopped():
                 task.cancel()
                 await asyncio.wait({task})
-                if not task.cancelled():
-                    task.exception()  # retrieved: the cancellation is what is reported
                 raise Cancelled(f"{what} was cancelled: its statement was cancelled on the server and the "
                                 f"connections closed; nothing was published")
         return task.result()
@@ -148,6 +146,8 @@ async def until_stopped(aw: Awaitable[_T], stopped: Callable[[], bool] | None, w
         if not task.done():  # we were cancelled ourselves: let the task clean up first
             task.cancel()
             await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: what this function raises is what is reported
 
 
 async def close_connections(*conns: Any) -> None:

@@ -324,7 +324,9 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     args = [window.end_at, window.start_at or _NEG_INF, window.ingested_before or _POS_INF]
     facts: dict[str, Any] = {}
-    loop = asyncio.new_event_loop()
+    # a Runner: Ctrl-C cancels the running step (its statement is cancelled on the server), and
+    # closing it cancels and awaits whatever is left, so no task outlives the export
+    runner = asyncio.Runner()
     conns: list[Any] = []
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
@@ -332,7 +334,7 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
         tables = {"returnclock": StreamingTable(folder / "returnclock.parquet", "returnclock", row_group_rows),
                   "excluded": StreamingTable(folder / "excluded.parquet", "returnclock_excluded", row_group_rows)}
         try:
-            rows, streams, copy_peak = loop.run_until_complete(until_stopped(_stream(
+            rows, streams, copy_peak = runner.run(until_stopped(_stream(
                 leader, follower, args, ceiling, batch_bytes, access=access,
                 make_rows=lambda: _Rows(access.salt, window.end_at, tables, ceiling, progress, cancel)),
                 cancel, "the ReturnClock export"))
@@ -376,7 +378,7 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
                 "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
 
     try:  # connect, check the schema and take the snapshot before anything is written
-        leader, follower, snapshot_at = loop.run_until_complete(until_stopped(
+        leader, follower, snapshot_at = runner.run(until_stopped(
             open_snapshot(access, (SESSIONS, TREATMENTS)), cancel, "the ReturnClock export"))
         conns[:] = [leader, follower]
         facts["snapshot_at"] = _iso(snapshot_at)
@@ -390,10 +392,9 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
                            f"publish_incomplete=true to keep an incomplete, never-ready export for inspection"}
     finally:
         try:
-            loop.run_until_complete(close_connections(*conns))
-            loop.run_until_complete(loop.shutdown_asyncgens())
+            runner.run(close_connections(*conns))
         finally:
-            loop.close()
+            runner.close()
     result["published"] = True
     return result
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -253,6 +254,29 @@ def test_the_cli_prints_one_error_line_for_a_statement_timeout(command, world, t
     assert proc.stderr.startswith("error [production_read_failed]") and "SQLSTATE 57014" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert dsn not in proc.stdout + proc.stderr and SALT not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("command, table", [("export-v5", "battles"), ("export-returnclock", "player_sessions")])
+def test_ctrl_c_on_a_blocked_cli_export_cancels_its_statement(command, table, world, pg_server, tmp_path):
+    dsn, end = world
+    lock = _Lock(dsn, table)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "extrarlhf", "production", command, "--end-at", end, "--name",
+                                 "x", "--datasets-dir", str(tmp_path)], cwd=REPO, env=_cli_env(dsn),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert _wait_until(lambda: _ours(pg_server, "timeouts_world", waiting=True) >= 1, 60), "never blocked"
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        left = _ours(pg_server, "timeouts_world")
+    finally:
+        lock.close()
+    assert proc.returncode == 130 and stderr == "interrupted; run the same command again to resume\n", stderr
+    assert left == 0
+    assert _published(tmp_path) == []
 
 
 def test_the_cli_never_prints_a_value_quoted_by_the_server(value_error_db, tmp_path):
