@@ -6,11 +6,9 @@ dataset is named ``NAME`` (newest version), ``NAME/vN`` or ``@POINTER``.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import fields
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import anyio.to_thread
 from annotated_types import Ge
 from mcp.server.mcpserver import Context
 from pydantic import ConfigDict, Field, Strict, with_config
@@ -20,7 +18,7 @@ from extrarlhf import datasets
 from extrarlhf.readiness import ReadinessPolicy
 
 from .paging import Cursor, limit_arg, paged, paginate
-from .cancel import run_cancellable
+from .cancel import run_cancellable, run_long
 from .progress import progress_bridge
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,7 +103,8 @@ def register(server: "ExtraRLHFServer") -> None:
     where = {"datasets_dir": config.datasets_dir}
 
     async def in_thread(fn, /, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        """Reading or writing a whole dataset is long work (bounded pool, cancellable per batch)."""
+        return await run_long(fn.__name__, fn, *args, **kwargs)
 
     @tool(title="List datasets", read_only=True, idempotent=True)
     def list_datasets(limit: limit_arg(50, "dataset versions") = 50, cursor: Cursor = None) -> dict[str, Any]:

@@ -9,13 +9,11 @@ Call :func:`register` on a built server to add them.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Annotated, Any, Callable, Literal
 
 import anyio
 import anyio.from_thread
-import anyio.to_thread
 from annotated_types import Ge, Le
 from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
@@ -306,5 +304,5 @@ def register(server: Any) -> None:
         could not be checked, with why), checked (counts) and counts."""
         from extrarlhf.check import check_all
 
-        return await anyio.to_thread.run_sync(functools.partial(
-            check_all, config.sessions_dir, config.datasets_dir, config.checkpoints_dir, repair=repair))
+        return await run_long("check_data", check_all, config.sessions_dir, config.datasets_dir,
+                              config.checkpoints_dir, repair=repair)

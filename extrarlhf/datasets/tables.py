@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 import engine
+from adapters import work
 
 from ..errors import InvalidArgument
 
@@ -333,6 +334,7 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):
+            work.check()  # a cancelled caller stops within a chunk
             digest.update(block)
     return digest.hexdigest()
 
@@ -563,9 +565,11 @@ def iter_batches(path: Path, columns: list[str] | None = None, batch_size: int =
     """The file's rows as record batches, one row group at a time, without pre-buffering:
     memory stays at about one batch whatever the file's size (``ParquetFile.iter_batches``
     over the whole file pre-buffers every row group's column chunks, so its memory grows
-    with the file)."""
+    with the file). A cancelled caller (:mod:`adapters.work`) stops within a batch."""
     import pyarrow.parquet as pq
 
     reader = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     for i in range(reader.metadata.num_row_groups):
-        yield from reader.iter_batches(batch_size=batch_size, row_groups=[i], columns=columns, use_threads=False)
+        for batch in reader.iter_batches(batch_size=batch_size, row_groups=[i], columns=columns, use_threads=False):
+            work.check()
+            yield batch
