@@ -64,6 +64,7 @@ MAX_CANDIDATES = 12
 LEAF_SCALE = 30.0
 LOOKAHEAD_TURNS = 3  # the player's turn, the opponent's reply, the player's next turn
 _OPTION = re.compile(r"([a-z_]+)=([^&=]*)")
+_SIMS = re.compile(r"[0-9]{1,9}")  # ASCII digits only ('²', '٣' are str.isdigit()), bounded before int()
 OPTIONS = ("sims", "play")
 
 
@@ -106,8 +107,8 @@ def parse_search_spec(spec: str) -> tuple[str, int, str | None]:
                 raise bad("play must be a baseline or a checkpoint, not a search")
             play = value
             continue
-        if not value.isdigit() or not 1 <= int(value) <= MAX_SIMS:
-            raise bad(f"sims must be an integer in 1..{MAX_SIMS}, got {value!r}")
+        if not _SIMS.fullmatch(value) or not 1 <= int(value) <= MAX_SIMS:
+            raise bad(f"sims must be an integer in 1..{MAX_SIMS}, got {value!r} (written with the digits 0-9)")
         sims = int(value)
     return rollout, sims, play
 

@@ -77,6 +77,12 @@ def test_spec_parsing_and_canonical_form(tmp_path):
     ("search:baseline:greedy?sims=4&sims=8", "option 'sims' is given twice"),
     ("search:baseline:greedy?sims", "option 'sims' is not name=value"),
     ("search:search:baseline:greedy?sims=4", "nests a search as its rollout policy"),
+    # digits other than ASCII 0-9 (str.isdigit() takes them; int() took some, crashed on others)
+    ("search:baseline:greedy?sims=\u00b2", "sims must be an integer in 1..4096, got '\u00b2' (written with the digits 0-9)"),
+    ("search:baseline:greedy?sims=\u0663\u0662", "sims must be an integer in 1..4096, got '\u0663\u0662'"),
+    ("search:baseline:greedy?sims=\U0001d7d1", "sims must be an integer in 1..4096, got '\U0001d7d1'"),
+    ("search:baseline:greedy?sims=" + "9" * 5000, "sims must be an integer in 1..4096, got '999"),
+    ("search:baseline:greedy?sims=0032 ", "sims must be an integer in 1..4096, got '0032 '"),
 ])
 def test_bad_specs_are_refused_with_what_is_wrong(tmp_path, spec, message):
     with pytest.raises(AdapterError) as direct:
@@ -304,6 +310,11 @@ async def test_mcp_start_battle_accepts_a_search_opponent_and_refuses_a_bad_one(
         error = await c.err("start_battle", {"p1_actor_type": "llm", "group": "m2",
                                              "opponent": "search:baseline:greedy?sims=0"}, "invalid_argument")
         assert "sims must be an integer in 1..4096" in error["message"]
+        # non-ASCII digits and a 5,000-digit budget were an internal_error (or accepted as 32 and 3)
+        for sims in ("\u00b2", "\u0663\u0662", "\U0001d7d1", "9" * 5000):
+            error = await c.err("start_battle", {"p1_actor_type": "llm", "group": "m2",
+                                                 "opponent": f"search:baseline:greedy?sims={sims}"}, "invalid_argument")
+            assert "sims must be an integer in 1..4096" in error["message"] and len(error["message"]) < 1000
     assert not (tmp_path / "sessions" / "m2").exists()  # nothing half-created for the refused spec
 
 
