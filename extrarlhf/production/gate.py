@@ -6,8 +6,9 @@ Four variables open it, read afresh on every call (never cached, never taken fro
 - ``RLHF_PRODUCTION_DSN`` the read-only connection string of the production database: a
   ``postgresql://`` URI or libpq ``key=value`` pairs (parsed here into asyncpg's keyword
   arguments, since asyncpg reads URIs only);
-- ``RETURNCLOCK_DATASET_SALT`` the pseudonym key: at least 32 bytes and at least 16 distinct
-  byte values (a salt of 32 spaces is 32 bytes but no secret);
+- ``RETURNCLOCK_DATASET_SALT`` the pseudonym key: at least 32 bytes with real entropy
+  (:func:`salt_entropy_problem`: a salt of 32 spaces, or one block repeated, is 32 bytes but
+  no secret; a random hex string passes);
 - ``RETURNCLOCK_DATASET_SALT_KEY_ID`` a public name for that key (recorded in manifests and
   results): 1-64 of ``A-Z a-z 0-9 . _ -``, and it may not contain the salt, nor the DSN's
   password or user name (it is written where they must never be).
@@ -23,8 +24,10 @@ gate never reaches the database. :func:`gate_status` reports the same by name on
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -42,7 +45,8 @@ LOCK_TIMEOUT_VAR = "RLHF_PRODUCTION_LOCK_TIMEOUT_MS"
 TIMEOUT_DEFAULTS_MS = {STATEMENT_TIMEOUT_VAR: 300_000, LOCK_TIMEOUT_VAR: 10_000}
 MAX_TIMEOUT_MS = 86_400_000
 MIN_SALT_BYTES = 32
-MIN_SALT_DISTINCT_BYTES = 16
+MIN_SALT_DISTINCT_BYTES = 8
+MIN_SALT_ENTROPY_BITS = 128  # length x the Shannon entropy of its byte histogram
 MAX_KEY_ID_CHARS = 64
 REDACTED = "<redacted>"
 
@@ -64,6 +68,7 @@ _LIBPQ_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 __all__ = ["VARIABLES", "ENABLE_VAR", "DSN_VAR", "SALT_VAR", "KEY_ID_VAR", "STATEMENT_TIMEOUT_VAR",
            "LOCK_TIMEOUT_VAR", "TIMEOUT_DEFAULTS_MS", "MIN_SALT_BYTES", "MIN_SALT_DISTINCT_BYTES",
+           "MIN_SALT_ENTROPY_BITS",
            "ProductionDisabled", "ProductionAccess", "open_gate", "gate_status"]
 
 
@@ -83,6 +88,23 @@ class ProductionDisabled(RLHFError):
 class _BadDsn(Exception):
     """Why a DSN cannot be used (a sentence that never quotes the DSN)."""
 
+
+
+def salt_entropy_problem(salt: bytes) -> str | None:
+    """Why ``salt`` is no random secret, or None. It needs at least
+    :data:`MIN_SALT_DISTINCT_BYTES` distinct byte values, an estimated
+    :data:`MIN_SALT_ENTROPY_BITS` bits (its length times the Shannon entropy of its byte
+    histogram) and no repeating block. A random hex string of 64 characters (16 possible
+    values, ~250 bits) passes; 32 spaces, tabs and spaces, or a 16-byte block written twice do not."""
+    counts = Counter(salt)
+    if len(counts) < MIN_SALT_DISTINCT_BYTES:
+        return f"has fewer than {MIN_SALT_DISTINCT_BYTES} distinct byte values"
+    bits = -sum(n * math.log2(n / len(salt)) for n in counts.values())
+    if bits < MIN_SALT_ENTROPY_BITS:
+        return f"has about {bits:.0f} bits of entropy, fewer than {MIN_SALT_ENTROPY_BITS}"
+    if any(salt[period:] == salt[:-period] for period in range(1, len(salt) // 2 + 1)):
+        return "repeats a block of itself"
+    return None
 
 def _libpq_pairs(text: str) -> dict[str, str]:
     """libpq ``key = value`` pairs (values bare or single-quoted, backslash escapes ``\\'`` and
@@ -203,10 +225,9 @@ def _problems(env: Mapping[str, str]) -> dict[str, str]:
     elif len(salt.encode("utf-8")) < MIN_SALT_BYTES:
         problems[SALT_VAR] = (f"is shorter than {MIN_SALT_BYTES} bytes (use a random secret of at least "
                               f"{MIN_SALT_BYTES} bytes, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
-    elif len(set(salt.encode("utf-8"))) < MIN_SALT_DISTINCT_BYTES:
-        problems[SALT_VAR] = (f"has fewer than {MIN_SALT_DISTINCT_BYTES} distinct byte values: it is no random "
-                              f"secret (use at least {MIN_SALT_BYTES} random bytes, e.g. python -c 'import secrets; "
-                              f"print(secrets.token_urlsafe(32))')")
+    elif (weak := salt_entropy_problem(salt.encode("utf-8"))) is not None:
+        problems[SALT_VAR] = (f"{weak}: it is no random secret (use at least {MIN_SALT_BYTES} random bytes, e.g. "
+                              f"python -c 'import secrets; print(secrets.token_urlsafe(32))')")
     key_id = env.get(KEY_ID_VAR)
     if not key_id:
         problems[KEY_ID_VAR] = "is not set (a public name for the salt, e.g. rc-2026-11)"

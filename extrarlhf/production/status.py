@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .gate import MAX_KEY_ID_CHARS, MIN_SALT_BYTES, MIN_SALT_DISTINCT_BYTES, gate_status
+from .gate import MAX_KEY_ID_CHARS, MIN_SALT_BYTES, MIN_SALT_DISTINCT_BYTES, MIN_SALT_ENTROPY_BITS, gate_status
 from .pseudonyms import PSEUDONYM_RULE
 from .reader import APPLICATION_NAME, MAX_ROWS
 
@@ -15,6 +15,7 @@ def production_status(environ: Mapping[str, str] | None = None) -> dict[str, Any
     status = gate_status(environ)
     return {**status, "rules": {
         "min_salt_bytes": MIN_SALT_BYTES, "min_salt_distinct_bytes": MIN_SALT_DISTINCT_BYTES,
+        "min_salt_entropy_bits": MIN_SALT_ENTROPY_BITS,
         "key_id": f"1-{MAX_KEY_ID_CHARS} of A-Z a-z 0-9 . _ -, holding neither the salt nor the DSN's password or user",
         "max_rows_per_stream": MAX_ROWS, "pseudonym": PSEUDONYM_RULE,
         "snapshot": "one REPEATABLE READ READ ONLY snapshot for every stream of an export",
