@@ -71,6 +71,7 @@ from .runtime.match import check_seed
 from .procs import cap_workers, process_pool, stop_flag
 from .promotion import PromotionPolicy, benchmark_blockers
 from .runtime.trace import utc_now
+from .work_caps import check_search_work, search_sims
 
 REPORT_SCHEMA_VERSION = 1
 BENCHMARKS_DIR = "benchmarks"
@@ -492,14 +493,18 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
         raise InvalidArgument(f"stop_early must be true or false, got {stop_early!r}")
     if candidate == incumbent:
         raise InvalidArgument(f"candidate and incumbent are both {candidate!r}; a benchmark compares two models")
+    baselines_planned = [(model, base) for model in (candidate, incumbent)
+                         for base in ("baseline:random", "baseline:greedy") if model != base] if baseline_pairs else []
+    check_search_work(2 * n_pairs * (search_sims(candidate) + search_sims(incumbent))
+                      + 2 * baseline_pairs * sum(search_sims(model) for model, _ in baselines_planned),
+                      f"this benchmark ({n_pairs:,} pairs, {baseline_pairs:,} against each baseline)",
+                      "ask for fewer pairs (the SPRT stops early when it can) or fewer sims")
     sides = {spec: side_plan(spec, checkpoints_dir) for spec in (candidate, incumbent)}
     for spec in ("baseline:random", "baseline:greedy"):
         sides.setdefault(spec, side_plan(spec, checkpoints_dir))
     lower, upper = sprt_bounds(alpha, beta)
     started_at, t0 = utc_now(), time.perf_counter()
 
-    baselines_planned = [(model, base) for model in (candidate, incumbent)
-                         for base in ("baseline:random", "baseline:greedy") if model != base] if baseline_pairs else []
     planned = 2 * n_pairs + 2 * baseline_pairs * len(baselines_planned)
     done = 0
     all_results: list[dict[str, Any]] = []

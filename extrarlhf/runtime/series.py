@@ -17,20 +17,17 @@ from typing import Any, Callable, Iterator
 from engine import derive_seed
 
 from adapters import decide_many, work
-from adapters.search import is_search_spec, parse_search_spec
 
 from . import codenames, ownership
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
-from ..errors import GroupBusy, InvalidArgument, WorkCapExceeded
+from ..errors import GroupBusy, InvalidArgument
 from .match import Match, check_seed, configuration, resolve_players
 from ..procs import cap_workers, process_pool, stop_flag
 from ..readiness import ReadinessPolicy
+from ..work_caps import MAX_SEARCH_SIMS_BATTLES, check_search_work, search_sims
 from .sessions import FINAL_STATUSES, SessionStore, check_name, scan_catalog
 
 MAX_BATTLES = 1_000_000
-# Search sims x battles one call may ask for: at sims=32 that is 62,500 battles (about 40 CPU-hours with
-# greedy rollouts), at the maximum sims 488. A series resumes, so a larger campaign runs in several calls.
-MAX_SEARCH_SIMS_BATTLES = 2_000_000
 MAX_WORKERS = 64
 SUMMARY_EVERY_S = 5.0
 CANCEL_POLL_S = 0.25
@@ -97,24 +94,14 @@ def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
     return value
 
 
-def search_work(specs: list[str], n_battles: int) -> int:
-    """Search sims x battles of a series whose players are ``specs`` (0 without a search actor)."""
-    return sum(parse_search_spec(spec)[1] for spec in specs if is_search_spec(spec)) * n_battles
-
-
-def check_search_work(specs: list[str], n_battles: int, finished: int) -> None:
+def check_series_work(specs: list[str], n_battles: int, finished: int) -> None:
     """Refuse a call whose battles still to play (``n_battles`` - ``finished``) ask for more
-    search work than :data:`MAX_SEARCH_SIMS_BATTLES`."""
+    search work than one call may (:mod:`extrarlhf.work_caps`)."""
+    per_battle = sum(search_sims(spec) for spec in specs)
     todo = n_battles - finished
-    asked = search_work(specs, todo)
-    if asked > MAX_SEARCH_SIMS_BATTLES:
-        per_battle = asked // todo
-        raise WorkCapExceeded(
-            f"this series asks for {asked:,} search sims x battles ({todo:,} battles to play at {per_battle:,} "
-            f"sims per decision); one call may ask for at most MAX_SEARCH_SIMS_BATTLES = {MAX_SEARCH_SIMS_BATTLES:,}: "
-            f"pass n_battles of at most {finished + MAX_SEARCH_SIMS_BATTLES // per_battle:,} now and raise it call by "
-            f"call (a series resumes where it stopped), or use fewer sims",
-            {"cap": "MAX_SEARCH_SIMS_BATTLES", "limit": MAX_SEARCH_SIMS_BATTLES, "asked": asked})
+    check_search_work(per_battle * todo, f"this series ({todo:,} battles to play at {per_battle:,} sims per decision)",
+                      f"pass n_battles of at most {finished + MAX_SEARCH_SIMS_BATTLES // max(per_battle, 1):,} now and "
+                      f"raise it call by call (a series resumes where it stopped), or use fewer sims")
 
 
 def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int, *,
@@ -195,13 +182,13 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
 
 
 def _precheck_search_work(store: SessionStore, group: str, specs: list[str], n_battles: int) -> None:
-    """:func:`check_search_work` before anything is written or repaired: the catalog is read
+    """:func:`check_series_work` before anything is written or repaired: the catalog is read
     (leniently: a damaged line is the resume's to repair) only when the cap could be exceeded."""
-    if search_work(specs, n_battles) <= MAX_SEARCH_SIMS_BATTLES:
+    if sum(search_sims(spec) for spec in specs) * n_battles <= MAX_SEARCH_SIMS_BATTLES:
         return
     finished = {line.entry["index"] for line in scan_catalog(store.catalog_path(group))
                 if line.error is None and line.entry["status"] in FINAL_STATUSES and line.entry["index"] < n_battles}
-    check_search_work(specs, n_battles, len(finished))
+    check_series_work(specs, n_battles, len(finished))
 
 
 def _finished(store: SessionStore, group: str, n_battles: int) -> set[int]:

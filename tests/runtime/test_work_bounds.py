@@ -11,8 +11,10 @@ import pytest
 
 from adapters import work
 from extrarlhf.errors import WorkCapExceeded
-from extrarlhf.runtime.series import MAX_SEARCH_SIMS_BATTLES, run_series
+from extrarlhf.benchmarking import benchmark_models
+from extrarlhf.runtime.series import run_series
 from extrarlhf.training.bc import MAX_TRAINING_COST
+from extrarlhf.work_caps import MAX_SEARCH_SIMS_BATTLES
 
 from ..training_helpers import train_small
 
@@ -28,6 +30,16 @@ def test_a_series_asking_for_too_much_search_is_refused_before_anything_is_writt
                                     "asked": 4_096_000_000}
     assert list(tmp_path.iterdir()) == []
     run_series(tmp_path, "plain", 1, p1_model="baseline:greedy", opponent="baseline:greedy")  # no search: no cap
+
+
+def test_a_benchmark_asking_for_too_much_search_is_refused_before_it_plays(tmp_path):
+    with pytest.raises(WorkCapExceeded) as caught:
+        benchmark_models("search:baseline:greedy?sims=4096", "baseline:greedy", n_pairs=10_000,
+                         checkpoints_dir=tmp_path)
+    assert "this benchmark (10,000 pairs, 20 against each baseline) asks for 82,247,680 search sims x battles" \
+        in str(caught.value)
+    assert caught.value.details["cap"] == "MAX_SEARCH_SIMS_BATTLES"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("workers", [1, 2])
