@@ -15,6 +15,7 @@ from typing import Any
 import engine
 
 from .demo import format_summary, run_demo
+from .echo import safe_text
 from .errors import RLHFError
 from .progress import ProgressLine
 from .runtime.replay import replay_battle
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (RLHFError, engine.EngineError) as exc:
         code = getattr(exc, "code", "invalid_argument")
-        print(f"error [{code}]: {exc}", file=sys.stderr)
+        print(f"error [{code}]: {safe_text(str(exc))}", file=sys.stderr)  # engine errors are not the core's
         return 2
     except KeyboardInterrupt:
         print("interrupted; run the same command again to resume", file=sys.stderr)

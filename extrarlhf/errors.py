@@ -1,19 +1,24 @@
 """Errors of the core library. Each carries a stable ``code`` the facades pass on
-(MCP ``error.code``, CLI exit messages) and a message that says what to do."""
+(MCP ``error.code``, CLI exit messages) and a message that says what to do. A message never
+repeats a secret nor a huge value it quotes: every message goes through
+:func:`extrarlhf.echo.safe_text` when the error is made."""
 
 from __future__ import annotations
 
 import errno as _errno
 import os
 
+from .echo import safe_text
+
 
 class RLHFError(ValueError):
-    """Base of every business error; ``code`` is stable and machine-readable."""
+    """Base of every business error; ``code`` is stable and machine-readable; the message is
+    bounded and redacted (module docstring)."""
 
     code = "error"
 
     def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(safe_text(message))
         if code is not None:
             self.code = code
 

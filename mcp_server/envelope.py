@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters import AdapterError
 from engine import EngineError
+from extrarlhf.echo import safe_data, safe_text
 from extrarlhf.errors import RLHFError, resource_error
 
 log = logging.getLogger("mcp_server")
@@ -105,8 +106,10 @@ def success(result: dict[str, Any]) -> CallToolResult:
 
 
 def failure(code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:
-    return _result({"ok": False, "result": None, "error": {"code": code, "message": message, "details": details}},
-                   True)
+    """An error result; the message and every string of ``details`` are bounded and redacted
+    (:mod:`extrarlhf.echo`): errors of ``engine`` and ``adapters`` are not made by the core."""
+    return _result({"ok": False, "result": None, "error": {"code": code, "message": safe_text(message),
+                                                           "details": safe_data(details)}}, True)
 
 
 def from_exception(tool: str, exc: BaseException) -> CallToolResult:

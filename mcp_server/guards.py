@@ -2,8 +2,11 @@
 
 * Secrets never travel as tool arguments: an argument *named* like a salt, a DSN, a
   password, a secret or token, a raw user/player id, or ``include_players`` (or named like a
-  connection string) -- or a nested key or value that *looks like* a DSN or a credential
-  assignment -- is refused as ``forbidden_argument`` whatever the tool.
+  connection string) -- or a nested key or value that *looks like* a secret (a DSN, a
+  credential assignment, an API key, a bearer token: :func:`extrarlhf.echo.looks_like_secret`,
+  the one detector, which also keeps secrets out of every error message) -- is refused as
+  ``forbidden_argument`` whatever the tool. Names and values are NFKC-normalized first, so
+  fullwidth or other compatibility forms of them are caught too.
 * Unknown arguments are refused as ``invalid_argument`` listing the accepted ones (the SDK
   would silently drop them).
 * Type errors found by the SDK's argument validation are reported field by field.
@@ -22,28 +25,21 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 
+from extrarlhf.echo import looks_like_secret
 from extrarlhf.errors import RLHFError
 
-# Argument names are normalized (lowercase, letters and digits only) before matching, so
+# Argument names are normalized (NFKC, lowercase, letters and digits only) before matching, so
 # "db_password", "pgDsn", "User-Id" and "includePlayers" are all caught.
 _FORBIDDEN_NAME_PARTS = ("salt", "dsn", "password", "passwd", "passphrase", "secret", "token", "apikey",
                          "credential", "privatekey", "userid", "playerid", "rawuser", "includeplayers",
                          "connectionstring", "connstr", "databaseurl")
-_DSN_VALUE = re.compile(
-    r"(?:\b(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\+srv)?|rediss?|amqps?|mssql|sqlserver|oracle|cockroachdb"
-    r"|clickhouse|snowflake)(?:\+[a-z0-9]+)?://)"        # a database URL
-    r"|(?:\bjdbc:[a-z0-9]+:)"                            # a JDBC URL
-    r"|(?:\b[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)"    # any URL carrying user:password@
-    r"|(?:\bpassword\s*=\s*\S)"                          # libpq keyword DSN with a password
-    r"|(?:\b[a-z0-9_]*(?:dsn|salt|password|secret)[a-z0-9_]*\s*=\s*\S)",  # KEY=value of a secret
-    re.IGNORECASE)
-_LIBPQ_KEY = re.compile(r"\b(?:host|hostaddr|port|dbname|user|sslmode)\s*=\s*\S", re.IGNORECASE)
 _MAX_SCAN_DEPTH = 16
 
 FORBIDDEN_HELP = ("tool arguments never carry salts, DSNs, passwords, secrets or tokens, raw user or player ids, "
@@ -60,16 +56,12 @@ class GuardError(RLHFError):
 
 
 def _normalized(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+    return re.sub(r"[^a-z0-9]", "", unicodedata.normalize("NFKC", name).lower())
 
 
 def forbidden_name(name: str) -> bool:
     norm = _normalized(name)
     return any(part in norm for part in _FORBIDDEN_NAME_PARTS)
-
-
-def looks_like_secret(value: str) -> bool:
-    return bool(_DSN_VALUE.search(value)) or len(_LIBPQ_KEY.findall(value)) >= 2
 
 
 def _key_label(key: str, position: int, declared: frozenset[str]) -> str:

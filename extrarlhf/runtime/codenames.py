@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fileio
+from ..echo import looks_like_secret
 from ..errors import RLHFError
 from ..procs import pid_alive, process_start_time
 from .sessions import check_name
@@ -106,13 +107,19 @@ def _parse_iso(value: Any) -> datetime | None:
 
 
 def check_codename(codename: Any) -> str:
-    """A codename starts with a letter; letters, digits, '_' or '-'; 1 to 48 characters."""
+    """A codename starts with a letter; letters, digits, '_' or '-'; 1 to 48 characters; and it
+    does not look like a credential (an AWS access key id, an API key: it is written into traces
+    and leases and shown by list_codenames), which is refused without being repeated."""
     if not isinstance(codename, str) or not CODENAME_RE.fullmatch(codename):
         raise CodenameError(
             f"invalid codename {codename!r}: it must start with a letter and contain only letters, "
             "digits, '_' or '-' (1 to 48 characters)",
             code="invalid_argument",
         )
+    if looks_like_secret(codename):
+        raise CodenameError("invalid codename (not repeated): it looks like a credential (an access key id, an "
+                            "API key or a token), and codenames are recorded in traces and leases; name the agent "
+                            "with a plain word such as 'alice-l2'", code="invalid_argument")
     return codename
 
 
