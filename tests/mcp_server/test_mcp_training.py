@@ -142,3 +142,18 @@ async def test_run_pipeline_over_mcp(server, tmp_path: Path) -> None:
         stopped = await c.ok("run_pipeline", {"group": "camp2", "name": "camp2-bc", "n_battles": 3})
         assert stopped["stopped_at"] == "readiness" and "need 20" in stopped["reason"]
         await c.err("run_pipeline", {"group": "../x", "name": "y", "n_battles": 3}, "invalid_argument")
+
+
+@pytest.mark.anyio
+async def test_training_or_benchmarking_beyond_the_work_caps_is_refused_over_mcp(server, tmp_path: Path) -> None:
+    async with Client(server) as client:
+        c = Checked(client)
+        refused = await c.err("train_policy", {"dataset": "gg", "name": "huge", "epochs": 1000, "hidden": 4096,
+                                               "hidden2": 4096, "readiness_policy": SMALL_POLICY},
+                              code="work_cap_exceeded")
+        assert "MAX_TRAINING_COST" in refused["message"] and refused["details"]["cap"] == "MAX_TRAINING_COST"
+        refused = await c.err("benchmark_models", {"candidate": "search:baseline:greedy?sims=4096",
+                                                   "incumbent": "baseline:greedy", "n_pairs": 10_000},
+                              code="work_cap_exceeded")
+        assert refused["details"]["cap"] == "MAX_SEARCH_SIMS_BATTLES"
+    assert not (tmp_path / "checkpoints").exists() or not list((tmp_path / "checkpoints").glob("**/*.onnx"))
