@@ -74,6 +74,10 @@ async def test_every_secret_form_is_refused_by_the_tools_and_never_repeated(tmp_
                                     ("submit_action", {"match_id": "m", "action_id": 1, "rationale": secret})):
                 error = await c.err(tool, arguments, "forbidden_argument")
                 replies.append(json.dumps(error, ensure_ascii=False))
+        # an argument *named* like a secret in fullwidth letters is refused like the ASCII name
+        error = await c.err("list_sessions", {"\uff44\uff42\uff3f\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44": "x"},
+                            "forbidden_argument")
+        assert error["details"]["arguments"] == ["<argument 1>"]
         assert (await c.ok("list_codenames"))["leases"] == []  # no credential became a codename
     text = "\n".join(replies) + errlog.read_text(encoding="utf-8", errors="replace")
     for _, material in SECRETS:
