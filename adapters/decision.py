@@ -52,7 +52,7 @@ class Decision:
 class AdapterError(ValueError):
     """A refused request to the adapters (bad kind, bad factory path, kind mismatch).
 
-    ``code`` mirrors the codes of ``extrarlhf.errors`` (the core library re-raises with it)."""
+    ``code`` mirrors the codes of ``extrarlhf.core.errors`` (the core library re-raises with it)."""
 
     code = "invalid_argument"
 

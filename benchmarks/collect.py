@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from adapters import make_baseline
-from extrarlhf.duel import play_duel
+from extrarlhf.runtime.duel import play_duel
 from extrarlhf.runtime.series import run_series, series_seed
 
 

@@ -5,11 +5,11 @@
 
 ``--loop`` (``make improve``) starts from nothing (a fresh work directory: no session, no
 checkpoint, so the first-promotion rule's ``baseline:random`` is the first incumbent), runs
-:func:`extrarlhf.improve.improve_policy` for ``--minutes``, then measures the last promoted
+:func:`extrarlhf.policies.improve.improve_policy` for ``--minutes``, then measures the last promoted
 policy *alone* (the network, no search): its score against ``baseline:greedy`` over
 ``--final-pairs`` paired battles (no early stop) and its decisions/s batched (64 states per
 ``decide_batch``, one onnxruntime thread, real mid-battle states), plus every round's
-promotion benchmark, and the policy ladder (extrarlhf.ladder: each promotion's Elo against its
+promotion benchmark, and the policy ladder (extrarlhf.policies.ladder: each promotion's Elo against its
 predecessor, cumulative, and against greedy and random over ``--ladder-pairs``). Targets from
 issue 18: score >= 0.60 over 1,000 pairs within
 60 minutes, >= 2,000 decisions/s.
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import engine
 from adapters import GreedyPolicy
-from extrarlhf.benchmarking import benchmark_models
+from extrarlhf.policies.benchmarking import benchmark_models
 from extrarlhf.runtime.actors import resolve_actor
 
 TARGET_SCORE = 0.70
@@ -87,9 +87,9 @@ def batched_decisions_per_s(spec: str, checkpoints_dir: str, batch: int = 64, se
 
 
 def loop(args: argparse.Namespace) -> dict:
-    from extrarlhf.improve import improve_policy
-    from extrarlhf.ladder import policy_ladder
-    from extrarlhf.progress import ProgressLine
+    from extrarlhf.core.progress import ProgressLine
+    from extrarlhf.policies.improve import improve_policy
+    from extrarlhf.policies.ladder import policy_ladder
 
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="improve-"))
     if work.exists() and any(work.iterdir()):

@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from extrarlhf.benchmarking import benchmark_models
 from extrarlhf.datasets import materialize_v5_dataset
-from extrarlhf.ladder import policy_ladder
-from extrarlhf.promotion import PromotionPolicy, current_incumbent, promote_checkpoint
+from extrarlhf.policies.benchmarking import benchmark_models
+from extrarlhf.policies.ladder import policy_ladder
+from extrarlhf.policies.promotion import PromotionPolicy, current_incumbent, promote_checkpoint
 from extrarlhf.runtime.series import run_series
 from extrarlhf.training import train_policy
 

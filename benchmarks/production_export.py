@@ -295,10 +295,10 @@ def main() -> None:
         print(json.dumps(_child_export(end_at)))
         return
 
+    from extrarlhf.core.progress import ProgressLine
     from extrarlhf.production.fixture import build_fixture
     from extrarlhf.production.localdb import ThrowawayPostgres
     from extrarlhf.production.reader import MAX_ROWS, Window
-    from extrarlhf.progress import ProgressLine
 
     n_battles = args.battles or (QUICK_BATTLES if args.quick else DEFAULT_BATTLES)
     load_start = [round(x, 2) for x in os.getloadavg()]  # other work on the machine skews every figure

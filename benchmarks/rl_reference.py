@@ -42,9 +42,9 @@ import numpy as np
 
 import extrarlhf.envs  # noqa: F401  (registers ExtraArena-v1)
 from engine import derive_seed
-from extrarlhf.benchmarking import score_stats
 from extrarlhf.datasets import materialize_v5_dataset
 from extrarlhf.envs import ENV_ID
+from extrarlhf.policies.benchmarking import score_stats
 from extrarlhf.runtime.actors import resolve_actor
 from extrarlhf.runtime.series import run_series
 from extrarlhf.training import train_policy

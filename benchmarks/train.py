@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from extrarlhf.benchmarking import pair_jobs, side_plan, benchmark_models, play_battles
 from extrarlhf.datasets import materialize_v5_dataset
+from extrarlhf.policies.benchmarking import benchmark_models, pair_jobs, play_battles, side_plan
 from extrarlhf.runtime.series import run_series
 from extrarlhf.training import train_policy
 

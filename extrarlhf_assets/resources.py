@@ -17,7 +17,7 @@ from typing import Any
 
 import dagster as dg
 
-from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.checkpoints.registry import CheckpointRegistry
 from extrarlhf.production.gate import gate_status
 from extrarlhf.runtime.sessions import SessionStore
 

@@ -12,7 +12,7 @@ Each run is one round of expert iteration (DESIGN section 14): the group grows b
 ``ROUND_BATTLES`` battles of the search teacher (``TEACHER``) against ``baseline:greedy``, the
 candidate learns the teacher's action values from every battle of the group, and it is
 benchmarked against the incumbent. With nothing promoted yet the incumbent is
-``baseline:random`` (the first-promotion rule, extrarlhf/promotion.py), so the first run ends
+``baseline:random`` (the first-promotion rule, extrarlhf/policies/promotion.py), so the first run ends
 with a promoted policy; a second run trains a new candidate on more battles and benchmarks it
 against that promoted one.
 
@@ -153,7 +153,7 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
         lines.append(f"benchmark         {b['candidate']} vs {b['incumbent']}: W/D/L {b['wins']}/{b['draws']}/"
                      f"{b['losses']} over {b['pairs']} pairs, score {b['score']:.3f}, Elo {b['elo']:+.1f}")
         lines.append(f"                  {b['verdict']} -> {b['report_path']}")
-        from extrarlhf.promotion import DEFAULT_INCUMBENT
+        from extrarlhf.policies.promotion import DEFAULT_INCUMBENT
 
         if b["incumbent"] == DEFAULT_INCUMBENT:
             lines.append(f"                  (first-promotion rule: nothing was promoted, so the incumbent is "
@@ -162,7 +162,7 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
     lines.append(f"promotion         {'PROMOTED ' + p['promoted'] + ' (previous: ' + p['previous'] + ')' if p else 'not promoted'}")
     lad = meta.get("policy_ladder")
     if lad and lad.get("rungs"):
-        from extrarlhf.ladder import elo_text, read_ladder
+        from extrarlhf.policies.ladder import elo_text, read_ladder
 
         doc = read_ladder(Path(lad["path"]).parent) or {"rungs": []}
         lines.append(f"policy_ladder     {lad['rungs']} promotion(s), Elo with 95% intervals -> {lad['path']}")
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         instance.add_dynamic_partitions("session_groups", [args.group])
     if args.battles is None:
         args.battles = held_battles(args.group) + args.more_battles
-    from extrarlhf.promotion import DEFAULT_INCUMBENT, current_incumbent
+    from extrarlhf.policies.promotion import DEFAULT_INCUMBENT, current_incumbent
 
     incumbent = args.incumbent or current_incumbent(os.environ.get("RLHF_CHECKPOINTS_DIR") or "checkpoints")
     if incumbent == DEFAULT_INCUMBENT and not args.incumbent:

@@ -1,9 +1,19 @@
 """ExtraRLHF MCP stdio server (``python -m mcp_server``): a thin facade over ``extrarlhf``.
 
-See :mod:`mcp_server.server` for the tools and DESIGN section 8 for the contract.
+See DESIGN section 8 for the contract. Modules:
+
+- app.py         the server class: argument guards, envelopes, the long-work pool, stdio
+- server.py      ``build_server`` and the battle, campaign, session and model tools
+- tools_datasets.py, tools_training.py, tools_production.py  the other tool families (each
+                 a ``register(server)``; none imports server.py)
+- envelope.py    the one result shape;  guards.py  unknown and forbidden arguments
+- cancel.py      the bounded long-work pool;  drain.py  the end of input;  limits.py  the flags
+- transport.py, conformance.py  stdio on pipes, and answers to malformed JSON-RPC
+- paging.py, progress.py  paged results, progress notifications
 """
 
+from .app import ExtraRLHFServer, ServerConfig
 from .envelope import ENVELOPE_SCHEMA
-from .server import ExtraRLHFServer, ServerConfig, build_server
+from .server import build_server
 
 __all__ = ["ENVELOPE_SCHEMA", "ExtraRLHFServer", "ServerConfig", "build_server"]

@@ -30,8 +30,8 @@ import anyio
 import anyio.to_thread
 
 from adapters import work
-from extrarlhf.errors import Cancelled, RLHFError
-from extrarlhf.procs import machine_workers
+from extrarlhf.core.errors import Cancelled, RLHFError
+from extrarlhf.core.procs import machine_workers
 
 
 class Busy(RLHFError):

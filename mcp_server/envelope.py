@@ -17,7 +17,7 @@ import copy
 import json
 import logging
 import os
-from typing import Any, Annotated
+from typing import Annotated, Any
 
 import orjson
 from mcp.types import CallToolResult, TextContent
@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters import AdapterError
 from engine import EngineError
-from extrarlhf.echo import safe_data, safe_text
-from extrarlhf.errors import RLHFError, resource_error
+from extrarlhf.core.echo import safe_data, safe_text
+from extrarlhf.core.errors import RLHFError, resource_error
 
 log = logging.getLogger("mcp_server")
 
@@ -107,7 +107,7 @@ def success(result: dict[str, Any]) -> CallToolResult:
 
 def failure(code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:
     """An error result; the message and every string of ``details`` are bounded and redacted
-    (:mod:`extrarlhf.echo`): errors of ``engine`` and ``adapters`` are not made by the core."""
+    (:mod:`extrarlhf.core.echo`): errors of ``engine`` and ``adapters`` are not made by the core."""
     return _result({"ok": False, "result": None, "error": {"code": code, "message": safe_text(message),
                                                            "details": safe_data(details)}}, True)
 

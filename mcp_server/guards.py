@@ -3,7 +3,7 @@
 * Secrets never travel as tool arguments: an argument *named* like a salt, a DSN, a
   password, a secret or token, a raw user/player id, or ``include_players`` (or named like a
   connection string) -- or a nested key or value that *looks like* a secret (a DSN, a
-  credential assignment, an API key, a bearer token: :func:`extrarlhf.echo.looks_like_secret`,
+  credential assignment, an API key, a bearer token: :func:`extrarlhf.core.echo.looks_like_secret`,
   the one detector, which also keeps secrets out of every error message) -- is refused as
   ``forbidden_argument`` whatever the tool. Names and values are NFKC-normalized first, so
   fullwidth or other compatibility forms of them are caught too.
@@ -32,8 +32,8 @@ from typing import Any
 
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 
-from extrarlhf.echo import looks_like_secret
-from extrarlhf.errors import RLHFError
+from extrarlhf.core.echo import looks_like_secret
+from extrarlhf.core.errors import RLHFError
 
 # Argument names are normalized (NFKC, lowercase, letters and digits only) before matching, so
 # "db_password", "pgDsn", "User-Id" and "includePlayers" are all caught.

@@ -33,7 +33,7 @@ import orjson
 from annotated_types import Ge, Le
 from pydantic import Field, Strict
 
-from extrarlhf.errors import InvalidArgument
+from extrarlhf.core.errors import InvalidArgument
 
 T = TypeVar("T")
 Key = tuple[Any, ...]

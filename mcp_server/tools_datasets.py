@@ -15,14 +15,14 @@ from pydantic import ConfigDict, Field, Strict, with_config
 from typing_extensions import TypedDict
 
 from extrarlhf import datasets
-from extrarlhf.readiness import ReadinessPolicy
+from extrarlhf.core.readiness import ReadinessPolicy
 
-from .paging import Cursor, limit_arg, paged, paginate
 from .cancel import run_cancellable, run_long
+from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server import ExtraRLHFServer
+    from .app import ExtraRLHFServer
 
 DatasetRef = Annotated[str, Strict(), Field(description="A dataset: 'NAME' (newest version), 'NAME/vN' or "
                                                         "'@POINTER' (a promoted pointer), inside --datasets-dir.")]

@@ -21,7 +21,7 @@ from .progress import progress_bridge
 from .tools_datasets import DatasetRef, NewName, Overwrite, Policy, Promote
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .server import ExtraRLHFServer
+    from .app import ExtraRLHFServer
 
 Instant = Annotated[str, Strict(), Field(description="An ISO 8601 instant with a timezone, e.g. "
                                                      "2026-11-01T00:00:00Z (naive times are refused).")]

@@ -1,8 +1,8 @@
 """L0 tools (DESIGN section 8): ``train_policy``, ``benchmark_models``, ``promote_checkpoint``,
 ``run_pipeline``, plus ``rollback_promotion``, ``promotion_status`` and ``policy_ladder``.
 
-Each tool is a thin facade over the core (extrarlhf.training, extrarlhf.benchmarking,
-extrarlhf.promotion, extrarlhf.pipeline): typed arguments, the server's directories, MCP
+Each tool is a thin facade over the core (extrarlhf.training, extrarlhf.policies.benchmarking,
+extrarlhf.policies.promotion, extrarlhf.policies.pipeline): typed arguments, the server's directories, MCP
 progress notifications for the long ones (run in a worker thread, like ``run_series``).
 Call :func:`register` on a built server to add them.
 """
@@ -18,13 +18,13 @@ from annotated_types import Ge, Le
 from mcp.server.mcpserver import Context
 from pydantic import Field, Strict
 
-from extrarlhf import benchmarking, ladder, pipeline, promotion
+from extrarlhf.policies import benchmarking, ladder, pipeline, promotion
 from extrarlhf.runtime.match import MAX_SEED
 from extrarlhf.runtime.series import MAX_BATTLES
 from extrarlhf.runtime.series import MAX_WORKERS as SERIES_MAX_WORKERS
 
-from .paging import Cursor, limit_arg, paged, paginate
 from .cancel import run_cancellable, run_long
+from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
 from .tools_datasets import ReadinessThresholds
 
@@ -111,7 +111,7 @@ def bounded_report(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(server: Any) -> None:
-    """Add the L0 tools to ``server`` (an :class:`mcp_server.server.ExtraRLHFServer`)."""
+    """Add the L0 tools to ``server`` (an :class:`mcp_server.app.ExtraRLHFServer`)."""
     config = server.config
     tool = server.envelope_tool
 
@@ -302,7 +302,7 @@ def register(server: Any) -> None:
         reports. Read-only unless repair=true. Returns ok (no error left), problems (area, severity,
         code, path, line, field, message, repairable), repaired (area, path, action), skipped (what
         could not be checked, with why), checked (counts) and counts."""
-        from extrarlhf.check import check_all
+        from extrarlhf.maintenance.check import check_all
 
         return await run_long("check_data", check_all, config.sessions_dir, config.datasets_dir,
                               config.checkpoints_dir, repair=repair)

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from extrarlhf.errors import RLHFError
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore

@@ -19,10 +19,10 @@ import pytest
 
 import engine
 from extrarlhf.datasets import promote_dataset, split_v5_training_dataset
-from extrarlhf.promotion import POINTER, promote_checkpoint
+from extrarlhf.policies.promotion import POINTER, promote_checkpoint
 from extrarlhf.runtime.series import run_series
+from tests.policies.test_promotion import _pass_vs_random
 from tests.test_schemas import VALIDATORS
-from tests.training.test_promotion import _pass_vs_random
 from tests.training_helpers import copy_datasets, train_small
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from extrarlhf.cleanup import add_parser, collect_garbage
+from extrarlhf.core.fileio import LockBusy, atomic_write_json, lock_path, locked, remove_unused_lock
 from extrarlhf.datasets import materialize_v5_dataset, validate_dataset
 from extrarlhf.datasets.paths import DatasetsDir
-from extrarlhf.fileio import LockBusy, atomic_write_json, lock_path, locked, remove_unused_lock
+from extrarlhf.maintenance.cleanup import add_parser, collect_garbage
 from tests.datasets_helpers import GREEDY, RANDOM, ROOT, shared_sessions, tree_bytes
 
 
@@ -234,7 +234,7 @@ def test_an_unused_lock_file_is_removed_and_a_held_one_is_not(tmp_path: Path) ->
             with locked(target, wait=False):
                 pass
     # held by another process
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from extrarlhf.fileio import locked\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from extrarlhf.core.fileio import locked\n"
                                "with locked(sys.argv[1]):\n    print('held', flush=True); time.sleep(60)",
                                str(target)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

@@ -1,5 +1,6 @@
 """Agent setup (DESIGN section 13): put the skills where a client looks, register the MCP
 server in that client's config, and check that it all works.
+Imports ``extrarlhf.core`` and ``extrarlhf.production`` (the gate's status, names only).
 
 - clients.py   the pinned server entry and each client's skill folder and config format
 - install.py   ``install_skills``: copy the skills and merge the MCP config, all or nothing

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import RLHFError
+from ..core.errors import RLHFError
 
 SERVER_NAME = "extra-rlhf"
 REPO = Path(__file__).resolve().parents[2]

@@ -29,9 +29,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_bytes, writing
-from .clients import REPO, SERVER_NAME, SNIPPET, Client, ServerEntry, SetupError, added_env, client, dump_config, \
-    json_server, newline_of, parse_config, pinned_entry
+from ..core.fileio import atomic_write_bytes, writing
+from .clients import (
+    REPO,
+    SERVER_NAME,
+    SNIPPET,
+    Client,
+    ServerEntry,
+    SetupError,
+    added_env,
+    client,
+    dump_config,
+    json_server,
+    newline_of,
+    parse_config,
+    pinned_entry,
+)
 
 MARKER = ".extra-rlhf-install.json"
 PLACEHOLDER = "<REPO_ROOT>"

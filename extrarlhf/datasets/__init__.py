@@ -1,8 +1,9 @@
 """The local dataset plane (DESIGN section 9): session groups -> validated, versioned Parquet
 datasets, readiness per training contour, group-aware splits, and safe publication.
+Imports ``engine``, ``adapters`` and extrarlhf's core, runtime and envs (the offline-RL export).
 
 Every function returns a plain JSON-able dict (a facade only shapes arguments) and raises
-:class:`extrarlhf.errors.RLHFError` subclasses with stable codes. Every dataset path is
+:class:`extrarlhf.core.errors.RLHFError` subclasses with stable codes. Every dataset path is
 confined to the datasets dir (paths.py). Modules:
 
 - paths.py        confinement, names, references (``NAME``, ``NAME/vN``, ``@POINTER``)
@@ -13,7 +14,7 @@ confined to the datasets dir (paths.py). Modules:
 - materialize.py  ``materialize_v5_dataset``
 - validate.py     ``validate_dataset``
 - prebattle.py    TimeStamp's deck-derived inputs, one definition for the export and the validator
-- contours.py     ``dataset_readiness`` (judged by extrarlhf/readiness.py)
+- contours.py     ``dataset_readiness`` (judged by extrarlhf/core/readiness.py)
 - assign.py       keyed-hash split assignment
 - splits.py       ``split_v5_training_dataset``, ``split_nemesis_training_dataset``
 - catalog.py      ``list_datasets``, ``inspect_dataset``, ``promote_dataset``

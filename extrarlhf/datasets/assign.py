@@ -22,7 +22,7 @@ import hmac
 import math
 from typing import Any, Sequence
 
-from ..errors import InvalidArgument
+from ..core.errors import InvalidArgument
 
 DEFAULT_SPLIT_KEY = "extrarlhf-split-v1"
 SPLITS = ("train", "val", "test")

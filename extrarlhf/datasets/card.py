@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
-from ..errors import NotFound, RLHFError
-from ..fileio import atomic_write_bytes
+from ..core.errors import NotFound, RLHFError
+from ..core.fileio import atomic_write_bytes
 from .manifest import MANIFEST, read_manifest
 from .paths import DatasetsDir, check_dataset_name
 from .pointers import manifest_sha256

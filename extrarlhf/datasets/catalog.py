@@ -6,8 +6,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ..errors import RLHFError, ValidationFailed
-from ..runtime.sessions import check_name
+from ..core.errors import RLHFError, ValidationFailed
+from ..core.names import check_name
 from .manifest import read_manifest
 from .paths import DatasetsDir, check_pointer_name
 from .pointers import list_pointers, manifest_sha256, resolve, write_pointer

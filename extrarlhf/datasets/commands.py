@@ -8,11 +8,11 @@ Each subcommand calls one core function and prints a short readable report (or, 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from ..errors import InvalidArgument
-from ..progress import ProgressLine
+from ..core.console import print_json
+from ..core.errors import InvalidArgument
+from ..core.progress import ProgressLine
 
 
 def parse_policy_overrides(values: list[str] | None) -> dict[str, int] | None:
@@ -36,10 +36,6 @@ def _fractions(text: str) -> list[float]:
             from None
 
 
-def _dump(result: Any) -> None:
-    print(json.dumps(result, indent=2, sort_keys=True))
-
-
 def _yes(flag: bool) -> str:
     return "ready" if flag else "NOT ready"
 
@@ -59,7 +55,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     result = list_datasets(datasets_dir=args.datasets_dir)
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     if not result["datasets"]:
         print(f"no datasets under {result['datasets_dir']}")
@@ -88,7 +84,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     result = inspect_dataset(args.dataset, datasets_dir=args.datasets_dir)
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     m = result["manifest"]
     print(f"{result['dataset_id']} ({m['kind']}) at {result['path']}")
@@ -126,7 +122,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     result = validate_dataset(args.dataset, datasets_dir=args.datasets_dir)
     if args.json:
-        _dump(result)
+        print_json(result)
     elif result["valid"]:
         rows = ", ".join(f"{k} {n}" for k, n in (result["row_counts"] or {}).items())
         print(f"{result['dataset_id']}: valid ({rows})")
@@ -147,7 +143,7 @@ def _cmd_materialize(args: argparse.Namespace) -> int:
                                     exclude_corrupt=args.exclude_corrupt, workers=args.workers,
                                     progress=ProgressLine(f"materialize {args.name}"))
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     rows = ", ".join(f"{k} {n}" for k, n in result["row_counts"].items())
     print(f"{result['dataset_id']}: {rows}" + (" (replaced the previous content)" if result["replaced"] else ""))
@@ -173,7 +169,7 @@ def _cmd_readiness(args: argparse.Namespace) -> int:
                                datasets_dir=args.datasets_dir, policy=parse_policy_overrides(args.policy),
                                verify=not args.no_verify)
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     src = result["source"]
     name = f"group {src['group']}" if src["kind"] == "session_group" else f"dataset {src['dataset_id']}"
@@ -222,7 +218,7 @@ def _cmd_split_v5(args: argparse.Namespace) -> int:
 
     result = split_v5_training_dataset(args.dataset, **_split_kwargs(args),
                                        progress=ProgressLine("split-v5", unit="decisions"))
-    _dump(result) if args.json else _print_split(result)
+    print_json(result) if args.json else _print_split(result)
     return 0
 
 
@@ -231,7 +227,7 @@ def _cmd_split_nemesis(args: argparse.Namespace) -> int:
 
     result = split_nemesis_training_dataset(args.dataset, args.view, group_by=args.group_by, **_split_kwargs(args),
                                             progress=ProgressLine(f"split-nemesis {args.view}", unit="decisions"))
-    _dump(result) if args.json else _print_split(result)
+    print_json(result) if args.json else _print_split(result)
     return 0
 
 
@@ -239,7 +235,7 @@ def _cmd_card(args: argparse.Namespace) -> int:
     from .card import write_dataset_card
 
     result = write_dataset_card(args.name, datasets_dir=args.datasets_dir)
-    _dump(result) if args.json else print(f"{result['name']}: card of v{', v'.join(map(str, result['versions']))} "
+    print_json(result) if args.json else print(f"{result['name']}: card of v{', v'.join(map(str, result['versions']))} "
                                           f"written to {result['path']}")
     return 0
 
@@ -249,7 +245,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
 
     result = promote_dataset(args.dataset, args.pointer, datasets_dir=args.datasets_dir)
     if args.json:
-        _dump(result)
+        print_json(result)
     else:
         before = f" (was {result['previous']})" if result["previous"] else ""
         print(f"pointer {result['pointer']} -> {result['dataset_id']}{before}")

@@ -1,5 +1,5 @@
 """``dataset_readiness``: every training contour of DESIGN section 9, for a session group or a
-published dataset, with its blockers (the judging itself is extrarlhf/readiness.py).
+published dataset, with its blockers (the judging itself is extrarlhf/core/readiness.py).
 
 - A **session group** is judged from its folded catalog: eligible = finished, non-degraded
   battles in which the omniscient view was never shown, whose trace files still hash to their catalog digests (``verify=True``, the
@@ -19,9 +19,10 @@ from typing import Any
 
 import engine
 
-from ..errors import InvalidArgument
-from ..readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import SessionStore, check_name
+from ..core.errors import InvalidArgument
+from ..core.names import check_name
+from ..core.readiness import ReadinessPolicy, contour_readiness
+from ..runtime.sessions import SessionStore
 from .manifest import read_manifest
 from .materialize import snapshot_group
 from .paths import DatasetsDir

@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 
 import engine
 
-from ..errors import CorruptRecord, UnsupportedSchema, corrupt_record
-from ..fileio import read_json_document
+from ..core.clock import utc_now
+from ..core.errors import CorruptRecord, UnsupportedSchema, corrupt_record
+from ..core.fileio import read_json_document
 from ..runtime.records import kind as shown
-from ..runtime.trace import utc_now
 from .tables import DATASET_SCHEMA_VERSION, FORMAT_CHANGES, TABLES, describe_columns, sha256_file
 
 MANIFEST = "manifest.json"

@@ -39,16 +39,17 @@ import pyarrow as pa
 
 import engine
 
-from ..errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
-from ..readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import SessionStore, check_name
+from ..core.errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
+from ..core.names import check_name
+from ..core.readiness import ReadinessPolicy, contour_readiness
+from ..runtime.sessions import SessionStore
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep
+from .pool import map_chunks
 from .publish import publish_version
 from .tables import Columns, StreamingTable
 from .validate import DecisionChecks, validate_dir
-from .pool import map_chunks
 
 __all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot", "TableBuilder", "auto_workers",
            "short_readiness"]

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 import engine
 
-from ..errors import InvalidArgument
+from ..core.errors import InvalidArgument
 from .paths import DatasetsDir
 from .splits import _battle_chunks, _source
 from .tables import fixed_vectors, iter_batches

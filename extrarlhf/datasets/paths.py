@@ -31,8 +31,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import InvalidArgument, NotFound, PathOutsideDatasetsDir
-from ..runtime.sessions import check_name
+from ..core.errors import InvalidArgument, NotFound, PathOutsideDatasetsDir
+from ..core.names import check_name
 
 DEFAULT_DATASETS_DIR = "datasets"
 POINTERS_DIR = "pointers"

@@ -7,7 +7,7 @@ replaced atomically (temp file, fsync, rename) under a lock, so readers see the 
 new pointer, never a mix.
 
 A pointer document missing a field, with a field of the wrong type or a ``dataset_id`` that
-is not ``NAME/vN`` is a :class:`~extrarlhf.errors.CorruptRecord` (``corrupt_record``) naming the file and the
+is not ``NAME/vN`` is a :class:`~extrarlhf.core.errors.CorruptRecord` (``corrupt_record``) naming the file and the
 field; re-pointing it (``promote_dataset``) replaces it.
 
 Publication with a pointer (``promote=`` of materialize, splits and exports) is ordered so
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import InvalidArgument, RLHFError, corrupt_record
-from ..fileio import atomic_write_json, locked, read_json_document, writing
-from ..runtime.trace import utc_now
+from ..core.clock import utc_now
+from ..core.errors import InvalidArgument, RLHFError, corrupt_record
+from ..core.fileio import atomic_write_json, locked, read_json_document, writing
 from .paths import DatasetRef, DatasetsDir, check_pointer_name, parse_ref
 
 POINTER_SCHEMA_VERSION = 1

@@ -42,9 +42,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import DatasetExists, InvalidArgument, RLHFError, ValidationFailed, resource_error
-from ..fileio import LockBusy, fsync_dir, locked, writing
-from ..procs import pid_alive
+from ..core.errors import DatasetExists, InvalidArgument, RLHFError, ValidationFailed, resource_error
+from ..core.fileio import LockBusy, fsync_dir, locked, writing
+from ..core.procs import pid_alive
 from .card import write_dataset_card
 from .paths import VERSION_DIR, DatasetsDir, check_dataset_name, check_positive_int
 from .tables import abort_writers_under

@@ -50,10 +50,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InvalidArgument, NotReady
-from ..readiness import ReadinessPolicy, contour_readiness
-from .assign import (DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, bucket, check_fractions, check_split_key,
-                     split_of)
+from ..core.errors import InvalidArgument, NotReady
+from ..core.readiness import ReadinessPolicy, contour_readiness
+from .assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, bucket, check_fractions, check_split_key, split_of
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep, manifest_sha256

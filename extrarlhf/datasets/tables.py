@@ -28,7 +28,7 @@ import pyarrow as pa
 import engine
 from adapters import work
 
-from ..errors import InvalidArgument
+from ..core.errors import InvalidArgument
 
 DATASET_SCHEMA_VERSION = 2
 FORMAT_CHANGES = {

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 import engine
 
-from ..errors import InvalidArgument, RLHFError, ValidationFailed
+from ..core.errors import InvalidArgument, RLHFError, ValidationFailed
 from .assign import bucket, split_of
 from .manifest import KINDS, MANIFEST, read_manifest
 from .paths import DatasetsDir

@@ -41,10 +41,9 @@ def receive(stream: BinaryIO) -> Any:
 def main() -> int:
     import gc
     import importlib
-
     import os
 
-    from ..procs import die_with
+    from ..core.procs import die_with
 
     die_with(os.getppid())  # a parent killed mid-chunk: stop now, not after the chunk
     module, _, name = (sys.argv[1] if len(sys.argv) > 1 else DEFAULT_TASK).partition(":")

@@ -1,4 +1,5 @@
 """RL ecosystem wrappers for ExtraArena: a PettingZoo AEC env and a Gymnasium single-seat env.
+Imports ``engine``, ``adapters`` and ``extrarlhf.runtime`` (actor specs).
 
 Importing this package needs the optional ``rl`` extra (``pip install 'extrarlhf[rl]'``,
 which brings gymnasium and pettingzoo); the rest of extrarlhf never imports them.

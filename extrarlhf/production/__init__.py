@@ -1,5 +1,6 @@
 """The production plane (DESIGN section 10): opt-in, read-only, pseudonymized exports from the
 game backend's PostgreSQL.
+Imports ``engine``, ``adapters`` and extrarlhf's core, runtime and datasets; asyncpg only here.
 
 Every entry point checks the gate first (gate.py): off by default, it refuses with
 ``production_disabled`` naming each missing or invalid variable and opens no connection.

@@ -8,15 +8,11 @@ Business errors (a closed gate included) are printed by extrarlhf/cli.py as one
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from ..core.console import print_json
+from ..core.progress import ProgressLine
 from ..datasets.commands import parse_policy_overrides
-from ..progress import ProgressLine
-
-
-def _dump(result: Any) -> None:
-    print(json.dumps(result, indent=2, sort_keys=True, default=str))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -24,7 +20,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     result = production_status()
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     print(f"production plane: {'ENABLED' if result['open'] else 'disabled'}")
     for name, info in result["variables"].items():
@@ -44,7 +40,7 @@ def _cmd_export_v5(args: argparse.Namespace) -> int:
         publish_incomplete=args.publish_incomplete, workers=args.workers, policy=parse_policy_overrides(args.policy),
         progress=ProgressLine(f"production export {args.name}"))
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     if not result["published"]:
         print(result["message"])
@@ -83,7 +79,7 @@ def _cmd_export_timestamp(args: argparse.Namespace) -> int:
                                       overwrite=args.overwrite, promote=args.promote,
                                       policy=parse_policy_overrides(args.policy))
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     print(f"{result['dataset_id']}: TimeStamp dataset of {result['source']}: "
           + ", ".join(f"{k} {n}" for k, n in result["row_counts"].items()))
@@ -103,7 +99,7 @@ def _cmd_export_returnclock(args: argparse.Namespace) -> int:
                                         policy=parse_policy_overrides(args.policy),
                                         progress=ProgressLine(f"returnclock export {args.name}", unit="sessions"))
     if args.json:
-        _dump(result)
+        print_json(result)
         return 0
     if not result["published"]:
         print(result["message"])
@@ -123,7 +119,7 @@ def _cmd_split_returnclock(args: argparse.Namespace) -> int:
 
     result = split_returnclock_training_dataset(args.dataset, name=args.name, datasets_dir=args.datasets_dir,
                                                 overwrite=args.overwrite, policy=parse_policy_overrides(args.policy))
-    _dump(result) if args.json else print(f"{result['dataset_id']}: organic-only split: "
+    print_json(result) if args.json else print(f"{result['dataset_id']}: organic-only split: "
                                          + ", ".join(f"{k} {n}" for k, n in result["row_counts"].items())
                                          + f"\n  at {result['path']}")
     return 0

@@ -13,8 +13,8 @@ import secrets
 import sys
 from pathlib import Path
 
-from ..errors import RLHFError
-from ..progress import ProgressLine
+from ..core.errors import RLHFError
+from ..core.progress import ProgressLine
 from . import gate
 from .export import export_production_v5_dataset
 from .fixture import build_fixture

@@ -31,6 +31,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import orjson
+
+import engine
+
+from ..core.errors import Cancelled, InvalidArgument
+from ..core.readiness import ReadinessPolicy, contour_readiness
 from ..datasets.manifest import write_manifest
 from ..datasets.materialize import TASK_BATTLES, TableBuilder, auto_workers, short_readiness
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
@@ -38,15 +44,10 @@ from ..datasets.pointers import PointerStep
 from ..datasets.pool import map_chunks
 from ..datasets.publish import publish_version
 from ..datasets.validate import DecisionChecks, validate_dir
-from ..errors import Cancelled, InvalidArgument
-from ..readiness import ReadinessPolicy, contour_readiness
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, battle_key, player_pseudonym
 from .reader import MAX_ROWS, SnapshotReader, Window
 from .replay import BattleRecord, plausible_labels
-
-import engine
-import orjson
 
 __all__ = ["export_production_v5_dataset", "parse_instant", "check_window"]
 

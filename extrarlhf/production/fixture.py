@@ -59,8 +59,8 @@ import numpy as np
 
 import engine
 from adapters.baselines import GreedyPolicy
-from extrarlhf.errors import InvalidArgument, RLHFError
-from extrarlhf.progress import ProgressLine
+from extrarlhf.core.errors import InvalidArgument, RLHFError
+from extrarlhf.core.progress import ProgressLine
 
 from .schema import DDL, TABLE_COLUMNS
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import RLHFError
+from ..core.errors import RLHFError
 
 ENABLE_VAR = "RLHF_ENABLE_PRODUCTION_DATASETS"
 DSN_VAR = "RLHF_PRODUCTION_DSN"

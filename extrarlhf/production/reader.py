@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
-from ..errors import Cancelled, RLHFError
+from ..core.errors import Cancelled, RLHFError
 from .gate import DSN_VAR, LOCK_TIMEOUT_VAR, STATEMENT_TIMEOUT_VAR, ProductionAccess
 from .schema import TABLE_COLUMNS
 

@@ -75,6 +75,8 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..core.errors import Cancelled, InvalidArgument, NotReady, RLHFError
+from ..core.readiness import ReadinessPolicy, returnclock_readiness
 from ..datasets.assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, check_fractions, check_split_key
 from ..datasets.manifest import write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_positive_int
@@ -83,14 +85,20 @@ from ..datasets.publish import publish_version
 from ..datasets.splits import _SplitWriter
 from ..datasets.tables import StreamingTable, iter_batches
 from ..datasets.validate import validate_dir, validated_source
-from ..errors import Cancelled, InvalidArgument, NotReady, RLHFError
-from ..readiness import ReadinessPolicy, returnclock_readiness
 from .export import _iso, check_max_rows, check_window
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, keyed_ids
 from .reader import close_connections, open_snapshot, read_failed, until_stopped
-from .returnclock_query import (EXPOSED_STATUSES, PLANNER_SETTINGS, RETURNCLOCK_SQL, SESSION_COUNT_SQL, TREATMENT_COUNT_SQL, TREATMENT_CUT_SQL, CsvBatches,
-                                as_utc)
+from .returnclock_query import (
+    EXPOSED_STATUSES,
+    PLANNER_SETTINGS,
+    RETURNCLOCK_SQL,
+    SESSION_COUNT_SQL,
+    TREATMENT_COUNT_SQL,
+    TREATMENT_CUT_SQL,
+    CsvBatches,
+    as_utc,
+)
 
 __all__ = ["export_returnclock_dataset", "split_returnclock_training_dataset", "load_returnclock_training",
            "EXPOSED_STATUSES", "CONTOUR"]

@@ -37,6 +37,8 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
+from ..core.errors import Cancelled, InvalidArgument, NotReady, ValidationFailed
+from ..core.readiness import ReadinessPolicy, contour_readiness
 from ..datasets.manifest import write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name
 from ..datasets.pointers import PointerStep, manifest_sha256
@@ -44,8 +46,6 @@ from ..datasets.prebattle import PREBATTLE_FEATURES, derived_inputs
 from ..datasets.publish import publish_version
 from ..datasets.tables import SCHEMAS, TIMESTAMP_INPUTS, StreamingTable, iter_batches
 from ..datasets.validate import validate_dir, validated_source
-from ..errors import Cancelled, InvalidArgument, NotReady, ValidationFailed
-from ..readiness import ReadinessPolicy, contour_readiness
 from .gate import open_gate
 from .pseudonyms import keyed_ids
 

@@ -1,4 +1,6 @@
 """The battle runtime: playing battles and keeping their traces (DESIGN sections 5 and 6).
+Imports ``engine``, ``adapters``, ``extrarlhf.core`` and ``extrarlhf.checkpoints`` (a
+checkpoint name resolves through the registry, never through promotion or benchmarks).
 
 - actors.py     actor specs (baseline:random, baseline:greedy, checkpoint names) -> actors; battle_tag
 - match.py      one battle: start -> submit/advance -> finish | abandon
@@ -11,4 +13,8 @@
 - codenames.py  codename leases (agents_index.json), self-healing reap
 - live.py       live matches of one process (opaque, process-local ids, per-match locks)
 - replay.py     re-run a trace and report the first divergence
+- consistency.py  a manifest against the actors its traces record (manifest_mismatch)
+- duel.py       untraced battles between two policies, paired seeds (the demo, benchmarks' figures)
+- demo.py       ``python -m extrarlhf demo``: baseline series and their summary
+- commands.py   the ``demo``/``collect``/``replay``/``sessions`` CLI subcommands
 """

@@ -15,12 +15,12 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from adapters import AdapterError, BASELINES, make_baseline
+from adapters import BASELINES, AdapterError, make_baseline
 from adapters.search import SearchPolicy, is_search_spec, parse_search_spec, search_spec
 from engine import derive_seed
 
-from ..checkpoints import CheckpointRegistry
-from ..errors import InvalidArgument, UnknownSpec
+from ..checkpoints.registry import CheckpointRegistry
+from ..core.errors import InvalidArgument, UnknownSpec
 
 P1_ACTOR_TYPES = ("human", "llm", "rl")
 DEFAULT_CHECKPOINTS = "checkpoints"

@@ -30,11 +30,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import fileio
-from ..echo import looks_like_secret
-from ..errors import RLHFError
-from ..procs import pid_alive, process_start_time
-from .sessions import check_name
+from ..core import fileio
+from ..core.echo import looks_like_secret
+from ..core.errors import RLHFError
+from ..core.names import check_name
+from ..core.procs import pid_alive, process_start_time
 
 __all__ = [
     "CodenameError",

@@ -9,7 +9,7 @@ only ever written by ``SessionStore.ensure_group``, which refuses another config
 manifest that disagrees with its traces was edited after they were played. Resuming such a group
 would add battles of the manifest's configuration beside battles of another, and a dataset
 materialized from it would publish both under one configuration: ``SessionStore.reconcile``
-refuses it (:class:`~extrarlhf.errors.ManifestMismatch`) and ``extrarlhf check`` reports it.
+refuses it (:class:`~extrarlhf.core.errors.ManifestMismatch`) and ``extrarlhf check`` reports it.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 from adapters import SearchPolicy
 
-from ..errors import MatchError
+from ..core.errors import MatchError
 from .match import Match, play_or_abandon, start_match
 from .sessions import SessionStore
 

@@ -17,11 +17,12 @@ from adapters import Decision, decide, work
 from engine import IllegalActionError, derive_seed
 from engine.actions import check_action_id
 
+from ..core.errors import InvalidArgument, MatchError
+from ..core.names import check_name
 from . import ownership
-from .codenames import check_codename
 from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
-from ..errors import InvalidArgument, MatchError
-from .sessions import SessionStore, battle_id_for, check_name
+from .codenames import check_codename
+from .sessions import SessionStore, battle_id_for
 from .trace import BattleRecorder
 
 MAX_RATIONALE_CHARS = 4000

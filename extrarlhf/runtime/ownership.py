@@ -7,7 +7,7 @@ their group before they touch it and release it when they end::
      "owner_start_time", "owner_host", "codename", "token", "claimed_at", "heartbeat_at",
      "stale_after_s"}
 
-A second taker is refused at once with :class:`extrarlhf.errors.GroupBusy` naming the owner
+A second taker is refused at once with :class:`extrarlhf.core.errors.GroupBusy` naming the owner
 (pid, host, codename, since when, last heartbeat) -- also from the same process, since each
 acquisition has its own ``token``. Like a codename lease (codenames.py), a lease is reaped
 when its owner is gone: no such pid on this host, a zombie, a pid recycled by another
@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .. import fileio
-from ..errors import CorruptRecord, GroupBusy, UnsupportedSchema
-from ..procs import pid_alive, process_start_time
+from ..core import fileio
+from ..core.errors import CorruptRecord, GroupBusy, UnsupportedSchema
+from ..core.procs import pid_alive, process_start_time
 from . import records
 
 if TYPE_CHECKING:

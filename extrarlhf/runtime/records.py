@@ -3,7 +3,7 @@
 
 Each ``check_*`` function takes a parsed JSON value and raises :class:`Bad` naming the first
 field that is wrong (missing, wrong type, unknown value) and why; the callers in sessions.py
-turn that into :class:`extrarlhf.errors.CorruptRecord` with the file and line. These checks
+turn that into :class:`extrarlhf.core.errors.CorruptRecord` with the file and line. These checks
 cover what readers rely on (types, ranges, enumerations, shapes); the JSON Schemas in
 ``extrarlhf/schemas/`` are the complete description and are checked by the tests.
 

@@ -14,18 +14,18 @@ import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from typing import Any, Callable, Iterator
 
+from adapters import decide_many, work
 from engine import derive_seed
 
-from adapters import decide_many, work
-
+from ..core.errors import GroupBusy, InvalidArgument
+from ..core.names import check_name
+from ..core.procs import cap_workers, process_pool, stop_flag
+from ..core.readiness import ReadinessPolicy
+from ..core.work_caps import MAX_SEARCH_SIMS_BATTLES, check_search_work, search_sims
 from . import codenames, ownership
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
-from ..errors import GroupBusy, InvalidArgument
 from .match import Match, check_seed, configuration, resolve_players
-from ..procs import cap_workers, process_pool, stop_flag
-from ..readiness import ReadinessPolicy
-from ..work_caps import MAX_SEARCH_SIMS_BATTLES, check_search_work, search_sims
-from .sessions import FINAL_STATUSES, SessionStore, check_name, scan_catalog
+from .sessions import FINAL_STATUSES, SessionStore, scan_catalog
 
 MAX_BATTLES = 1_000_000
 MAX_WORKERS = 64
@@ -96,7 +96,7 @@ def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
 
 def check_series_work(specs: list[str], n_battles: int, finished: int) -> None:
     """Refuse a call whose battles still to play (``n_battles`` - ``finished``) ask for more
-    search work than one call may (:mod:`extrarlhf.work_caps`)."""
+    search work than one call may (:mod:`extrarlhf.core.work_caps`)."""
     per_battle = sum(search_sims(spec) for spec in specs)
     todo = n_battles - finished
     check_search_work(per_battle * todo, f"this series ({todo:,} battles to play at {per_battle:,} sims per decision)",

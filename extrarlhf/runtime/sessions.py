@@ -18,7 +18,7 @@ file carries a ``schema_version`` and readers refuse versions they do not know.
 
 **Damaged records.** Every reader checks what it reads (records.py): a catalog line, a
 manifest or a ``summary.json`` that is not valid JSON, misses a key, has a wrong type or an
-unknown status is :class:`~extrarlhf.errors.CorruptRecord` (``corrupt_record``) naming the
+unknown status is :class:`~extrarlhf.core.errors.CorruptRecord` (``corrupt_record``) naming the
 file, the line and the field, and nothing is read past it. The one exception is an
 unterminated last catalog line that does not parse: an append in progress (readers take no
 lock) or one torn by a killed writer; it is skipped, and its battle shows as unfinished.
@@ -31,9 +31,9 @@ is never overwritten. :func:`check_sessions` lists every problem of a sessions d
 
 **Confinement.** Like datasets (datasets/paths.py), every group, file and folder used is
 checked to resolve (symlinks followed) inside the real sessions dir, with a separator
-boundary; a symlink that leads out is :class:`~extrarlhf.errors.PathOutsideSessionsDir`.
+boundary; a symlink that leads out is :class:`~extrarlhf.core.errors.PathOutsideSessionsDir`.
 The sessions dir itself may be a symlink. A writer whose group folder vanished is
-:class:`~extrarlhf.errors.GroupMissing` before it writes anything (nothing is re-created).
+:class:`~extrarlhf.core.errors.GroupMissing` before it writes anything (nothing is re-created).
 """
 
 from __future__ import annotations
@@ -55,11 +55,23 @@ import orjson
 
 import engine
 
-from ..errors import (CorruptRecord, GroupBusy, GroupConflict, GroupMissing, IntegrityError, InvalidArgument,
-                      ManifestMismatch, NotFound, PathOutsideSessionsDir, RLHFError, UnsupportedSchema)
-from ..fileio import append_line_locked, atomic_write_bytes, atomic_write_json, check_version, fsync_dir, locked
-from ..procs import pid_alive
-from ..readiness import ReadinessPolicy, session_readiness
+from ..core.errors import (
+    CorruptRecord,
+    GroupBusy,
+    GroupConflict,
+    GroupMissing,
+    IntegrityError,
+    InvalidArgument,
+    ManifestMismatch,
+    NotFound,
+    PathOutsideSessionsDir,
+    RLHFError,
+    UnsupportedSchema,
+)
+from ..core.fileio import append_line_locked, atomic_write_bytes, atomic_write_json, check_version, fsync_dir, locked
+from ..core.names import check_name, is_name
+from ..core.procs import pid_alive
+from ..core.readiness import ReadinessPolicy, session_readiness
 from . import consistency, ownership, records
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
@@ -67,40 +79,10 @@ from .trace import V5_SCHEMA_VERSION, utc_now
 SESSIONS_SCHEMA_VERSION = 1
 REPAIRS_LOG = "catalog-repairs.jsonl"
 LEASE_NAME = "lease.json"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # What a message about a damaged catalog tells the user to do.
 REPAIR_HINT = ("resume the series (it rebuilds a battle's line from its intact trace) or run `extrarlhf check "
                "--repair` (extrarlhf.runtime.sessions.check_sessions(sessions_dir, repair=True)); the damaged lines "
                f"are kept in {REPAIRS_LOG}. Or restore the file from a backup")
-
-
-# Names the project's own bookkeeping files take beside groups, datasets and checkpoints: a
-# group, dataset, pointer or checkpoint may never be called like them.
-RESERVED_NAMES = frozenset({"agents_index.json", "index.json", "promoted.json", "promoted_history.jsonl",
-                            "promoted.intent.json", "manifest.json", "summary.json", "catalog.jsonl", "benchmarks"})
-RESERVED_SUFFIXES = (".lock", ".tmp")
-
-
-def check_name(value: Any, what: str = "group") -> str:
-    """Group, dataset, checkpoint and battle names are one path component: letters, digits,
-    ``._-``, no ``..``, and never one of the project's own file names (``RESERVED_NAMES``,
-    ``*.lock``, ``*.tmp``)."""
-    if not isinstance(value, str) or not _NAME.fullmatch(value) or ".." in value:
-        raise InvalidArgument(
-            f"{what} name {value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', starting with "
-            f"a letter or digit, without '/', '..' or NUL")
-    if value.lower() in RESERVED_NAMES or value.lower().endswith(RESERVED_SUFFIXES):
-        raise InvalidArgument(f"{what} name {value!r} is reserved for ExtraRLHF's own files (index, pointer, lock "
-                              f"and temp files); choose another name")
-    return value
-
-
-def _is_name(value: str) -> bool:
-    try:
-        check_name(value)
-    except InvalidArgument:
-        return False
-    return True
 
 
 def battle_id_for(group: str, index: int, seed: int) -> str:
@@ -519,7 +501,7 @@ class SessionStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and _is_name(p.name) and (p / "manifest.json").is_file())
+                      if p.is_dir() and is_name(p.name) and (p / "manifest.json").is_file())
 
     def read_manifest(self, group: str) -> dict[str, Any]:
         return self._read_manifest_file(self._require_group(group))
@@ -982,7 +964,7 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
         except RLHFError as exc:
             problems.append(problem(None, index, None, None, exc.code, str(exc), False))
     for child in sorted(root.iterdir(), key=lambda p: p.name):
-        if child.name.startswith(".") or not _is_name(child.name) or not child.is_dir():
+        if child.name.startswith(".") or not is_name(child.name) or not child.is_dir():
             continue
         problems += _check_group(store, child.name, repair, hashes)
     return problems

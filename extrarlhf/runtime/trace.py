@@ -10,20 +10,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
-from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
 import engine
 
+from ..core.clock import utc_now
+
 V5_SCHEMA_VERSION = 1
 AUDIT_NOTE = ("headless wall-clock/CPU times and synthetic actor latency: audit data only, "
               "never a human decision-time label")
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _dumps(obj: Any) -> str:

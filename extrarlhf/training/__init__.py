@@ -1,4 +1,5 @@
-"""Behaviour-cloning training of ``v5`` policies (DESIGN section 11).
+"""Behaviour-cloning training of ``v5`` policies (DESIGN section 11). Imports ``engine``,
+``adapters`` and extrarlhf's core, checkpoints, runtime and datasets.
 
 - data.py     decisions of a V5 dataset as dense numpy arrays; which ones are imitated
 - bc.py       the MLP action scorer, its forward/backward pass in numpy, Adam, the epoch loop
@@ -6,7 +7,7 @@
 - export.py   weights -> v5 ONNX graph (onnx.helper), verified against numpy in onnxruntime
 - card.py     the model card written next to the checkpoint
 - train.py    ``train_policy``: checks, training, export, registration, card
-- commands.py the ``train``/``benchmark``/``promote``/``pipeline`` CLI subcommands
+- commands.py the ``train`` CLI subcommand (and the option helpers the policies' commands share)
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import numpy as np
 import engine
 from adapters import work
 
-from ..errors import InvalidArgument, WorkCapExceeded
+from ..core.errors import InvalidArgument, WorkCapExceeded
 from .data import Decisions, row_index
 
 TARGETS = ("choice", "search_values")

@@ -31,9 +31,9 @@ import onnxruntime
 
 import engine
 
-from ..errors import CorruptRecord, NotFound, StaleCard, UnsupportedSchema, corrupt_record
-from ..fileio import atomic_write_json, fsync_dir, writing
-from ..runtime.trace import utc_now
+from ..core.clock import utc_now
+from ..core.errors import CorruptRecord, NotFound, StaleCard, UnsupportedSchema, corrupt_record
+from ..core.fileio import atomic_write_json, fsync_dir, writing
 
 CARD_SCHEMA_VERSION = 1
 CARD_SUFFIX = ".card.json"
@@ -149,7 +149,7 @@ def read_card(checkpoints_dir: str | os.PathLike[str], name: str) -> dict[str, A
     there is none, ``corrupt_record`` (file and field) when it is damaged, ``stale_card`` when
     its ``weights_hash`` is not the one registered under ``name`` now (or ``name`` is no longer
     registered)."""
-    from ..checkpoints import CheckpointRegistry
+    from ..checkpoints.registry import CheckpointRegistry
 
     path = card_path(checkpoints_dir, name)
     card = _load(path, name)

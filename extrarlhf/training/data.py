@@ -45,8 +45,8 @@ import pyarrow.parquet as pq
 
 import engine
 
+from ..core.errors import InvalidArgument
 from ..datasets.tables import fixed_vectors
-from ..errors import InvalidArgument
 
 COLUMNS = ["battle_id", "actor_spec", "outcome", "observation", "legal_action_features", "action_index"]
 IMITATE_KEYWORDS = ("all", "winners", "search")

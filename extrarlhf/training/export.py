@@ -30,7 +30,7 @@ import engine
 from adapters.model_files import read_model_file
 from adapters.onnx_models import check_kind, new_session, signature, weights_hash
 
-from ..errors import RLHFError
+from ..core.errors import RLHFError
 from .bc import PARAM_ORDER, Params, forward_padded
 from .data import Decisions
 

@@ -1,6 +1,6 @@
 """``train_policy``: a validated, V5-ready dataset -> a registered ``v5`` checkpoint + model card.
 
-Steps (each refusal is an :class:`~extrarlhf.errors.RLHFError` with a stable code):
+Steps (each refusal is an :class:`~extrarlhf.core.errors.RLHFError` with a stable code):
 
 1. arguments, and the checkpoint name: an existing name needs ``overwrite=True``, and the
    promoted checkpoint (or one a rollback could restore) is never overwritten
@@ -36,10 +36,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..checkpoints import CheckpointRegistry
-from ..errors import InvalidArgument, NotReady, RLHFError, ValidationFailed
+from ..checkpoints.registry import CheckpointRegistry
+from ..core.errors import InvalidArgument, NotReady, RLHFError, ValidationFailed
+from ..core.names import check_name
 from ..runtime.match import check_seed
-from ..runtime.sessions import check_name
 from .bc import HyperParams, check_training_cost, policy_metrics, train_bc, value_mse
 from .blas import single_blas_thread
 from .card import build_card, write_card

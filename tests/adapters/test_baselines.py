@@ -4,7 +4,7 @@ import pytest
 
 import engine
 from adapters import GreedyPolicy, RandomPolicy, make_baseline
-from extrarlhf.duel import paired_series, play_duel
+from extrarlhf.runtime.duel import paired_series, play_duel
 
 
 def test_greedy_beats_random_in_400_paired_battles():

@@ -28,8 +28,8 @@ CHILD = textwrap.dedent('''
     from pathlib import Path
     import anyio
     from mcp import Client
-    from extrarlhf.check import check_all
-    from extrarlhf.checkpoints import CheckpointRegistry
+    from extrarlhf.maintenance.check import check_all
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
     from mcp_server import build_server
     from tests import onnx_factory as f
 

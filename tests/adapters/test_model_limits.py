@@ -20,14 +20,14 @@ from mcp import Client
 import engine
 from adapters import AdapterError, GreedyPolicy, ModelPolicy, decide_many, default_registry, onnx_models
 from adapters.onnx_models import WATCHDOG, clear_model_cache
-from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.checkpoints.registry import CheckpointRegistry
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
 from mcp_server import build_server
 from tests import onnx_factory as f
-from tests.mcp_helpers import Checked, read_jsonl
 from tests.adapters.test_adapters import sample_states
+from tests.mcp_helpers import Checked, read_jsonl
 
 LIMIT = 0.2
 SLACK = 1.5  # a timed-out decision returns within LIMIT + SLACK s (CI machines stall now and then)

@@ -8,8 +8,8 @@ import pytest
 
 import engine
 from adapters import onnx_models
-from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.errors import RLHFError
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.series import run_series

@@ -15,9 +15,9 @@ import engine
 from adapters import AdapterError, GreedyPolicy, SearchPolicy, default_registry, parse_search_spec
 from adapters.search import determinize, information_set
 from engine import CARD_IDS, SplitMix64
-from extrarlhf.benchmarking import benchmark_models
-from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.errors import InvalidArgument, UnknownSpec
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import InvalidArgument, UnknownSpec
+from extrarlhf.policies.benchmarking import benchmark_models
 from extrarlhf.runtime.actors import resolve_actor
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series

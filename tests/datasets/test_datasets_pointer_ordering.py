@@ -18,13 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from extrarlhf.datasets import (inspect_dataset, list_datasets, materialize_v5_dataset, promote_dataset,
-                                split_nemesis_training_dataset, split_v5_training_dataset, validate_dataset)
+from extrarlhf.core.errors import CorruptRecord
+from extrarlhf.datasets import (
+    inspect_dataset,
+    list_datasets,
+    materialize_v5_dataset,
+    promote_dataset,
+    split_nemesis_training_dataset,
+    split_v5_training_dataset,
+    validate_dataset,
+)
 from extrarlhf.datasets.paths import DatasetsDir
 from extrarlhf.datasets.pointers import list_pointers, read_pointer
-from extrarlhf.errors import CorruptRecord
 from tests.datasets_helpers import GREEDY, RANDOM, expect_error, shared_sessions, tree_bytes
-from tests.test_resources import Mounts, fill
+from tests.core.test_resources import Mounts, fill
 
 OUT = "path_outside_datasets_dir"
 

@@ -6,11 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from extrarlhf.core.readiness import SESSION_POLICY_FIELDS, ReadinessPolicy, contour_readiness, session_readiness
 from extrarlhf.datasets import dataset_readiness, materialize_v5_dataset
-from extrarlhf.readiness import SESSION_POLICY_FIELDS, ReadinessPolicy, contour_readiness, session_readiness
 from extrarlhf.runtime.sessions import SessionStore
-from tests.datasets_helpers import GREEDY, HUMAN, RANDOM, copy_sessions, expect_error, rewrite_table, set_cell, \
-    shared_sessions
+from tests.datasets_helpers import (
+    GREEDY,
+    HUMAN,
+    RANDOM,
+    copy_sessions,
+    expect_error,
+    rewrite_table,
+    set_cell,
+    shared_sessions,
+)
 
 CONTOURS = ("v5_policy", "nemesis_lite", "nemesis_standard", "metronome", "timestamp")
 

@@ -17,9 +17,9 @@ from pettingzoo.test import render_test
 import engine
 from adapters import ModelPolicy
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM
-from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import UnknownSpec
 from extrarlhf.envs import ENV_ID, ArenaAECEnv, ArenaGymEnv, aec_env, onnx_feed
-from extrarlhf.errors import UnknownSpec
 from extrarlhf.envs.render import HEIGHT, WIDTH
 from tests import onnx_factory
 

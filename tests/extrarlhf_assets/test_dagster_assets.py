@@ -5,7 +5,7 @@ import json
 import dagster as dg
 import pytest
 
-from extrarlhf.promotion import read_promoted
+from extrarlhf.policies.promotion import read_promoted
 from extrarlhf.runtime.sessions import SessionStore
 from tests.dagster_helpers import checks_of, loop_config, materialized, metadata, resources, run_loop
 
@@ -62,6 +62,7 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
 
     # the Standard split waits by design: not a failed partition (it was red on every partition)
     from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+
     from extrarlhf_assets.partitions import session_groups
     statuses = instance.get_status_by_partition(dg.AssetKey("nemesis_standard_split"), ["tiny"], session_groups)
     assert (statuses or {}).get("tiny") != AssetPartitionStatus.FAILED
@@ -123,6 +124,7 @@ def test_inconclusive_benchmark_skips_promotion_with_its_reason(tmp_path):
     assert read_promoted(tmp_path / "checkpoints") is None
     # nothing is red: the partitions that were not built are missing, not failed
     from dagster._core.storage.partition_status_cache import AssetPartitionStatus
+
     from extrarlhf_assets.partitions import session_groups
     for asset in ("nemesis_standard_split", "v5_policy_checkpoint", "policy_benchmark"):
         status = (instance.get_status_by_partition(dg.AssetKey(asset), ["short"], session_groups) or {}).get("short")

@@ -17,7 +17,7 @@ from mcp import Client
 from tests.mcp_helpers import Checked
 from tests.mcp_server.schema_walk import arguments_with, leaves
 from tests.mcp_server.test_mcp_guards_secrets import _server
-from tests.test_echo import SECRETS, _windows
+from tests.core.test_echo import SECRETS, _windows
 
 BIG = "n" * 200_000
 # Tools whose error echoed the value (each was 200-600 KB): they must say its length now.

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from extrarlhf.benchmarking import benchmark_models
-from extrarlhf.ladder import read_ladder
-from extrarlhf.promotion import PromotionPolicy, current_incumbent, promote_checkpoint
+from extrarlhf.policies.benchmarking import benchmark_models
+from extrarlhf.policies.ladder import read_ladder
+from extrarlhf.policies.promotion import PromotionPolicy, current_incumbent, promote_checkpoint
 from tests.mcp_helpers import Checked, stdio_params
 from tests.training_helpers import train_small
 

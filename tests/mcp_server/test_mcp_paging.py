@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from extrarlhf import datasets, promotion
+from extrarlhf import datasets
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.policies import promotion
 from extrarlhf.runtime import codenames
-from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
 from mcp_server import build_server, paging

@@ -29,11 +29,11 @@ import pytest
 from mcp import Client
 
 from engine.actions import check_action_id
-from extrarlhf import benchmarking
-from extrarlhf import ladder as core_ladder
+from extrarlhf.core.readiness import ReadinessPolicy
 from extrarlhf.datasets.assign import check_fractions
+from extrarlhf.policies import benchmarking
+from extrarlhf.policies import ladder as core_ladder
 from extrarlhf.production.export import check_max_rows
-from extrarlhf.readiness import ReadinessPolicy
 from extrarlhf.runtime import codenames
 from extrarlhf.runtime import series as core_series
 from extrarlhf.runtime.match import check_seed

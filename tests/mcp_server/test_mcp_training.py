@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.checkpoints.registry import CheckpointRegistry
 from mcp_server import ENVELOPE_SCHEMA, build_server
 from mcp_server.tools_training import register
 from tests.mcp_helpers import Checked

@@ -12,9 +12,9 @@ import asyncpg
 import pyarrow.parquet as pq
 import pytest
 
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import split_nemesis_training_dataset, validate_dataset
 from extrarlhf.datasets.tables import SCHEMAS
-from extrarlhf.errors import RLHFError
 from extrarlhf.production import gate
 from extrarlhf.production.export import export_production_v5_dataset
 from extrarlhf.production.pseudonyms import battle_key, player_pseudonym

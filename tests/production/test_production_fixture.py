@@ -21,10 +21,10 @@ import asyncpg
 import pytest
 
 import engine
-from extrarlhf.procs import pid_alive
+from extrarlhf.core.procs import pid_alive
 from extrarlhf.production.fixture import DEFECTS, FixtureRefused, build_fixture
-from extrarlhf.production.schema import TABLE_COLUMNS
 from extrarlhf.production.localdb import ThrowawayPostgres
+from extrarlhf.production.schema import TABLE_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYER_ID = re.compile(r"player-[0-9a-f]{12}")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from extrarlhf.errors import InvalidArgument
+from extrarlhf.core.errors import InvalidArgument
 from extrarlhf.production.fixture import (
     CHUNK_PLAYERS,
     PLACEMENTS,

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import validate_dataset
-from extrarlhf.errors import RLHFError
 from extrarlhf.production.export import export_production_v5_dataset
 from extrarlhf.production.fixture import build_fixture
 from extrarlhf.production.pseudonyms import battle_key

@@ -168,7 +168,7 @@ def test_a_hole_before_the_failure_makes_it_missing_actions():
 
 def test_the_fixture_refuses_a_numbering_it_cannot_write(tmp_path):
     """Checked before any connection (the DSN below leads nowhere)."""
-    from extrarlhf.errors import RLHFError
+    from extrarlhf.core.errors import RLHFError
 
     for bad, message in (({"seq_step": 0}, "seq_step must be an integer >= 1"),
                          ({"seq_base": -1}, "seq_base must be an integer >= 0"),

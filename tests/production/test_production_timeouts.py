@@ -28,7 +28,7 @@ import asyncpg
 import pytest
 from mcp import Client, StdioServerParameters
 
-from extrarlhf.errors import Cancelled, RLHFError
+from extrarlhf.core.errors import Cancelled, RLHFError
 from extrarlhf.production import gate
 from extrarlhf.production.export import export_production_v5_dataset
 from extrarlhf.production.fixture import build_fixture

@@ -16,12 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import validate_dataset
-from extrarlhf.errors import RLHFError
 from extrarlhf.production import gate
 from extrarlhf.production.pseudonyms import player_pseudonym, session_key
-from extrarlhf.production.returnclock import (export_returnclock_dataset, load_returnclock_training,
-                                              split_returnclock_training_dataset)
+from extrarlhf.production.returnclock import (
+    export_returnclock_dataset,
+    load_returnclock_training,
+    split_returnclock_training_dataset,
+)
 from extrarlhf.production.schema import DDL
 
 SALT = "returnclock-test-salt-0123456789abcdef-xyz"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from extrarlhf import fileio
+from extrarlhf.core import fileio
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime import codenames
-from extrarlhf.errors import RLHFError
 from extrarlhf.runtime.codenames import CodenameError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -415,7 +415,7 @@ def test_locked_excludes_other_processes(tmp_path: Path) -> None:
     child = _spawn(
         """
         import sys
-        from extrarlhf import fileio
+        from extrarlhf.core import fileio
         with fileio.locked(sys.argv[1]):
             print("locked", flush=True)
             sys.stdin.read()
@@ -442,7 +442,7 @@ def test_append_line_locked_concurrent_writers_produce_whole_lines(tmp_path: Pat
     target = tmp_path / "catalog.jsonl"
     writer = """
         import json, sys
-        from extrarlhf import fileio
+        from extrarlhf.core import fileio
         path, wid = sys.argv[1], int(sys.argv[2])
         for i in range(150):
             fileio.append_line_locked(path, json.dumps({"w": wid, "i": i, "pad": "x" * (5000 + 37 * i)}))

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from extrarlhf.errors import RLHFError
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime import ownership
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from extrarlhf.errors import MatchError
+from extrarlhf.core.errors import MatchError
 from extrarlhf.runtime.live import MatchRegistry
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import engine
-from extrarlhf.errors import RLHFError
+from extrarlhf.core.errors import RLHFError
+from extrarlhf.core.readiness import ReadinessPolicy
 from extrarlhf.runtime.match import Match, start_match
-from extrarlhf.readiness import ReadinessPolicy
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import TRACE_FILES, SessionStore
 

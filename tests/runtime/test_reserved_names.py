@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from extrarlhf.runtime import codenames
+from extrarlhf.core.errors import RLHFError
+from extrarlhf.core.names import check_name
 from extrarlhf.datasets.paths import check_dataset_name, check_pointer_name
-from extrarlhf.errors import RLHFError
+from extrarlhf.runtime import codenames
 from extrarlhf.runtime.series import run_series
-from extrarlhf.runtime.sessions import SessionStore, check_name
+from extrarlhf.runtime.sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parents[2]
 RESERVED = ["agents_index.json", "AGENTS_INDEX.JSON", "promoted.json", "index.json", "catalog.jsonl",

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import engine
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime import codenames
 from extrarlhf.runtime.codenames import CodenameError
-from extrarlhf.errors import RLHFError
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.series import CHUNK, run_series, series_seed
@@ -458,7 +458,7 @@ def test_a_resume_refuses_a_group_whose_manifest_was_edited_after_its_battles(tm
 def test_a_model_opponent_swapped_in_the_manifest_is_caught_from_the_catalog_alone(tmp_path: Path) -> None:
     """The catalog lines carry the battles' weights hashes: a manifest that names another model
     disagrees with every line, not only with the traces read."""
-    from extrarlhf.checkpoints import CheckpointRegistry
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
     from tests import onnx_factory
 
     checkpoints = tmp_path / "checkpoints"
@@ -478,7 +478,7 @@ def test_a_model_opponent_swapped_in_the_manifest_is_caught_from_the_catalog_alo
 def test_battles_played_while_the_model_file_was_broken_do_not_count_as_an_edited_manifest(tmp_path: Path) -> None:
     """A degraded battle records the weights hash of the file it found (here another model's): that
     is not a manifest edit, and the series resumes once the file is restored."""
-    from extrarlhf.checkpoints import CheckpointRegistry
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
     from tests import onnx_factory
 
     checkpoints = tmp_path / "checkpoints"

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from extrarlhf.core.procs import machine_workers, pid_alive
 from extrarlhf.runtime import codenames
-from extrarlhf.procs import machine_workers, pid_alive
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
 
@@ -95,9 +95,9 @@ def test_workers_die_with_a_killed_collect(tmp_path):
 
 
 def test_a_cancelled_materialization_and_benchmark_publish_nothing(tmp_path):
-    from extrarlhf.benchmarking import benchmark_models
+    from extrarlhf.core.errors import Cancelled
     from extrarlhf.datasets import materialize_v5_dataset
-    from extrarlhf.errors import Cancelled
+    from extrarlhf.policies.benchmarking import benchmark_models
 
     run_series(tmp_path / "sessions", "src", 24, p1_model="baseline:random", opponent="baseline:random")
     calls: list[int] = []

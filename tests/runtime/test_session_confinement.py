@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from extrarlhf.errors import RLHFError
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime.match import Match, start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore, check_sessions

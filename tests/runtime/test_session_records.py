@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import pytest
 
-from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.errors import RLHFError
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import TRACE_FILES, SessionStore, check_sessions

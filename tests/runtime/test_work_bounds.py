@@ -10,11 +10,11 @@ import time
 import pytest
 
 from adapters import work
-from extrarlhf.errors import WorkCapExceeded
-from extrarlhf.benchmarking import benchmark_models
+from extrarlhf.core.errors import WorkCapExceeded
+from extrarlhf.core.work_caps import MAX_SEARCH_SIMS_BATTLES
+from extrarlhf.policies.benchmarking import benchmark_models
 from extrarlhf.runtime.series import run_series
 from extrarlhf.training.bc import MAX_TRAINING_COST
-from extrarlhf.work_caps import MAX_SEARCH_SIMS_BATTLES
 
 from ..training_helpers import train_small
 

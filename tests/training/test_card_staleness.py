@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from extrarlhf.check import check_all
-from extrarlhf.checkpoints import CheckpointRegistry
-from extrarlhf.errors import CorruptRecord, NotFound, StaleCard
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import CorruptRecord, NotFound, StaleCard
+from extrarlhf.maintenance.check import check_all
 from extrarlhf.training import read_card
 from extrarlhf.training.card import card_path, card_status, set_stale_card_aside
 from tests.training_helpers import SMALL, datasets_dir, train_small

@@ -19,13 +19,22 @@ from onnx import numpy_helper
 
 import engine
 from adapters.onnx_models import build_inputs, new_session
-from extrarlhf.checkpoints import CheckpointRegistry
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import materialize_v5_dataset, split_nemesis_training_dataset, split_v5_training_dataset
-from extrarlhf.errors import RLHFError
 from extrarlhf.runtime.series import run_series
 from extrarlhf.training import HyperParams, read_card, train_policy
-from extrarlhf.training.bc import (PARAM_ORDER, _policy_grads, _value_grads, forward_padded, init_params,
-                                   make_batch, policy_forward, segment_softmax, value_forward)
+from extrarlhf.training.bc import (
+    PARAM_ORDER,
+    _policy_grads,
+    _value_grads,
+    forward_padded,
+    init_params,
+    make_batch,
+    policy_forward,
+    segment_softmax,
+    value_forward,
+)
 from extrarlhf.training.commands import add_parser
 from extrarlhf.training.data import read_decisions, take
 from extrarlhf.training.export import ExportMismatch, padded_sample, verify_export
@@ -296,7 +305,7 @@ def test_cli_train_benchmark_and_promote(tmp_path: Path, capsys: pytest.CaptureF
 def test_acceptance_greedy_traces_beat_random_and_hold_against_greedy(tmp_path: Path) -> None:
     """The issue's bar, measured: 400 greedy-vs-greedy battles -> default training -> 100 pairs
     against baseline:random and 300 against baseline:greedy (every pair played: no early stop)."""
-    from extrarlhf.benchmarking import benchmark_models
+    from extrarlhf.policies.benchmarking import benchmark_models
 
     run_series(tmp_path / "sessions", "accept", 400, p1_model="baseline:greedy", opponent="baseline:greedy",
                seed=2024, max_workers=2)

@@ -24,7 +24,7 @@ from typing import Any
 
 import dagster as dg
 
-from extrarlhf.errors import RLHFError
+from extrarlhf.core.errors import RLHFError
 
 from ...partitions import session_groups
 from ...resources import SessionsResource

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import engine
+from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import inspect_dataset, validate_dataset
-from extrarlhf.errors import RLHFError
 
 
 def reusable_version(datasets_dir: Path, name: str,

@@ -21,12 +21,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import dagster as dg
-import engine
 
+import engine
+from extrarlhf.core.errors import NotReady, RLHFError
 from extrarlhf.datasets import dataset_readiness
-from extrarlhf.errors import NotReady, RLHFError
-from extrarlhf.production import (export_production_v5_dataset, export_returnclock_dataset, export_timestamp_dataset,
-                                  split_returnclock_training_dataset)
+from extrarlhf.production import (
+    export_production_v5_dataset,
+    export_returnclock_dataset,
+    export_timestamp_dataset,
+    split_returnclock_training_dataset,
+)
 from extrarlhf.production.export import _iso
 
 from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, parquet_schema, upstream_metadata

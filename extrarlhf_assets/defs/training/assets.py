@@ -12,8 +12,8 @@ run config)."""
 
 import dagster as dg
 
-from extrarlhf.benchmarking import benchmark_models
-from extrarlhf.promotion import PromotionRefused, current_incumbent, promote_checkpoint
+from extrarlhf.policies.benchmarking import benchmark_models
+from extrarlhf.policies.promotion import PromotionRefused, current_incumbent, promote_checkpoint
 from extrarlhf.training import train_policy
 
 from ...metadata import OWNERS, gate_blockers, line_chart_md, materialized_in_run, skipped, upstream

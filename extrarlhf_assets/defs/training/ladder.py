@@ -1,6 +1,6 @@
 """``policy_ladder``: the Elo of every promoted policy against its predecessor (recorded by its
 promotion's benchmark) and against baseline:random and baseline:greedy (measured, cached),
-with 95% intervals, as a chart and a table (extrarlhf.ladder writes ``checkpoints/ladder.json``).
+with 95% intervals, as a chart and a table (extrarlhf.policies.ladder writes ``checkpoints/ladder.json``).
 
 Downstream of ``promoted_policy``, so ``campaign_loop`` rebuilds it after each promotion (a run
 that promotes nothing skips it with the pointer). Its cost is bounded: only the new rung is
@@ -10,8 +10,8 @@ empty ladder with the reason: an outcome, not a failure."""
 
 import dagster as dg
 
-from extrarlhf.errors import RLHFError
-from extrarlhf.ladder import DEFAULT_PAIRS, format_markdown, policy_ladder
+from extrarlhf.core.errors import RLHFError
+from extrarlhf.policies.ladder import DEFAULT_PAIRS, format_markdown, policy_ladder
 
 from ...metadata import OWNERS, interval_chart_md
 from ...resources import CheckpointsResource
