@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 TOOLS := .tools
 INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
 
-.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve
+.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve docs
 
 setup: $(STAMP)
 
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ExtraRLHF needs Python >= 3.11; set PYTHON=/path/to/python3.11+")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[rl,sb3,minari,test,deploy,dg]'
+	$(PY) -m pip install --quiet -e '.[rl,sb3,minari,test,deploy,dg,docs]'
 	@touch $(STAMP)
 
 # The main job end to end through Dagster on a persistent local home (.dagster_home, SQLite).
@@ -76,9 +76,14 @@ bench: $(STAMP)
 	@for script in $$(ls benchmarks/*.py | grep -v __init__); do \
 		name=$$(basename $$script .py); echo "== benchmarks.$$name"; $(PY) -m benchmarks.$$name || exit 1; done
 
+# The documentation site (docs/ + mkdocs.yml) into the ignored site/; strict: a broken link or
+# anchor, or a page missing from the nav, fails the build. Open site/index.html.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 # Deliberately regenerate the golden playthroughs after an intended rule change.
 golden: $(STAMP)
 	$(PY) -m tests.golden regenerate
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .hypothesis build site *.egg-info

@@ -1,5 +1,5 @@
 """A third-party validator on real output, offline: the ``check-jsonschema`` CLI with the
-README's recipe (JSON Lines split one record per file, ``--base-uri`` at the schema folder or
+recipe of docs/collecting.md (JSON Lines split one record per file, ``--base-uri`` at the schema folder or
 the schema folder as working directory) on the files a real series, a real dataset
 publication and a real checkpoint promotion write. Every run has its proxies pointed at a
 closed port, so a validator that tried the network would fail the test."""
@@ -51,7 +51,7 @@ def _ok(result: subprocess.CompletedProcess) -> bool:
 
 
 def _split_lines(path: Path, out: Path) -> list[Path]:
-    """The README's JSON Lines recipe (``split -l 1 -d -a 6``), done in Python: one record per
+    """The docs' JSON Lines recipe (``split -l 1 -d -a 6``), done in Python: one record per
     file, named by its 0-based line number."""
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -62,9 +62,9 @@ def _split_lines(path: Path, out: Path) -> list[Path]:
 
 
 def _readme_recipe() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "collecting.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- check-jsonschema recipe -->\n```(?:sh|bash)?\n(.*?)```", text, re.S)
-    assert match, "the README's check-jsonschema recipe block (marked <!-- check-jsonschema recipe -->) is missing"
+    assert match, "docs/collecting.md's check-jsonschema recipe block (marked <!-- check-jsonschema recipe -->) is missing"
     return match.group(1)
 
 
@@ -102,7 +102,7 @@ def test_relative_ids_resolve_from_the_schema_folder_without_any_flag(series: Pa
 
 
 def test_the_readme_recipe_runs_as_written(series: Path, tmp_path: Path) -> None:
-    """The README's shell block, with its placeholders filled in, checks every line of a trace."""
+    """The shell block of docs/collecting.md, with its placeholders filled in, checks every line of a trace."""
     battle = _battle(series)
     script = _readme_recipe()
     for placeholder in ("GROUP", "BATTLE"):

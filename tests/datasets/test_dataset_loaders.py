@@ -1,6 +1,6 @@
-"""Fixed-size vector columns as the tools users load them with see them: the README's loader
-block (pandas, polars, DuckDB) run as written on a real dataset, the shapes each tool reports,
-and the training reader on files a third-party tool rewrote."""
+"""Fixed-size vector columns as the tools users load them with see them: the loader block of
+docs/datasets.md (pandas, polars, DuckDB) run as written on a real dataset, the shapes each
+tool reports, and the training reader on files a third-party tool rewrote."""
 
 from __future__ import annotations
 
@@ -41,20 +41,20 @@ def decisions(datasets: Path) -> Path:
 
 
 def _readme_block() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "datasets.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- dataset loaders -->\n```python\n(.*?)```", text, re.S)
-    assert match, "the README's loader block (marked <!-- dataset loaders -->) is missing"
+    assert match, "docs/datasets.md's loader block (marked <!-- dataset loaders -->) is missing"
     return match.group(1)
 
 
 def test_the_readme_loaders_run_on_a_real_dataset(decisions: Path) -> None:
     code = _readme_block()
-    # the block's literal sizes are the engine's (a layout change must update the README)
+    # the block's literal sizes are the engine's (a layout change must update docs/datasets.md)
     assert f"FLOAT[{engine.OBS_DIM}]" in code and f"FLOAT[{engine.ACTION_FEATURE_DIM}][]" in code
     assert f"({engine.OBS_DIM},)" in code and f"shape=({engine.ACTION_FEATURE_DIM},)" in code
     assert code.count('"datasets/NAME/v1/decisions.parquet"') == 1
     namespace: dict = {}
-    exec(compile(code.replace("datasets/NAME/v1/decisions.parquet", str(decisions)), "README.md", "exec"), namespace)
+    exec(compile(code.replace("datasets/NAME/v1/decisions.parquet", str(decisions)), "docs/datasets.md", "exec"), namespace)
     expected = read_decisions(decisions, "all").obs
     rows = pq.ParquetFile(decisions).metadata.num_rows
     assert expected.shape == (rows, engine.OBS_DIM) and rows > 100
@@ -70,8 +70,8 @@ def test_the_readme_loaders_run_on_a_real_dataset(decisions: Path) -> None:
 
 
 def test_duckdbs_own_parquet_reader_loses_the_fixed_size(decisions: Path) -> None:
-    """What the README says of DuckDB: the Parquet file alone reads as variable lists (if a DuckDB
-    release reads Arrow's fixed sizes one day, this fails and the README's cast can go)."""
+    """What docs/datasets.md says of DuckDB: the Parquet file alone reads as variable lists (if a DuckDB
+    release reads Arrow's fixed sizes one day, this fails and the page's cast can go)."""
     got = duckdb.sql(f"SELECT typeof(observation), typeof(legal_action_features) FROM read_parquet('{decisions}') "
                      f"LIMIT 1").fetchall()
     assert got == [("FLOAT[]", "FLOAT[][]")]

@@ -156,7 +156,7 @@ def test_replaying_a_recorded_action_list_reproduces_every_hash():
         _, actions, hashes = trajectory(seed, policies=policies)
         recorded = engine.new_battle(seed)
         start, decks = recorded.starting_player, recorded.to_dict()["decks"]
-        # The default decks, passed explicitly, give the very same battle (README).
+        # The default decks, passed explicitly, give the very same battle (docs/playing.md).
         for replay in (engine.new_battle(seed), engine.new_battle(seed, decks[0], decks[1], starting_player=start)):
             got = [replay.state_hash()]
             for a in actions:

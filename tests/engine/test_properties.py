@@ -36,7 +36,7 @@ decks_strategy = st.lists(st.sampled_from(_COPIES), min_size=DECK_SIZE, max_size
 
 # ---------------------------------------------------------------------------- oracle
 def expected_legal(state: engine.State) -> list[int]:
-    """The legal action set, derived from the written rules (README 'Rules of arena-1')."""
+    """The legal action set, derived from the written rules (docs/playing.md 'Rules of arena-1')."""
     if state.winner is not None:
         return []
     me = state.players[state.active]

@@ -23,7 +23,7 @@ from extrarlhf.envs import ENV_ID, ArenaAECEnv, ArenaGymEnv, aec_env, onnx_feed
 from extrarlhf.envs.render import HEIGHT, WIDTH
 from tests import onnx_factory
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RL_PAGE = Path(__file__).resolve().parents[2] / "docs" / "rl.md"
 
 
 def _masked(rng: np.random.Generator, mask: np.ndarray) -> int:
@@ -231,9 +231,9 @@ def test_sb3_make_vec_env_with_its_defaults_renders_and_forwards_masks() -> None
 
 
 def _readme_block(marker: str) -> str:
-    text = README.read_text(encoding="utf-8")
+    text = RL_PAGE.read_text(encoding="utf-8")
     match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S)
-    assert match, f"README.md has no ```python block after <!-- {marker} -->"
+    assert match, f"docs/rl.md has no ```python block after <!-- {marker} -->"
     return match.group(1)
 
 
@@ -257,7 +257,7 @@ def _sampled_win_rate(model, battles: int = 100, first_seed: int = 10_000) -> fl
 
 def test_readme_maskable_ppo_quickstart_trains_and_beats_random(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runs the README's MaskablePPO quickstart as written (4,096 timesteps, seeded) and checks
+    """Runs the MaskablePPO quickstart of docs/rl.md as written (4,096 timesteps, seeded) and checks
     that what beats baseline:random is the training, not the network's initial preferences.
 
     An untrained network's argmax already wins most battles against random (a fixed preference
@@ -272,7 +272,7 @@ def test_readme_maskable_ppo_quickstart_trains_and_beats_random(tmp_path: Path,
     torch.set_num_threads(1)
     monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))  # SB3's default logger makes a dir in /tmp per learn()
     namespace: dict = {}
-    exec(compile(_readme_block("quickstart: maskable-ppo"), "README.md (MaskablePPO quickstart)", "exec"),
+    exec(compile(_readme_block("quickstart: maskable-ppo"), "docs/rl.md (MaskablePPO quickstart)", "exec"),
          namespace)
     win_rate, model = namespace["win_rate"], namespace["model"]
     assert model.num_timesteps == 4096, "the quickstart's budget is bounded"
@@ -291,7 +291,7 @@ def test_readme_maskable_ppo_quickstart_trains_and_beats_random(tmp_path: Path,
 
 def test_readme_pettingzoo_self_play_loop_runs() -> None:
     namespace: dict = {}
-    exec(compile(_readme_block("quickstart: pettingzoo-self-play"), "README.md (PettingZoo self-play)", "exec"),
+    exec(compile(_readme_block("quickstart: pettingzoo-self-play"), "docs/rl.md (PettingZoo self-play)", "exec"),
          namespace)
     results = namespace["results"]
     assert len(results) == 20 and set(results) <= {0, 1, 2}

@@ -121,7 +121,7 @@ def deployment(tcp_postgres, tmp_path_factory):
            "RLHF_SESSIONS_DIR": str(tmp / "sessions"), "RLHF_DATASETS_DIR": str(tmp / "datasets"),
            "RLHF_CHECKPOINTS_DIR": str(tmp / "checkpoints"),
            gate.ENABLE_VAR: "1", gate.DSN_VAR: production_dsn, gate.SALT_VAR: SALT, gate.KEY_ID_VAR: "rc-deploy"}
-    # the pool's slots are set once at deploy time, as the README says: left to default_limit, two
+    # the pool's slots are set once at deploy time, as docs/dagster.md says: left to default_limit, two
     # run workers that initialize the pool at the same moment can each allocate a slot (Dagster
     # counts the slots, then inserts the missing ones)
     subprocess.run([str(BIN / "dagster"), "instance", "concurrency", "set", "production_db", "1"], cwd=ROOT, env=env,
