@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,55 @@ def test_the_readme_is_short_and_its_links_resolve(site: Path) -> None:
             assert f'id="{anchor}"' in _html(site, path.removeprefix("docs/")), f"README.md links {path}#{anchor}: no such anchor"
     for page in PAGES:
         assert f"docs/{page.name}" in readme or page.name in ("index.md", "mcp-tools.md"), f"README.md does not link {page.name}"
+
+
+def test_the_readme_dependency_chain_is_the_import_contract() -> None:
+    """The README's picture of the concerns says what pyproject's import-linter layers enforce."""
+    readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
+    chain = re.search(r"`engine <- adapters <- (extrarlhf\.core <- [^`]+)`", readme)
+    assert chain, "README.md lost its dependency chain (`engine <- adapters <- extrarlhf.core <- ...`)"
+    said = [set(re.sub(r"[{}]|extrarlhf\.", "", step).replace(",", " ").split()) for step in chain.group(1).split(" <- ")]
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "concerns")["layers"]
+    enforced = [set(layer.replace("|", " ").split()) - {"__main__", "ladder"} for layer in reversed(layers)]
+    assert said == [layer for layer in enforced if layer], (said, enforced)
+
+
+def _resolve(dotted: str) -> object:
+    """The object a dotted name names: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_every_python_name_the_docs_give_resolves() -> None:
+    """Every project name in a code span or a ``from ... import`` of the README and the pages
+    (``extrarlhf.policies.policy_ladder``, ``engine.new_battle``, ...) still imports, so moving a
+    module cannot leave the documented Python API behind."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *PAGES])
+    package = r"(?:engine|adapters|extrarlhf|mcp_server|extrarlhf_assets)"
+    blocks = re.findall(r"^```.*?^```", text, re.M | re.S)
+    spans = re.findall(r"`([^`]+)`", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+    names = set()
+    for code in blocks + spans:
+        names.update(re.findall(rf"(?<![\w./]){package}(?:\.[A-Za-z_]\w*)+", code))
+        for module, imported in re.findall(rf"from ({package}[\w.]*) import (\w+(?:,\s*\w+)*)", code):
+            names.update(f"{module}.{name.strip()}" for name in imported.split(",") if name.strip())
+    assert len(names) > 40
+    unresolved = []
+    for name in sorted(names):
+        try:
+            _resolve(name)
+        except (ImportError, AttributeError) as exc:
+            unresolved.append(f"{name}: {exc}")
+    assert unresolved == [], "names in the docs that no longer import:\n" + "\n".join(unresolved)
 
 
 def test_the_strict_build_fails_on_a_broken_link_a_missing_anchor_and_a_page_left_out(tmp_path: Path) -> None:
