@@ -32,7 +32,7 @@ from extrarlhf.policies.promotion import (
     rollback_promotion,
 )
 from tests.policies.test_promotion import _pass_vs_random, _refused
-from tests.test_resources import Mounts
+from tests.core.test_resources import Mounts
 from tests.training_helpers import train_small
 
 REPO = Path(__file__).resolve().parents[2]

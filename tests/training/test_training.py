@@ -5,7 +5,6 @@ scores >= 40% against baseline:greedy."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 from pathlib import Path
@@ -20,6 +19,7 @@ from onnx import numpy_helper
 import engine
 from adapters.onnx_models import build_inputs, new_session
 from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.cli import build_parser
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import materialize_v5_dataset, split_nemesis_training_dataset, split_v5_training_dataset
 from extrarlhf.runtime.series import run_series
@@ -35,7 +35,6 @@ from extrarlhf.training.bc import (
     segment_softmax,
     value_forward,
 )
-from extrarlhf.training.commands import add_parser
 from extrarlhf.training.data import read_decisions, take
 from extrarlhf.training.export import ExportMismatch, padded_sample, verify_export
 from tests.training_helpers import SMALL, copy_datasets, datasets_dir, train_small
@@ -258,10 +257,7 @@ def test_model_card_describes_the_registered_weights(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- CLI
 def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="extrarlhf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_parser(sub)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)  # the CLI's own parser: train here, benchmark/promote in policies
     return args.func(args)
 
 
