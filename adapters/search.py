@@ -58,7 +58,7 @@ from .baselines import evaluate
 from .decision import AdapterError, Decision
 
 SEARCH_PREFIX = "search:"
-DEFAULT_SIMS = 32  # measured: 0.741 against greedy over 400 pairs (README)
+DEFAULT_SIMS = 32  # measured: 0.741 against greedy over 400 pairs (docs/training.md)
 MAX_SIMS = 4096
 MAX_CANDIDATES = 12
 LEAF_SCALE = 30.0

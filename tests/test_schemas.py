@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = ROOT / "extrarlhf" / "schemas"
 DOC = ROOT / "docs" / "data-format.md"
 RECORD_SCHEMAS = ("manifest", "summary", "catalog_entry", "meta", "turn", "action", "agents_index", "state")
-# the dataset plane and the checkpoints dir (validated on real output by tests/test_check_jsonschema.py)
+# the dataset plane and the checkpoints dir (validated on real output by tests/maintenance/test_check_jsonschema.py)
 OTHER_SCHEMAS = ("dataset_manifest", "dataset_pointer", "promoted")
 
 

@@ -79,7 +79,7 @@ INTENT = "promoted.intent.json"
 # The first-promotion rule: with nothing promoted, the incumbent is baseline:random -- a first
 # policy shows that it beats random play (SPRT); every later one must beat the promoted one.
 # baseline:greedy stays a reference on the ladder (ladder.py), not a bar a first policy trained
-# in minutes could clear (DESIGN section 14, README "The improvement loop").
+# in minutes could clear (DESIGN section 14, docs/training.md "The improvement loop").
 DEFAULT_INCUMBENT = "baseline:random"
 CRASH_ENV = "RLHF_TEST_CRASH_AT"
 CRASH_POINTS = ("after_intent", "after_pointer", "mid_history", "after_history", "before_intent_removal")

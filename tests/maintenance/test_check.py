@@ -24,7 +24,7 @@ from extrarlhf.maintenance.check import add_parser, check_all
 from extrarlhf.policies.promotion import HISTORY, promote_checkpoint
 from extrarlhf.training.card import card_path
 from tests.policies.test_promotion import _pass_vs_random
-from tests.test_gc import dead_pid
+from tests.maintenance.test_gc import dead_pid
 from tests.training_helpers import shared_data, train_small
 
 REPO = Path(__file__).resolve().parents[2]

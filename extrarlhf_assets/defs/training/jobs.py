@@ -9,7 +9,7 @@ LOCAL_GROUPS = ("collection", "datasets", "training")
 # multiprocess executor) costs more than the steps themselves here -- campaign_loop 7.3 s in
 # process vs 29.7 s multiprocess (spawn) and 20.0 s multiprocess with a preloaded forkserver
 # (benchmarks/dagster_runs.py, 2 cores). Steps parallelize inside (max_workers processes for
-# battles and benchmarks); across machines, use k8s_job_executor / celery (README).
+# battles and benchmarks); across machines, use k8s_job_executor / celery (docs/dagster.md).
 campaign_loop = dg.define_asset_job(
     "campaign_loop", selection=dg.AssetSelection.groups(*LOCAL_GROUPS), executor_def=dg.in_process_executor,
     description="collect -> v5_dataset (+ readiness) -> splits -> train -> benchmark -> promote, for one group.")

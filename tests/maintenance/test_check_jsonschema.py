@@ -25,7 +25,7 @@ from tests.policies.test_promotion import _pass_vs_random
 from tests.test_schemas import VALIDATORS
 from tests.training_helpers import copy_datasets, train_small
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "extrarlhf" / "schemas"
 CLI = Path(sys.executable).with_name("check-jsonschema")
 pytestmark = pytest.mark.skipif(not CLI.exists() and shutil.which("check-jsonschema") is None,
