@@ -12,12 +12,21 @@ INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
 
 setup: $(STAMP)
 
-# (Re)create the virtual env when it is missing or pyproject.toml changed.
-$(STAMP): pyproject.toml
+# The native engine core (native/, DESIGN 16): a change to its sources rebuilds it.
+NATIVE_SOURCES := native/pyproject.toml native/CMakeLists.txt $(wildcard native/src/*.cc native/src/*.h native/engine_native/*.py)
+
+# (Re)create the virtual env when it is missing or pyproject.toml (or native/) changed. The native
+# core is built after the main install; if it cannot be (no compiler, no network), one line says
+# so, a stale build is removed and the Python engine is used.
+$(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ExtraRLHF needs Python >= 3.11; set PYTHON=/path/to/python3.11+")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[rl,sb3,minari,test,deploy,dg,docs]'
+	@if $(PY) -m pip install --quiet ./native >$(VENV)/native-build.log 2>&1; then \
+		echo "native engine core built (engine_native)"; \
+	else $(PY) -m pip uninstall --quiet --yes extraarena-engine-native >/dev/null 2>&1; \
+		echo "native engine core not built (pip install ./native failed, see $(VENV)/native-build.log): the Python engine is used"; fi
 	@touch $(STAMP)
 
 # The main job end to end through Dagster on a persistent local home (.dagster_home, SQLite).
@@ -57,7 +66,7 @@ $(INSPECTOR):
 	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
 
 test: $(STAMP) tools chromium postgres
-	RLHF_REQUIRE_POSTGRES=1 $(PY) -m pytest -q
+	RLHF_REQUIRE_POSTGRES=1 RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q
 
 # The production plane on a throwaway local PostgreSQL: fixture, export with the gate open, where it went.
 prod-demo: $(STAMP) postgres
