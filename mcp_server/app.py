@@ -43,6 +43,7 @@ from . import cancel, guards
 from .drain import answered_before_exit
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .limits import Limits
+from .listing import lean_schema
 from .transport import pipe_stdio
 
 log = logging.getLogger("mcp_server")
@@ -63,7 +64,9 @@ register_checkpoint, register_custom_model, inspect_model.
 Production plane (opt-in, set in this server's environment only): production_status,
 export_production_v5_dataset, export_timestamp_dataset; production_disabled names what is
 missing.
-Every result is {"ok", "result", "error"}; on failure error.code is stable (e.g.
+Every result (structuredContent, and the same JSON as text) is the envelope {"ok": true,
+"result": {...}, "error": null} or {"ok": false, "result": null, "error": {"code", "message",
+"details"}}; no tool declares another output schema. error.code is stable (e.g.
 illegal_action, not_your_turn, match_finished, unknown_match, foreign_match,
 invalid_argument, forbidden_argument, not_found). `winner` is null while a battle runs, then
 0 (draw), 1 or 2. Never pass secrets, DSNs or user ids as arguments: they are refused.
@@ -136,13 +139,12 @@ class ExtraRLHFServer(MCPServer):
             wrapper.__signature__ = signature.replace(return_annotation=EnvelopeResult)  # type: ignore[attr-defined]
             wrapper.__annotations__ = {**fn.__annotations__, "return": EnvelopeResult}
             self.add_tool(wrapper, name=name, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
-                          annotations=ToolAnnotations(title=title, read_only_hint=read_only,
-                                                      destructive_hint=destructive, idempotent_hint=idempotent,
-                                                      open_world_hint=False),
-                          structured_output=True)
+                          annotations=_annotations(read_only, destructive, idempotent),
+                          structured_output=False)  # one envelope for all, described in the instructions
             registered = self._tool_manager.get_tool(name)
             guards.take_arguments_as_sent(registered)  # "null", "{}", "[1]" stay strings
             self.declared[name] = _declared_names(registered.parameters)
+            registered.parameters = lean_schema(registered.parameters)  # what tools/list shows (listing.py)
             return fn
 
         return decorator
@@ -191,6 +193,15 @@ async def _unknown_method_not_repeated(ctx: Any, call_next: Callable[[Any], Any]
         if exc.code == METHOD_NOT_FOUND and exc.data is not None:
             raise MCPError(METHOD_NOT_FOUND, "Method not found") from None
         raise
+
+
+def _annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    """The hints that say something (tools/list stays lean): readOnly only when true,
+    destructive for the tools that write (meaningless for read-only ones), idempotent only when
+    true (MCP's defaults: false), openWorld false (nothing here reaches outside its dirs)."""
+    return ToolAnnotations(read_only_hint=True if read_only else None,
+                           destructive_hint=None if read_only else destructive,
+                           idempotent_hint=True if idempotent else None, open_world_hint=False)
 
 
 def _declared_names(schema: Any, depth: int = 0) -> frozenset[str]:

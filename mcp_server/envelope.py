@@ -6,9 +6,10 @@ object in ``structuredContent``, and ``isError``::
     success: {"ok": true,  "result": {...},  "error": null}
     failure: {"ok": false, "result": null,   "error": {"code": "...", "message": "...", "details": {...}|null}}
 
-``ENVELOPE_SCHEMA`` is declared as the ``outputSchema`` of every tool; it is written out by
-hand (no ``$ref``) so that strict clients (the TypeScript SDK's Ajv, Python's jsonschema)
-validate error results against it as well as successes.
+No tool declares an ``outputSchema`` (repeated on every tool it was half of ``tools/list``):
+the server instructions and the skills describe this one shape. ``ENVELOPE_SCHEMA`` is that
+shape as a JSON schema, written out by hand (no ``$ref``), for clients and tests that validate
+results (the TypeScript SDK's Ajv, Python's jsonschema).
 """
 
 from __future__ import annotations

@@ -43,8 +43,22 @@ def members(schema: dict[str, Any], defs: dict[str, Any]) -> tuple[list[dict[str
     """The non-null alternatives of a property schema, resolved, and whether null is allowed."""
     schema = _resolve(schema, defs)
     alternatives = schema.get("anyOf") or schema.get("oneOf") or [schema]
-    resolved = [_resolve(a, defs) for a in alternatives]
+    resolved = []
+    for alternative in (_resolve(a, defs) for a in alternatives):
+        kinds = alternative.get("type")
+        if isinstance(kinds, list):  # the lean listing's {"type": ["string", "null"]} (mcp_server/listing.py)
+            resolved += [{**alternative, "type": kind} for kind in kinds]
+        else:
+            resolved.append(alternative)
     return [a for a in resolved if a.get("type") != "null"], any(a.get("type") == "null" for a in resolved)
+
+
+def _object_keys(member: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """An object argument's keys and their schemas: ``properties``, or the lean listing's
+    ``propertyNames`` enum that shares one ``additionalProperties`` schema."""
+    if "properties" in member:
+        return member["properties"]
+    return {key: member["additionalProperties"] for key in member.get("propertyNames", {}).get("enum", [])}
 
 
 def leaves(tool: Any) -> list[Leaf]:
@@ -59,8 +73,8 @@ def leaves(tool: Any) -> list[Leaf]:
             if kind == "array":
                 (item,), _ = members(member["items"], defs)
                 out.append(Leaf(tool.name, argument, 0, item, member, nullable))
-            elif kind == "object" and "properties" in member:
-                for key, sub in member["properties"].items():
+            elif kind == "object" and _object_keys(member):
+                for key, sub in _object_keys(member).items():
                     (leaf,), _ = members(sub, defs)
                     out.append(Leaf(tool.name, argument, key, leaf, member, nullable))
             else:
@@ -111,7 +125,7 @@ def arguments_with(leaf: Leaf, value: Any, tool: Any) -> dict[str, Any]:
         filler = valid_value(leaf.schema, defs)
         args[leaf.argument] = [value] + [filler] * (max(1, leaf.container.get("minItems", 1)) - 1)
     else:
-        filled = {key: valid_value(leaf.container["properties"][key], defs)
+        filled = {key: valid_value(_object_keys(leaf.container)[key], defs)
                   for key in leaf.container.get("required", [])}
         args[leaf.argument] = {**filled, leaf.key: value}
     return args

@@ -29,6 +29,11 @@ def render_type(schema: dict[str, Any]) -> str:
         return " or ".join(render_type(part) for part in schema["anyOf"])
     if "$ref" in schema:
         return "object (" + schema["$ref"].rsplit("/", 1)[-1] + ")"
+    if isinstance(schema.get("type"), list):  # the lean listing's {"type": ["string", "null"]}
+        return " or ".join(render_type({**schema, "type": kind}) if kind != "null" else "null"
+                           for kind in schema["type"])
+    if "propertyNames" in schema:  # an object of named thresholds sharing one value schema
+        return "object of " + render_type(schema["additionalProperties"])
     kind = schema.get("type", "any")
     if "enum" in schema:
         return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
