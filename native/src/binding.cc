@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
@@ -42,6 +43,16 @@ PyObject* g_card_pool_error = nullptr;
 struct NativeState {
   arena::State s;
   Events last_events;
+  bool legal_valid = false;  // `legal` is the state's legal actions (as State._legal)
+  arena::ActionList legal;
+
+  const arena::ActionList& Legal() {
+    if (!legal_valid) {
+      arena::LegalActions(s, &legal);
+      legal_valid = true;
+    }
+    return legal;
+  }
 };
 
 // ----------------------------------------------------------------- Python object helpers
@@ -430,9 +441,8 @@ std::array<int16_t, arena::kDeckSize> DeckArray(nb::handle deck) {
   return out;
 }
 
-nb::list LegalList(const arena::State& s) {
-  arena::ActionList legal;
-  arena::LegalActions(s, &legal);
+nb::list LegalList(NativeState& self) {
+  const arena::ActionList& legal = self.Legal();
   PyObject* list = PyList_New(legal.size);
   for (int i = 0; i < legal.size; ++i) PyList_SET_ITEM(list, i, PyLong_FromLong(legal.ids[i]));
   return nb::steal<nb::list>(list);
@@ -463,17 +473,21 @@ NB_MODULE(_core, m) {
   }, "Load the card table (engine_native does it at import from engine.CARDS).");
 
   nb::class_<NativeState>(m, "State", "A battle on the native core; the engine.State API for rules and serialization.")
-      .def("legal_actions", [](const NativeState& self) { return LegalList(self.s); },
+      .def("legal_actions", [](NativeState& self) { return LegalList(self); },
            "Legal action ids for the player to move, ascending; empty once terminal.")
       .def("apply", [](NativeState& self, nb::handle action) {
              const int a = CheckActionId(action);
-             if (!arena::IsLegal(self.s, a)) RaiseIllegal(self, a);
+             const arena::ActionList& legal = self.Legal();
+             if (std::find(legal.ids.begin(), legal.ids.begin() + legal.size, a) == legal.ids.begin() + legal.size) {
+               RaiseIllegal(self, a);
+             }
              self.last_events.clear();
+             self.legal_valid = false;
              arena::ApplyAction(self.s, a, &self.last_events);
              return EventsList(self.last_events);
            }, nb::arg("action_id").none(),
            "Apply a legal action and return its events; an illegal one raises IllegalActionError and changes nothing.")
-      .def("clone", [](const NativeState& self) { return NativeState{self.s, self.last_events}; })
+      .def("clone", [](const NativeState& self) { return NativeState(self); })
       .def("to_dict", [](const NativeState& self) { return ToDict(self.s); })
       .def("canonical_json", [](const NativeState& self) { return arena::CanonicalJson(self.s); })
       .def("state_hash", [](const NativeState& self) { return arena::StateHash(self.s); })

@@ -16,11 +16,13 @@ void CardPool::Set(const std::vector<Card>& cards) {
     ids_.push_back(card.id);
   }
   std::sort(ids_.begin(), ids_.end());
+  copies_.clear();
+  for (int id : ids_) {
+    copies_.push_back(static_cast<int16_t>(id));
+    copies_.push_back(static_cast<int16_t>(id));
+  }
 }
 
-CardPool& Pool() {
-  static CardPool pool;
-  return pool;
-}
+CardPool g_pool;
 
 }  // namespace arena

@@ -43,13 +43,17 @@ class CardPool {
   }
   const Card& Get(int id) const { return by_id_[id]; }  // id known to be in the pool
   const std::vector<int>& Ids() const { return ids_; }   // ascending
-  bool Empty() const { return ids_.empty(); }
+  // Two copies of every id, ascending: what engine.decks.random_deck draws from.
+  const std::vector<int16_t>& Copies() const { return copies_; }
 
  private:
   std::vector<Card> by_id_;
   std::vector<int> ids_;
+  std::vector<int16_t> copies_;
 };
 
-CardPool& Pool();
+// The one pool (a plain global: Pool() is on the stepping path, no initialization guard).
+extern CardPool g_pool;
+inline CardPool& Pool() { return g_pool; }
 
 }  // namespace arena

@@ -333,10 +333,9 @@ const char* EndReasonName(EndReason reason) {
 
 // engine.decks.random_deck: a partial Fisher-Yates over two copies of every card, sorted.
 std::array<int16_t, kDeckSize> RandomDeck(SplitMix64& rng) {
-  std::vector<int16_t> copies;
-  for (int id : Pool().Ids()) {
-    for (int k = 0; k < kMaxCopies; ++k) copies.push_back(static_cast<int16_t>(id));
-  }
+  static_assert(kMaxCopies == 2, "CardPool::Copies holds two copies of each card");
+  thread_local std::vector<int16_t> copies;
+  copies = Pool().Copies();  // no allocation once the buffer has grown
   const uint64_t n = copies.size();
   for (int i = 0; i < kDeckSize; ++i) {
     const uint64_t j = i + rng.Below(n - i);
@@ -439,12 +438,6 @@ void LegalActions(const State& s, ActionList* out) {
       for (int k = 0; k < num_targets; ++k) out->push(base + targets[k]);
     }
   }
-}
-
-bool IsLegal(const State& s, int action_id) {
-  ActionList legal;
-  LegalActions(s, &legal);
-  return std::find(legal.ids.begin(), legal.ids.begin() + legal.size, action_id) != legal.ids.begin() + legal.size;
 }
 
 // State.apply after its legality check

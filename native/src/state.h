@@ -120,7 +120,6 @@ State NewBattle(const std::string& seed, const std::array<int16_t, kDeckSize>* p
                 const std::array<int16_t, kDeckSize>* p2_deck, int starting_player, Events* events);
 
 void LegalActions(const State& state, ActionList* out);
-bool IsLegal(const State& state, int action_id);
 
 // Applies a legal action (the caller checked legality); appends its events when `events` is set.
 void ApplyAction(State& state, int action_id, Events* events);
