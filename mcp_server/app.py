@@ -138,7 +138,8 @@ class ExtraRLHFServer(MCPServer):
 
             wrapper.__signature__ = signature.replace(return_annotation=EnvelopeResult)  # type: ignore[attr-defined]
             wrapper.__annotations__ = {**fn.__annotations__, "return": EnvelopeResult}
-            self.add_tool(wrapper, name=name, title=title, description=inspect.cleandoc(fn.__doc__ or ""),
+            summary = inspect.cleandoc(fn.__doc__ or "").split("\n\n", 1)[0]  # the rest is for the reference
+            self.add_tool(wrapper, name=name, title=title, description=" ".join(summary.split()),
                           annotations=_annotations(read_only, destructive, idempotent),
                           structured_output=False)  # one envelope for all, described in the instructions
             registered = self._tool_manager.get_tool(name)

@@ -3,11 +3,13 @@ every client in every session, so the advertised input schemas are lean.
 
 Validation is untouched (it runs on the tool's own argument model); only the advertised copy
 is rewritten: pydantic's ``title`` of every property and model (the name again, title-cased)
-goes, and ``anyOf: [X, {"type": "null"}]`` for an optional simple ``X`` becomes ``X`` with
-``"type": [..., "null"]``; an object whose properties all have one schema (the readiness
-thresholds) lists their names once (``propertyNames``) with that schema; a ``$defs`` entry used
-once is written in place. Tools declare no output schema: every result is the one envelope
-the server instructions describe (``{"ok", "result", "error"}``).
+and ``"default": null`` (an optional argument is simply left out) go; ``anyOf: [X, {"type":
+"null"}]`` for an optional simple ``X`` becomes ``X`` with ``"type": [..., "null"]``; an
+object whose properties all have one schema (the readiness thresholds) lists their names once
+(``propertyNames``) with that schema; a ``$defs`` entry used once is written in place. Tools
+declare no output schema: every result is the one envelope the server instructions describe
+(``{"ok", "result", "error"}``). Each tool's description is the first paragraph of its
+docstring (one or two sentences: when to use it); the rest is for the tool reference.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _lean(schema: Any) -> Any:
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title":
+        if key == "title" or (key == "default" and value is None):  # an optional argument is simply omitted
             continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):  # names -> schemas: keep every name
             out[key] = {name: _lean(sub) for name, sub in value.items()}

@@ -48,14 +48,12 @@ _MAX_CURSOR_CHARS = 2048
 def limit_arg(default: int = DEFAULT_LIMIT, what: str = "items") -> Any:
     """The ``limit`` argument type of a paged tool."""
     return Annotated[int, Strict(), Ge(1), Le(MAX_LIMIT), Field(
-        description=f"Most {what} to return in this page (1-{MAX_LIMIT}, default {default}); a page may hold fewer "
-                    f"to stay under the result size budget. Continue with next_cursor.")]
+        description=f"Most {what} per page.")]
 
 
 Cursor = Annotated[str | None, Strict(), Field(
     max_length=_MAX_CURSOR_CHARS,
-    description="Opaque next_cursor of the previous page of this same call (same tool and scope); omit for the first "
-                "page.")]
+    description="The previous page's next_cursor; omit for the first.")]
 
 
 @dataclass(frozen=True)

@@ -36,17 +36,14 @@ from .progress import progress_bridge
 log = logging.getLogger("mcp_server")
 
 # ---------------------------------------------------------------------------- argument types
-MatchId = Annotated[str, Strict(), Field(description="The match_id returned by start_battle (opaque, m_<8 hex>_<24 "
-                                                     "hex>); valid only in this server process.")]
-GroupName = Annotated[str, Strict(), Field(description="Session group name: 1-64 letters, digits, '.', '_' or '-', "
-                                                       "starting with a letter or digit.")]
+MatchId = Annotated[str, Strict(), Field(description="From start_battle (this process only).")]
+GroupName = Annotated[str, Strict(), Field(description="Session group name.")]
 Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy', a registered "
                                                   "checkpoint name (see list_models), or the search actor over one "
                                                   "of those, 'search:<spec>?sims=N' (e.g. "
                                                   "'search:baseline:greedy?sims=64'; '&play=<spec>' plays that "
                                                   "policy's moves with the search's values recorded).")]
-Codename = Annotated[str, Strict(), Field(description="Worker codename: starts with a letter; letters, digits, '_' or "
-                                                      "'-'; 1-48 characters.")]
+Codename = Annotated[str, Strict(), Field(description="Worker codename.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
@@ -114,7 +111,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Ping", read_only=True, idempotent=True)
     def ping() -> dict[str, Any]:
-        """A no-op health check: the server name and version (also the latency baseline)."""
+        """No-op health check: the server name and version (also the latency baseline)."""
         return {"pong": True, "server": SERVER_NAME, "version": server.version}
 
     # ------------------------------------------------------------------ L2: one battle
@@ -128,23 +125,22 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     @tool(title="Start a battle")
     async def start_battle(
         p1_actor_type: Annotated[Literal["human", "llm", "rl"], Field(
-            description="Who plays player 1: 'llm' or 'human' (you submit the moves) or 'rl' (p1_model plays and "
-                        "the whole battle auto-plays at once).")],
-        opponent: Annotated[str, Strict(), Field(description="Player 2 (moves automatically): 'baseline:random', "
-                                                             "'baseline:greedy', a registered checkpoint, or "
-                                                             "'search:<spec>?sims=N' over one of those.")]
+            description="'llm' or 'human': you submit the moves; 'rl': p1_model plays.")],
+        opponent: Annotated[str, Strict(), Field(description="Player 2's spec (see list_models).")]
         = "baseline:greedy",
-        p1_model: Annotated[str | None, Strict(), Field(description="Only for p1_actor_type 'rl': the spec of the "
-                                                                    "model playing player 1.")] = None,
-        group: Annotated[str | None, Strict(), Field(description="Session group to record into (default "
-                                                                 "'interactive'); created on first use. A group "
-                                                                 "holds one configuration of players.")] = None,
-        seed: Annotated[SeedArg | None, Field(description="Battle seed (0..2**63-1) for a reproducible battle; "
-                                                          "default derives one from the group and index.")] = None,
+        p1_model: Annotated[str | None, Strict(), Field(description="Player 1's spec, for p1_actor_type 'rl'.")] = None,
+        group: Annotated[str | None, Strict(),
+                         Field(description="Group to record into (default 'interactive').")] = None,
+        seed: Annotated[SeedArg | None,
+                        Field(description="Battle seed (default: derived from the group and index).")] = None,
         codename: Annotated[str | None, Strict(), Field(description="Optional worker codename recorded in the "
                                                                     "trace.")] = None,
     ) -> dict[str, Any]:
-        """Start a battle in which you play player 1 against a bot or model.
+        """Start a battle as player 1 against a bot or model (p1_actor_type 'rl': a model plays you and the
+        battle auto-plays). Returns match_id, the board, legal_actions and the opponent's
+        opening moves.
+
+        Start a battle in which you play player 1 against a bot or model.
 
         Returns match_id (use it in every later call), battle_id, group, battle_tag, your view of
         the state (`state`), a readable `board`, `legal_actions` [{action_id, description}],
@@ -171,10 +167,12 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     def get_state(
         match_id: MatchId,
         view: Annotated[Literal["player", "omniscient"], Field(
-            description="'player' (default): what player 1 may know. 'omniscient': everything, both hands and "
-                        "decks - marked as such, for audits only.")] = "player",
+            description="'player' (what you may know) or 'omniscient' (audits only; recorded).")] = "player",
     ) -> dict[str, Any]:
-        """The current state of a live battle: your view, the board as text, legal actions, done/winner.
+        """A live battle's state: your view, the board, legal actions, done/winner. view='omniscient' is
+        for audits only (recorded; the battle is then never training data).
+
+        The current state of a live battle: your view, the board as text, legal actions, done/winner.
 
         Use view='omniscient' only for audits; it reveals the opponent's hand and both decks, and
         looking at it during a battle is recorded and makes the battle ineligible for training.
@@ -184,8 +182,11 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List the legal actions", read_only=True, idempotent=True)
     def legal_actions(match_id: MatchId) -> dict[str, Any]:
-        """The actions player 1 may take now: actions [{action_id, description}] (empty when it is not
-        your turn or the battle is over), with your_turn, done and winner."""
+        """The action ids player 1 may play now (they change after every move), with descriptions.
+
+        The actions player 1 may take now: actions [{action_id, description}] (empty when it is not
+        your turn or the battle is over), with your_turn, done and winner.
+        """
         with matches.use(match_id) as m:
             your_turn = m.awaiting_p1
             return {"match_id": match_id, "turn": m.state.turn, "to_move": m.state.to_move, "your_turn": your_turn,
@@ -198,15 +199,19 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         action_id: Annotated[int, Strict(), Ge(0), Le(ACTION_SPACE_SIZE - 1),
                              Field(description="One action_id from legal_actions (0 is End turn).")],
         rationale: Annotated[str | None, Strict(), Field(
-            description="Why you chose this move, in a sentence or two (max 4000 characters); recorded in the "
-                        "trace as training signal.")] = None,
+            description="Why this move, briefly (training signal).")] = None,
     ) -> dict[str, Any]:
-        """Play player 1's move. The opponent then moves automatically until it is your turn again
+        """Play player 1's move (an action_id from legal_actions, with a short rationale); the bots then
+        move until your turn or the end. Returns the moves, the board and the next legal
+        actions.
+
+        Play player 1's move. The opponent then moves automatically until it is your turn again
         or the battle ends. Returns your move, the opponent's moves, the new state, the board and
         the next legal actions; done/winner once the battle is over (then call finish_battle).
 
         Errors: illegal_action (the message gives the reason and the legal ids), not_your_turn,
-        match_finished."""
+        match_finished.
+        """
         def submit() -> dict[str, Any]:
             with matches.use(match_id) as m:
                 start = m.decision_count
@@ -222,9 +227,13 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Let the opponent move")
     async def advance_bot(match_id: MatchId) -> dict[str, Any]:
-        """Let the bot/model players move until player 1 must decide or the battle ends (submit_action
+        """Let the bots move until player 1 must decide or the battle ends: when player 2 is to move or a
+        call returned `paused`.
+
+        Let the bot/model players move until player 1 must decide or the battle ends (submit_action
         already does this; use it if the state says player 2 is to move, or a call returned
-        `paused` at its work cap). Returns the moves made and the new state."""
+        `paused` at its work cap). Returns the moves made and the new state.
+        """
         def advance() -> dict[str, Any]:
             with matches.use(match_id) as m:
                 start = m.decision_count
@@ -238,9 +247,13 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Finish a battle")
     def finish_battle(match_id: MatchId) -> dict[str, Any]:
-        """Record a battle that is over (done=true): writes its V5 trace (meta, turns, actions) and
+        """Write the trace of a battle that is over (done=true) and retire its match_id; returns paths and
+        the result.
+
+        Record a battle that is over (done=true): writes its V5 trace (meta, turns, actions) and
         catalog line. Returns paths, result {status, winner, reason, turns, decisions}, degraded and
-        policy_warnings. The match_id is then retired. A battle not over yet: play on or abandon it."""
+        policy_warnings. The match_id is then retired. A battle not over yet: play on or abandon it.
+        """
         with matches.use(match_id) as m:
             result = m.finish()
         return {"match_id": match_id, **result,
@@ -249,11 +262,13 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     @tool(title="Abandon a battle", destructive=True)
     def abandon_battle(
         match_id: MatchId,
-        reason: Annotated[str, Strict(), Field(description="Why the battle is stopped (recorded in the trace; max "
-                                                           "4000 characters).")] = "abandoned by the caller",
+        reason: Annotated[str, Strict(), Field(description="Why (recorded in the trace).")] = "abandoned by the caller",
     ) -> dict[str, Any]:
-        """Stop a live battle early. Its trace is written and marked abandoned (never training-ready);
-        the match_id is retired. Returns paths and the result like finish_battle."""
+        """Stop a live battle early; its trace is kept, marked abandoned (never training data).
+
+        Stop a live battle early. Its trace is written and marked abandoned (never training-ready);
+        the match_id is retired. Returns paths and the result like finish_battle.
+        """
         with matches.use(match_id) as m:
             result = m.abandon(reason)
         return {"match_id": match_id, **result,
@@ -261,9 +276,12 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List live matches", read_only=True, idempotent=True)
     def list_matches(limit: limit_arg(100, "matches") = 100, cursor: Cursor = None) -> dict[str, Any]:
-        """The live (not yet finished or abandoned) matches of this server process: match_id, battle_id,
+        """The live matches of this server process (paged).
+
+        The live (not yet finished or abandoned) matches of this server process: match_id, battle_id,
         group, battle_tag, turn, to_move, done. Matches never cross server processes. Paged by
-        match_id: total, returned, next_cursor (pass it as cursor for the next page)."""
+        match_id: total, returned, next_cursor (pass it as cursor for the next page).
+        """
         page = paginate(matches.list(), tool="list_matches", limit=limit, cursor=cursor,
                         key=lambda m: (m["match_id"],))
         return {**paged({}, "matches", page), "count": len(page.items)}
@@ -273,26 +291,25 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     async def run_series(
         group: GroupName,
         n_battles: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_BATTLES),
-                             Field(description="How many battles the group should hold; already finished ones "
-                                               "are skipped (a series resumes).")],
-        p1_model: Annotated[str, Strict(), Field(description="Spec of the model playing player 1: "
-                                                             "'baseline:random', 'baseline:greedy', a checkpoint, "
-                                                             "or 'search:<spec>?sims=N' over one of those.")],
+                             Field(description="Battles the group should hold (finished ones are skipped).")],
+        p1_model: Annotated[str, Strict(), Field(description="Player 1's spec (see list_models).")],
         opponent: Annotated[str, Strict(), Field(description="Spec of player 2, same forms as p1_model.")],
         ctx: Context,
         seed: Annotated[SeedArg, Field(description="Base seed of the series; battle i gets a seed derived from "
                                                    "it.")] = 0,
         max_workers: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_WORKERS),
-                               Field(description="Worker processes (1 plays in the server process; capped to the machine's cores). "
-                                                 "Traces are identical whatever the value.")] = 1,
-        codename: Annotated[str | None, Strict(), Field(description="Worker codename pinned to this series; "
-                                                                    "claimed for its duration and released at the "
-                                                                    "end.")] = None,
+                               Field(description="Worker processes (traces do not depend on it).")] = 1,
+        codename: Annotated[str | None, Strict(),
+                            Field(description="Codename claimed for the series' duration.")] = None,
     ) -> dict[str, Any]:
-        """Run (or resume) an L1 series: n_battles rl battles (p1_model vs opponent) into `group`,
+        """Run or resume an L1 series: n_battles auto-played battles (p1_model vs opponent) into a group,
+        with progress notifications; returns counts and the group summary.
+
+        Run (or resume) an L1 series: n_battles rl battles (p1_model vs opponent) into `group`,
         on bounded workers, sending MCP progress notifications as battles finish. Blocks until
         done; releases its codename; returns ran/skipped counts and the group summary (results,
-        degraded count, readiness)."""
+        degraded count, readiness).
+        """
         progress = progress_bridge(ctx, "run_series", "battles played")
         result = await run_cancellable(
             core_series.run_series, config.sessions_dir, group, n_battles, p1_model=p1_model, opponent=opponent,
@@ -303,12 +320,16 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Status of a series / group", read_only=True, idempotent=True)
     def series_status(group: GroupName) -> dict[str, Any]:
-        """How far a group is: target battles (series), battles by status (finished, abandoned,
+        """How far a group is: battles by status, results, readiness, who owns it now and its codename
+        leases.
+
+        How far a group is: target battles (series), battles by status (finished, abandoned,
         crashed, unfinished), results, degraded count, readiness, and the live codename leases
         working on it (the first 20 by codename; leases_total counts them all and
         list_codenames pages through every lease). running/owner: whether a series (or a repair)
         owns the group right now, and who (pid, host, codename, since, heartbeat). Computed fresh
-        from the catalog, so it is safe to poll during run_series."""
+        from the catalog, so it is safe to poll during run_series.
+        """
         manifest = store.read_manifest(group)
         summary = store.compute_summary(group)
         seeds = manifest["seeds"]
@@ -329,26 +350,35 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         codename: Codename,
         group: GroupName,
         stale_after_s: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False, description=(
-            "Seconds without heartbeat after which the lease is reaped (a positive number; default 300)."))]
+            "Seconds without heartbeat before the lease is reaped."))]
         = codenames.DEFAULT_STALE_AFTER_S,
     ) -> dict[str, Any]:
-        """Claim a worker codename for a group (a lease in agents_index.json held by this server
+        """Claim (or refresh) a worker codename for a group; codename_taken if another live owner holds it.
+
+        Claim a worker codename for a group (a lease in agents_index.json held by this server
         process). Claiming again for the same group refreshes its heartbeat. Fails with
         codename_taken if another live owner holds it. run_series with this codename reuses the
-        claim and releases it at the end."""
+        claim and releases it at the end.
+        """
         lease = codenames.claim(config.sessions_dir, codename, group, stale_after_s=stale_after_s)
         return {"lease": lease}
 
     @tool(title="Release a codename", idempotent=True)
     def release_codename(codename: Codename) -> dict[str, Any]:
-        """Release a codename this server holds. released=false when it was not claimed (or had been
-        reaped); not_owner when another process holds it."""
+        """Release a codename this server holds (released=false when it was not claimed).
+
+        Release a codename this server holds. released=false when it was not claimed (or had been
+        reaped); not_owner when another process holds it.
+        """
         return {"codename": codename, "released": codenames.release(config.sessions_dir, codename)}
 
     @tool(title="List codename leases", read_only=True, idempotent=True)
     def list_codenames(limit: limit_arg(100, "leases") = 100, cursor: Cursor = None) -> dict[str, Any]:
-        """The live codename leases (dead or stale ones are reaped first): codename, group, owner pid and
-        host, claimed/heartbeat times. Paged by codename: total, returned, next_cursor."""
+        """The live codename leases (stale ones reaped first; paged).
+
+        The live codename leases (dead or stale ones are reaped first): codename, group, owner pid and
+        host, claimed/heartbeat times. Paged by codename: total, returned, next_cursor.
+        """
         page = paginate(codenames.list_leases(config.sessions_dir), tool="list_codenames", limit=limit,
                         cursor=cursor, key=lambda lease: (lease["codename"],))
         return {**paged({}, "leases", page), "count": len(page.items)}
@@ -379,12 +409,16 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List session groups", read_only=True, idempotent=True)
     def list_sessions(limit: limit_arg(50, "groups") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The session groups under the sessions directory with their configuration and headline
+        """The session groups with their configuration and headline numbers (paged; an unreadable group is
+        listed with its error).
+
+        The session groups under the sessions directory with their configuration and headline
         numbers (battles by status, results, degraded, v5 training readiness). A group that cannot
         be read is listed as {group, error: {code, message, details}} (e.g. corrupt_record with the
         file, line and field; path_outside_sessions_dir for a symlinked group) and the others are
         still listed. Paged by group name: total, returned, next_cursor (pass it as cursor for the
-        next page)."""
+        next page).
+        """
         page = paginate(store.list_groups(), tool="list_sessions", limit=limit, cursor=cursor,
                         key=lambda name: (name,), render=group_row)
         return {"sessions_dir": str(config.sessions_dir), **paged({}, "groups", page), "count": len(page.items)}
@@ -395,12 +429,15 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         limit: limit_arg(40, "catalog entries") = 40,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        """A group's manifest (configuration, versions, seeds), its summary recomputed from the
+        """One group: its manifest, summary and a page of its catalog (one entry per battle).
+
+        A group's manifest (configuration, versions, seeds), its summary recomputed from the
         catalog, and a page of the catalog by battle index (one entry per battle: battle_id,
         status, winner, turns, decisions, degraded, file hashes): total (= catalog_total),
         returned, next_cursor (pass it as cursor for the next page). A damaged catalog line,
         manifest or summary is refused with corrupt_record naming the file, line and field
-        (error.details); nothing past it is shown."""
+        (error.details); nothing past it is shown.
+        """
         manifest = store.read_manifest(group)
         catalog = store.read_catalog(group)
         page = paginate(catalog, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
@@ -414,18 +451,25 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         battle_id: Annotated[str, Strict(), Field(description="A battle_id from the group's catalog "
                                                               "(inspect_session).")],
     ) -> dict[str, Any]:
-        """Re-run a recorded battle from its trace and check every state hash: reproduces=true, or the
-        first divergence (decision index and field)."""
+        """Re-run a recorded battle and check every state hash: reproduces, or the first divergence.
+
+        Re-run a recorded battle from its trace and check every state hash: reproduces=true, or the
+        first divergence (decision index and field).
+        """
         return core_replay(store, group, battle_id)
 
     # ------------------------------------------------------------------ models
     @tool(title="List models", read_only=True, idempotent=True)
     def list_models(limit: limit_arg(50, "checkpoints") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """What can play: the baseline specs, a page of the registered checkpoints (name, kind,
+        """What can play: the baseline specs, the registered checkpoints (paged) and the search actor's
+        spec form.
+
+        What can play: the baseline specs, a page of the registered checkpoints (name, kind,
         weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
         and this page's checkpoint names), `search` (the search actor's spec form over any of them,
         its default and maximum sims, an example) and the adapter kinds (built-in and custom) with
-        their aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor)."""
+        their aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor).
+        """
         registry = default_registry()
         page = paginate(checkpoints.list(), tool="list_models", limit=limit, cursor=cursor,
                         key=lambda entry: (entry["name"],))
@@ -444,44 +488,48 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Register an ONNX checkpoint")
     def register_checkpoint(
-        name: Annotated[str, Strict(), Field(description="Checkpoint name (becomes its spec): 1-64 letters, "
-                                                         "digits, '.', '_' or '-'.")],
-        path: Annotated[str, Strict(), Field(description="Path of the .onnx file, inside the checkpoints or "
-                                                         "datasets directory of this server.")],
+        name: Annotated[str, Strict(), Field(description="Checkpoint name (its spec).")],
+        path: Annotated[str, Strict(), Field(description="The .onnx file, in the checkpoints or datasets dir.")],
         kind: Annotated[Literal["legacy_onnx", "action_onnx", "v4", "v5"] | None, Field(
-            description="Model kind; checked against the ONNX signature (mismatch refused). Default: "
-                        "detected from the signature.")] = None,
+            description="Model kind (default: detected from the ONNX signature).")] = None,
         overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that "
                                                                "name.")] = False,
     ) -> dict[str, Any]:
-        """Register an ONNX model as a named checkpoint: its kind is detected or checked, its
-        weights_hash recorded, and a copy stored in the checkpoints directory. Returns the entry."""
+        """Register an ONNX file as a named checkpoint (kind detected or checked, weights_hash recorded,
+        the file copied in).
+
+        Register an ONNX model as a named checkpoint: its kind is detected or checked, its
+        weights_hash recorded, and a copy stored in the checkpoints directory. Returns the entry.
+        """
         source = guards.confine_path(path, [config.checkpoints_dir, config.datasets_dir], "path")
         return checkpoints.register(name, source, kind, overwrite=overwrite).as_dict()
 
     @tool(title="Register a custom adapter kind")
     def register_custom_model(
-        kind: Annotated[str, Strict(), Field(description="New adapter kind: 1-32 lowercase letters, digits or "
-                                                         "'_', starting with a letter.")],
-        factory: Annotated[str, Strict(), Field(description="Import path of the factory, 'package.module:attr'; "
-                                                            "it must be importable by the server.")],
+        kind: Annotated[str, Strict(), Field(description="New adapter kind (lowercase, 1-32).")],
+        factory: Annotated[str, Strict(), Field(description="Factory import path, 'package.module:attr'.")],
         replace: Annotated[bool, Strict(), Field(description="Replace an existing kind of that name.")] = False,
     ) -> dict[str, Any]:
-        """Add an adapter kind backed by a factory 'package.module:attr' (imported now, so a bad path
-        is refused here). The kind lives in this server process only (not persisted)."""
+        """Add an adapter kind backed by a 'package.module:attr' factory, for this server process only.
+
+        Add an adapter kind backed by a factory 'package.module:attr' (imported now, so a bad path
+        is refused here). The kind lives in this server process only (not persisted).
+        """
         registry = default_registry()
         registry.register(kind, factory, replace=replace)
         return {"kind": kind, "factory": factory, "persisted": False, "adapter_kinds": registry.kinds()}
 
     @tool(title="Inspect a model", read_only=True, idempotent=True)
     def inspect_model(
-        name: Annotated[str, Strict(), Field(description="A baseline spec ('baseline:greedy'), a checkpoint "
-                                                         "name or a search spec ('search:baseline:greedy?sims=32')."
+        name: Annotated[str, Strict(), Field(description="A baseline, checkpoint or search spec."
                                                          )],
     ) -> dict[str, Any]:
-        """Details of a model: for a checkpoint its kind, IO signature, weights_hash, file and whether
+        """Details of a baseline, checkpoint or search spec (kind, signature, weights_hash, file intact).
+
+        Details of a model: for a checkpoint its kind, IO signature, weights_hash, file and whether
         the stored file is present and intact; for a baseline its kind; for a search spec its
-        canonical spec, sims and rollout policy (with that policy's own details)."""
+        canonical spec, sims and rollout policy (with that policy's own details).
+        """
         return describe_model(name)
 
     def describe_model(name: str) -> dict[str, Any]:

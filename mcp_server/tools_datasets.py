@@ -24,28 +24,21 @@ from .progress import progress_bridge
 if TYPE_CHECKING:  # pragma: no cover
     from .app import ExtraRLHFServer
 
-DatasetRef = Annotated[str, Strict(), Field(description="A dataset: 'NAME' (newest version), 'NAME/vN' or "
-                                                        "'@POINTER' (a promoted pointer), inside --datasets-dir.")]
-NewName = Annotated[str, Strict(), Field(description="Name of the dataset to write: 1-64 letters, digits, '.', '_' "
-                                                     "or '-'; a new version NAME/vN is created.")]
-Overwrite = Annotated[bool, Strict(), Field(description="Replace an existing version (the old one stays until the "
-                                                        "new one is complete). Default false: refused.")]
-Promote = Annotated[str | None, Strict(), Field(description="Also point this pointer name at the result once it "
-                                                            "validates.")]
+DatasetRef = Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER.")]
+NewName = Annotated[str, Strict(), Field(description="Dataset name (a new version NAME/vN).")]
+Overwrite = Annotated[bool, Strict(), Field(description="Replace an existing version.")]
+Promote = Annotated[str | None, Strict(), Field(description="Also point this pointer at it.")]
 # extrarlhf.datasets.assign.check_fractions: three finite numbers >= 0 summing to 1 (the core also takes
 # them by name; the tools take the one list form, which keeps argument errors plain: fractions[1])
 Fraction = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
 Fractions = Annotated[list[Fraction] | None, Field(min_length=3, max_length=3,
-                                                   description="train/val/test fractions: three numbers >= 0 summing "
-                                                               "to 1, e.g. [0.8, 0.1, 0.1] (default).")]
+                                                   description="train/val/test fractions.")]
 # Readiness overrides are a closed object: an unknown key is refused by argument validation,
 # located by position (policy.<key 2>) and never repeated (the core would name it).
 _Threshold = Annotated[int, Strict(), Ge(0)]
 ReadinessThresholds = with_config(ConfigDict(extra="forbid"))(
     TypedDict("ReadinessThresholds", {f.name: _Threshold for f in fields(ReadinessPolicy)}, total=False))
-Policy = Annotated[ReadinessThresholds | None, Field(description="Readiness thresholds to override (integers >= 0), "
-                                                                "e.g. {\"min_v5_battles\": 50} (see "
-                                                                "dataset_readiness).")]
+Policy = Annotated[ReadinessThresholds | None, Field(description='Threshold overrides, e.g. {"min_v5_battles": 50}.')]
 
 
 VERSIONS_SHOWN = 20
@@ -108,29 +101,39 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="List datasets", read_only=True, idempotent=True)
     def list_datasets(limit: limit_arg(50, "dataset versions") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The datasets in --datasets-dir with their versions (kind, row counts, size, readiness),
+        """The datasets and their versions (kind, rows, size, readiness) and the pointers naming them
+        (paged).
+
+        The datasets in --datasets-dir with their versions (kind, row counts, size, readiness),
         paged by version: a page holds up to `limit` versions, grouped under their dataset (a
         dataset with many versions continues on the next page; `versions_total` says how many it
         has). `pointers` are the promoted pointers naming the datasets of this page (pointers to
         a missing dataset come on the first page). total counts versions (plus one row per
-        dataset with no readable version); pass next_cursor as cursor for the next page."""
+        dataset with no readable version); pass next_cursor as cursor for the next page.
+        """
         return _list_datasets_page(datasets.list_datasets(**where), limit, cursor)
 
     @tool(title="Inspect a dataset", read_only=True, idempotent=True)
     def inspect_dataset(dataset: DatasetRef, limit: limit_arg(20, "source groups") = 20,
                         cursor: Cursor = None) -> dict[str, Any]:
-        """A dataset's manifest (id, kind, row counts, file hashes, column schemas, readiness) and
+        """One dataset version's manifest and whether its source groups changed since (paged sources).
+
+        A dataset's manifest (id, kind, row counts, file hashes, column schemas, readiness) and
         whether its source session groups changed since. The source groups
         (manifest.sources.groups, with sources_current) are paged: total, returned, next_cursor
         (pass it as cursor for the next page); `versions` lists the newest versions of the name
-        (versions_total says how many; list_datasets pages through all of them)."""
+        (versions_total says how many; list_datasets pages through all of them).
+        """
         return _inspect_dataset_page(datasets.inspect_dataset(dataset, **where), limit, cursor)
 
     @tool(title="Validate a dataset", read_only=True, idempotent=True)
     async def validate_dataset(dataset: DatasetRef) -> dict[str, Any]:
-        """Re-hash every file and re-check counts, schemas and invariants (chosen actions legal,
+        """Re-hash and re-check a dataset (counts, schemas, invariants); returns valid and every failure.
+
+        Re-hash every file and re-check counts, schemas and invariants (chosen actions legal,
         contiguous decision indexes, no degraded battle in training tables). Returns `valid` and
-        every failure with its code."""
+        every failure with its code.
+        """
         return await in_thread(datasets.validate_dataset, dataset, **where)
 
     @tool(title="Materialize a V5 dataset")
@@ -142,10 +145,14 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         promote: Promote = None,
     ) -> dict[str, Any]:
-        """Turn session groups into Parquet tables (decisions, turns, battles) with a manifest;
+        """Turn session groups into a versioned V5 Parquet dataset (only eligible battles in training
+        tables); progress notifications.
+
+        Turn session groups into Parquet tables (decisions, turns, battles) with a manifest;
         only finished, non-degraded, never-peeked battles enter training tables (exclusions are
         listed). Streams in bounded memory; sends progress notifications. Returns the dataset id,
-        row counts, exclusions and readiness."""
+        row counts, exclusions and readiness.
+        """
         return await run_cancellable(datasets.materialize_v5_dataset, groups, name, sessions_dir=config.sessions_dir,
                                      overwrite=overwrite, promote=promote,
                                      progress=progress_bridge(ctx, "materialize_v5_dataset", "battles"), **where)
@@ -158,10 +165,13 @@ def register(server: "ExtraRLHFServer") -> None:
                                                                    "dataset).")] = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Readiness of a group or dataset per contour, with blockers: v5_policy_training_ready (and
+        """Readiness of a group or dataset for each training contour, with the blockers.
+
+        Readiness of a group or dataset per contour, with blockers: v5_policy_training_ready (and
         the training_ready alias, scope v5_policy_only), Nemesis Lite and Standard
         (training_ready_standard, standard_readiness_blockers), metronome_ready and timestamp_ready
-        (never from headless data)."""
+        (never from headless data).
+        """
         return await in_thread(datasets.dataset_readiness, group, dataset, sessions_dir=config.sessions_dir,
                                policy=policy, **where)
 
@@ -176,12 +186,16 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Deterministic train/val/test split grouped by battle (keyed hash): a battle never
+        """A train/val/test split of a V5-ready dataset, grouped by battle (keyed hash).
+
+        Deterministic train/val/test split grouped by battle (keyed hash): a battle never
         straddles splits and a row keeps its split when data is added. Refused with the blockers
-        while the dataset is not v5-policy ready (thresholds: policy)."""
+        while the dataset is not v5-policy ready (thresholds: policy).
+        """
         extra = {} if fractions is None else {"fractions": fractions}
         return await in_thread(datasets.split_v5_training_dataset, dataset, name=name, overwrite=overwrite,
-                               promote=promote, policy=policy, progress=progress_bridge(ctx, "split_v5_training_dataset", "rows"),
+                               promote=promote, policy=policy,
+                               progress=progress_bridge(ctx, "split_v5_training_dataset", "rows"),
                                **extra, **where)
 
     @tool(title="Split a Nemesis dataset (battle- or deck-grouped)")
@@ -189,21 +203,21 @@ def register(server: "ExtraRLHFServer") -> None:
         dataset: DatasetRef,
         ctx: Context,
         view: Annotated[Literal["lite", "standard"], Field(
-            description="'lite' (any eligible battle) or 'standard' (human-vs-human production rows only; "
-                        "refused with its blockers until ready).")] = "lite",
+            description="'lite' (any eligible battle) or 'standard' (human-vs-human rows).")] = "lite",
         name: Annotated[str | None, Strict(), Field(description="Name of the split dataset.")] = None,
         group_by: Annotated[Literal["battle", "opponent_deck"], Field(
-            description="'battle' (default: both seats of a battle in one split, no shared trajectory) or "
-                        "'opponent_deck' (held-out opponent decks; the two seats of a battle may land in "
-                        "different splits, which leaks that battle).")] = "battle",
+            description="'battle' or 'opponent_deck' (held-out decks).")] = "battle",
         fractions: Fractions = None,
         overwrite: Overwrite = False,
         promote: Promote = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Opponent-modelling split grouped by battle (default) or opponent deck (keyed hash).
+        """An opponent-modelling split (Lite, or Standard once ready), grouped by battle or opponent deck.
+
+        Opponent-modelling split grouped by battle (default) or opponent deck (keyed hash).
         Human-bot and model-model rows train Lite only; Standard is refused with
-        standard_readiness_blockers until ready."""
+        standard_readiness_blockers until ready.
+        """
         extra = {} if fractions is None else {"fractions": fractions}
         return await in_thread(datasets.split_nemesis_training_dataset, dataset, view, name=name, group_by=group_by,
                                overwrite=overwrite, promote=promote, policy=policy,
@@ -215,6 +229,9 @@ def register(server: "ExtraRLHFServer") -> None:
         dataset: DatasetRef,
         pointer: Annotated[str, Strict(), Field(description="Pointer name to (re)point at the dataset.")],
     ) -> dict[str, Any]:
-        """Validate the dataset, then point `pointer` at it by atomic replace (the previous target is
-        reported)."""
+        """Validate a dataset, then point a pointer (@NAME) at it atomically.
+
+        Validate the dataset, then point `pointer` at it by atomic replace (the previous target is
+        reported).
+        """
         return datasets.promote_dataset(dataset, pointer, **where)

@@ -23,16 +23,13 @@ from .tools_datasets import DatasetRef, NewName, Overwrite, Policy, Promote
 if TYPE_CHECKING:  # pragma: no cover
     from .app import ExtraRLHFServer
 
-Instant = Annotated[str, Strict(), Field(description="An ISO 8601 instant with a timezone, e.g. "
-                                                     "2026-11-01T00:00:00Z (naive times are refused).")]
+Instant = Annotated[str, Strict(), Field(description="ISO 8601 with timezone, e.g. 2026-11-01T00:00:00Z.")]
 
 
-IngestedBefore = Annotated[Instant | None, Field(description="Only rows ingested before this instant (not before "
-                                                             "end_at); default: the snapshot time.")]
+IngestedBefore = Annotated[Instant | None, Field(description="Only rows ingested before (default: now).")]
 MaxRows = Annotated[int | None, Strict(), Ge(1), Le(MAX_ROWS),
-                    Field(description="Row ceiling per raw stream (default and most 1,000,000).")]
-PublishIncomplete = Annotated[bool, Strict(), Field(description="Publish an export stopped by the row ceiling, for "
-                                                                "inspection (never ready). Default false.")]
+                    Field(description="Row ceiling per stream.")]
+PublishIncomplete = Annotated[bool, Strict(), Field(description="Publish it even if stopped by the row ceiling.")]
 
 
 def register(server: "ExtraRLHFServer") -> None:
@@ -41,11 +38,15 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="Production plane status", read_only=True, idempotent=True)
     def production_status() -> dict[str, Any]:
-        """Whether production exports are enabled in this server's environment: each of the four
+        """Which production variables are set and valid (names only, never values) and whether the gate is
+        open.
+
+        Whether production exports are enabled in this server's environment: each of the four
         variables (RLHF_ENABLE_PRODUCTION_DATASETS, RLHF_PRODUCTION_DSN, RETURNCLOCK_DATASET_SALT,
         RETURNCLOCK_DATASET_SALT_KEY_ID) by name, set or not, valid or not - never a value - and the
         optional RLHF_PRODUCTION_STATEMENT_TIMEOUT_MS and RLHF_PRODUCTION_LOCK_TIMEOUT_MS with the
-        milliseconds in effect. Opens no connection."""
+        milliseconds in effect. Opens no connection.
+        """
         return production.production_status()
 
     @tool(title="Export production battles as a V5 dataset")
@@ -62,7 +63,10 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only export of the production battles that finished in [start_at, end_at):
+        """Opt-in, read-only export of production battles that finished in [start_at, end_at) into a
+        pseudonymized V5 dataset.
+
+        Opt-in, read-only export of the production battles that finished in [start_at, end_at):
         one database snapshot, keyset paging, replayed by the engine into the local V5 layout
         (decisions, turns, battles) plus excluded (reason per battle), metronome (human decision
         times) and production_battles (kinds, pseudonyms, TimeStamp labels). Player and battle ids
@@ -70,7 +74,8 @@ def register(server: "ExtraRLHFServer") -> None:
         with complete=false, stop_reason=row_ceiling. Every statement runs under the server's
         statement_timeout and lock_timeout (production_read_failed names which one ran out);
         cancelling the request cancels the running statement on the server. Sends progress
-        notifications."""
+        notifications.
+        """
         return await run_cancellable(production.export_production_v5_dataset, end_at, name=name, start_at=start_at,
                                      ingested_before=ingested_before, max_rows=max_rows,
                                      publish_incomplete=publish_incomplete, overwrite=overwrite, promote=promote,
@@ -85,10 +90,13 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """From a production V5 export, write three separate files: inputs.parquet (decks, starting
+        """From a production V5 export, the TimeStamp dataset: inputs, labels and audit as separate files.
+
+        From a production V5 export, write three separate files: inputs.parquet (decks, starting
         player, approved prebattle features), labels.parquet (duration_seconds, turns) and
         audit.parquet (timestamps). Trainers read inputs only, through load_inputs, which refuses
-        any column not on the approved list."""
+        any column not on the approved list.
+        """
         return await run_cancellable(production.export_timestamp_dataset, source, name, overwrite=overwrite,
                                      promote=promote, policy=policy, **where)
 
@@ -97,15 +105,17 @@ def register(server: "ExtraRLHFServer") -> None:
         end_at: Instant,
         name: NewName,
         ctx: Context,
-        start_at: Annotated[Instant | None, Field(description="Sessions that ended at or after this instant "
-                                                              "(default: all before end_at).")] = None,
+        start_at: Annotated[Instant | None, Field(description="Sessions ended at or after (default: all).")] = None,
         ingested_before: IngestedBefore = None,
         max_rows: MaxRows = None,
         publish_incomplete: PublishIncomplete = False,
         overwrite: Overwrite = False,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only ReturnClock export: one row per player session that ended in
+        """Opt-in, read-only ReturnClock export: one row per player session ended in [start_at, end_at),
+        with return event and duration.
+
+        Opt-in, read-only ReturnClock export: one row per player session that ended in
         [start_at, end_at), the clock starting at ended_at; event 1 with duration_seconds = the gap
         when the player's next session started before end_at, else censored (event 0) at end_at.
         A treatment assigned in [ended_at, min(next_start, end_at)) marks the row treated whatever
@@ -113,7 +123,8 @@ def register(server: "ExtraRLHFServer") -> None:
         keyed pseudonyms. Trainers never read this raw export: split it with
         split_returnclock_training_dataset. Bounded by the server's statement_timeout and
         lock_timeout; cancelling the request cancels the running statement. Sends progress
-        notifications."""
+        notifications.
+        """
         return await run_cancellable(production.export_returnclock_dataset, start_at, end_at, name=name,
                                      ingested_before=ingested_before, max_rows=max_rows,
                                      publish_incomplete=publish_incomplete, overwrite=overwrite, policy=policy,
@@ -128,11 +139,15 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Organic-only (treated rows dropped) train/val/test files of a complete ReturnClock export,
+        """Organic-only train/val/test files of a ReturnClock export (local, already pseudonymized; needs
+        no gate).
+
+        Organic-only (treated rows dropped) train/val/test files of a complete ReturnClock export,
         grouped by player pseudonym with the keyed hash (a player never straddles splits), with
         lifelines-ready columns duration_seconds (> 0) and event (1 returned, 0 censored). The only
         trainer input (load_returnclock_training refuses the raw export). Refused with its blockers
         while the export is incomplete or too small. A local operation on already-pseudonymized
-        data: it reads no production database and runs with the production gate closed."""
+        data: it reads no production database and runs with the production gate closed.
+        """
         return await run_cancellable(production.split_returnclock_training_dataset, dataset, name=name,
                                      overwrite=overwrite, policy=policy, **where)

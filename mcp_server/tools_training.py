@@ -30,43 +30,33 @@ from .tools_datasets import ReadinessThresholds
 
 log = logging.getLogger("mcp_server")
 
-CheckpointName = Annotated[str, Strict(), Field(description="Checkpoint name: 1-64 letters, digits, '.', '_' or '-', "
-                                                            "starting with a letter or digit.")]
-ModelSpec = Annotated[str, Strict(), Field(description="A registered checkpoint name, a baseline spec "
-                                                       "('baseline:random', 'baseline:greedy') or the search actor "
-                                                       "over one of those ('search:baseline:greedy?sims=64').")]
+CheckpointName = Annotated[str, Strict(), Field(description="Checkpoint name.")]
+ModelSpec = Annotated[str, Strict(), Field(description="Actor spec: a checkpoint, a baseline or search:<spec>?sims=N.")]
 # Every bound below is the core's own (tests/mcp_server/test_mcp_schemas.py calls the core at each
 # bound): the schema refuses exactly what the core would refuse, before any work starts --
 # run_pipeline in particular hands its arguments to stages that run hours apart.
 Seed = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
-Imitate = Annotated[str, Strict(), Field(description="Decisions to imitate: 'all', 'winners' (the eventual winner's "
-                                                     "decisions), 'search' (any search actor's: a teacher's) or an "
-                                                     "actor spec such as 'baseline:greedy'.")]
+Imitate = Annotated[str, Strict(), Field(description="'all', 'winners', 'search' or an actor spec.")]
 Target = Annotated[Literal["choice", "search_values"], Field(
-    description="What the policy learns: 'choice' (the recorded move, one-hot) or 'search_values' (the softmax of a "
-                "search teacher's action values where a decision has them, else the move; the target for labelled, "
-                "&play=, data).")]
+    description="'choice' or 'search_values' (a teacher's values).")]
 Temperature = Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False,
-                                               description="Temperature of the search_values target, in (0, 10].")]
+                                               description="Softmax temperature of search_values.")]
 # extrarlhf.training.bc.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, batch_size 1..65536, lr in (0, 1]
 Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split (1-1000).")]
 Width = Annotated[int, Strict(), Ge(1), Le(4096)]
 Pairs = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS),
-                  Field(description="Maximum pairs of the SPRT match (each pair: one seed played twice, seats "
-                                    "swapped); the SPRT usually stops earlier.")]
+                  Field(description="Most pairs; the SPRT usually stops earlier.")]
 BaselinePairs = Annotated[int, Strict(), Ge(0), Le(benchmarking.MAX_PAIRS),
-                          Field(description="Pairs each model plays against baseline:random and baseline:greedy "
-                                            "(informative, fixed).")]
+                          Field(description="Pairs against each baseline.")]
 Elo = Annotated[float, Strict(), Field(gt=-1000, lt=1000, allow_inf_nan=False)]  # benchmarking: open (-1000, 1000)
 ErrorRate = Annotated[float, Strict(), Field(gt=0, lt=0.5, allow_inf_nan=False)]  # open (0, 0.5)
 Workers = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_WORKERS),
-                    Field(description="Worker processes (bounded); results do not depend on it.")]
+                    Field(description="Worker processes.")]
 # run_pipeline's workers play the series and the benchmark: within both cores' bounds
 PipelineWorkers = Annotated[int, Strict(), Ge(1), Le(min(SERIES_MAX_WORKERS, benchmarking.MAX_WORKERS)),
-                            Field(description="Worker processes (bounded); results do not depend on it.")]
+                            Field(description="Worker processes.")]
 ReadinessOverrides = Annotated[ReadinessThresholds | None, Field(
-    description="Readiness threshold overrides (integers >= 0), e.g. {\"min_v5_battles\": 5, "
-                "\"min_v5_decisions\": 200}.")]
+    description='Threshold overrides, e.g. {"min_v5_battles": 5}.')]
 
 
 def _stage_progress(ctx: Context, label: str) -> tuple[Callable[[float, float, str], None], dict[str, Any]]:
@@ -117,13 +107,10 @@ def register(server: Any) -> None:
 
     @tool(title="Train a policy (behaviour cloning)")
     async def train_policy(
-        dataset: Annotated[str, Strict(), Field(description="Dataset reference inside the datasets dir: NAME (latest "
-                                                            "version), NAME/vN or @POINTER. Must validate and be "
-                                                            "V5-ready (v5_decisions or v5_policy_split).")],
+        dataset: Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER of a V5-ready dataset.")],
         name: CheckpointName,
         ctx: Context,
-        seed: Annotated[Seed, Field(description="Training seed: the same dataset and seed give the same "
-                                                "weights_hash.")] = 0,
+        seed: Annotated[Seed, Field(description="Training seed (same data + seed: same weights).")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
         hidden: Annotated[Width, Field(description="First hidden layer width (1-4096).")] = 256,
@@ -135,16 +122,20 @@ def register(server: Any) -> None:
         target: Target = "choice",
         temperature: Temperature = 0.05,
         readiness_policy: ReadinessOverrides = None,
-        overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that name (never "
-                                                               "the promoted one).")] = False,
+        overwrite: Annotated[bool, Strict(),
+                             Field(description="Replace an existing checkpoint (never the promoted one).")] = False,
     ) -> dict[str, Any]:
-        """Behaviour cloning on a V5 dataset: a small MLP scores each legal action (softmax over the
+        """Behaviour cloning on a V5-ready dataset into a registered v5 ONNX checkpoint with a model card;
+        progress per epoch.
+
+        Behaviour cloning on a V5 dataset: a small MLP scores each legal action (softmax over the
         legal set), trained with numpy, exported as a v5 ONNX model (verified against numpy),
         registered as checkpoint `name` and described by a model card next to it. Refuses a dataset
         that fails validation (validation_failed) or is not V5-ready (not_ready, with blockers).
         Sends a progress notification per epoch; cancellable (stops within a batch). One call may ask
         for at most 4e12 epochs x parameters x training decisions (work_cap_exceeded names the cap).
-        Returns weights_hash, card_path, data sizes and train/val loss and top-1 agreement per epoch."""
+        Returns weights_hash, card_path, data sizes and train/val loss and top-1 agreement per epoch.
+        """
         from extrarlhf.training import train_policy as core_train
 
         return await run_long(
@@ -158,7 +149,7 @@ def register(server: Any) -> None:
         candidate: ModelSpec,
         ctx: Context,
         incumbent: Annotated[str | None, Strict(), Field(
-            description="The model to beat; default: the promoted checkpoint, else 'baseline:random' (the first-promotion rule).")] = None,
+            description="The model to beat (default: the promoted one).")] = None,
         n_pairs: Pairs = 200,
         seed: Annotated[Seed, Field(description="Base seed of the pairs.")] = 0,
         elo0: Annotated[Elo, Field(description="SPRT H0: Elo difference (logistic) at most elo0.")] = 0.0,
@@ -168,12 +159,16 @@ def register(server: Any) -> None:
         baseline_pairs: BaselinePairs = 20,
         max_workers: Workers = 1,
     ) -> dict[str, Any]:
-        """Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
+        """Candidate vs incumbent on paired seeds: W/D/L, Elo with a 95% interval and an SPRT that stops
+        early, plus both against the baselines.
+
+        Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
         score, Elo with a 95% interval, and an SPRT (fishtest's trinomial GSPRT) checked after every
         pair that stops early when decided; then each model against baseline:random and
         baseline:greedy. Any degraded battle invalidates the benchmark. The report (JSON and a
         markdown table in `markdown`) is stored under <checkpoints>/benchmarks/. passed=true only
-        when valid and the SPRT accepted H1."""
+        when valid and the SPRT accepted H1.
+        """
         against = incumbent if incumbent is not None else promotion.current_incumbent(config.checkpoints_dir)
         return bounded_report(await run_cancellable(
             benchmarking.benchmark_models, candidate, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1,
@@ -185,28 +180,38 @@ def register(server: Any) -> None:
     def promote_checkpoint(
         name: CheckpointName,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Require the latest benchmark to be against the current incumbent (the promoted "
-                        "checkpoint, else baseline:random: the first-promotion rule). Set false only on purpose.")] = True,
+            description="Require the latest benchmark to be against the current incumbent.")] = True,
     ) -> dict[str, Any]:
-        """Make `name` the promoted policy: only when its latest benchmark is valid and passed, its
+        """Make a checkpoint the promoted policy, only after its latest benchmark passed against the
+        current incumbent.
+
+        Make `name` the promoted policy: only when its latest benchmark is valid and passed, its
         played weights_hash equals the registered one, and it was benchmarked against the current
         incumbent. Writes promoted.json atomically and appends to promoted_history.jsonl. A refusal
-        (promotion_refused) lists every failed check in error.details.reasons."""
+        (promotion_refused) lists every failed check in error.details.reasons.
+        """
         return promotion.promote_checkpoint(name, checkpoints_dir=config.checkpoints_dir,
                                             require_current_incumbent=require_current_incumbent)
 
     @tool(title="Roll back the last promotion", destructive=True)
     def rollback_promotion() -> dict[str, Any]:
-        """Re-install the checkpoint that was promoted before the current one (checked to be still
+        """Re-install the previously promoted checkpoint.
+
+        Re-install the checkpoint that was promoted before the current one (checked to be still
         registered with the same weights). Refused (promotion_refused) when there is no earlier
-        promotion."""
+        promotion.
+        """
         return promotion.rollback_promotion(checkpoints_dir=config.checkpoints_dir)
 
     @tool(title="Promotion status", read_only=True, idempotent=True)
     def promotion_status(limit: limit_arg(50, "history events") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The promoted checkpoint (and whether its registry entry and file are still intact), the
+        """The promoted checkpoint, the incumbent spec, what a rollback would restore and the history
+        (paged).
+
+        The promoted checkpoint (and whether its registry entry and file are still intact), the
         current incumbent spec, what a rollback would restore, and the promotion history, oldest
-        first, paged: total, returned, next_cursor (pass it as cursor for the next page)."""
+        first, paged: total, returned, next_cursor (pass it as cursor for the next page).
+        """
         status = promotion.promotion_status(config.checkpoints_dir)
         page = paginate(status["history"], tool="promotion_status", limit=limit, cursor=cursor)
         return paged(status, "history", page)
@@ -215,25 +220,27 @@ def register(server: Any) -> None:
     async def policy_ladder(
         ctx: Context,
         pairs: Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS), Field(
-            description="Pairs (one deal played twice, seats swapped) each promoted policy plays against "
-                        "baseline:random and against baseline:greedy; cached per weights, pairs and seed.")]
+            description="Pairs of each promoted policy against each baseline (cached).")]
         = ladder.DEFAULT_PAIRS,
         seed: Annotated[Seed, Field(description="Base seed of the baseline pairs (the same deals for every "
                                                 "rung).")] = 0,
         max_workers: Workers = 1,
         measure: Annotated[bool, Strict(), Field(
-            description="Play the baseline pairs not cached yet; false plays nothing (cached figures, else the "
-                        "promotion report's own baseline rows, else null with the reason).")] = True,
+            description="Play the pairs not cached yet.")] = True,
         limit: limit_arg(50, "rungs") = 50,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        """Every promotion in order (rolled-back ones marked rolled_back): its Elo against its
+        """The Elo of every promotion against its predecessor and against baseline:random and
+        baseline:greedy, with 95% intervals.
+
+        Every promotion in order (rolled-back ones marked rolled_back): its Elo against its
         predecessor with the 95% interval and SPRT decision (recorded by the promotion's benchmark,
         never replayed), its cumulative Elo from the first incumbent (anchor), and its Elo against
         baseline:random and baseline:greedy with 95% intervals (measured over `pairs` paired battles,
         cached in <checkpoints>/ladder.json, which this call writes). Sends progress notifications
         while measuring; cancellable. Nothing promoted yet: empty=true with the reason (not an error).
-        The rungs are paged: total, returned, next_cursor."""
+        The rungs are paged: total, returned, next_cursor.
+        """
         result = await run_cancellable(
             ladder.policy_ladder, config.checkpoints_dir, pairs=pairs, seed=seed, max_workers=max_workers,
             measure=measure, progress=progress_bridge(ctx, "policy_ladder", "baseline battles"))
@@ -257,22 +264,26 @@ def register(server: Any) -> None:
         target: Target = "choice",
         temperature: Temperature = 0.05,
         incumbent: Annotated[str | None, Strict(), Field(
-            description="Benchmark against this spec; default: the promoted checkpoint, else baseline:random (the first-promotion rule).")]
+            description="Benchmark against (default: the promoted one).")]
         = None,
         n_pairs: Pairs = 200,
         baseline_pairs: BaselinePairs = 20,
         promote: Annotated[bool, Strict(), Field(description="Promote the candidate when its benchmark "
                                                              "passed.")] = True,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Promotion requires the benchmark to be against the current incumbent.")] = True,
+            description="Require a benchmark against the current incumbent.")] = True,
         max_workers: PipelineWorkers = 1,
         readiness_policy: ReadinessOverrides = None,
     ) -> dict[str, Any]:
-        """The whole L0 loop: collect (run_series) -> materialize -> readiness -> train -> benchmark
+        """The whole L0 loop: collect -> materialize -> readiness -> train -> benchmark -> promote, with
+        progress per stage.
+
+        The whole L0 loop: collect (run_series) -> materialize -> readiness -> train -> benchmark
         against the incumbent -> promote, with a progress notification per step (stage i of 6 plus
         its fraction). Stops at readiness (with blockers) when the data is not V5-ready; a benchmark
         that does not pass leaves the candidate registered but not promoted, with the refusal's
-        reasons. Returns a summary with every stage's result."""
+        reasons. Returns a summary with every stage's result.
+        """
         report, _ = _stage_progress(ctx, "run_pipeline")
         stages = pipeline.STAGES
 
@@ -292,16 +303,18 @@ def register(server: Any) -> None:
     @tool(title="Check sessions, datasets and checkpoints", idempotent=True)
     async def check_data(
         repair: Annotated[bool, Strict(), Field(
-            description="Also repair what is provably safe (crash leftovers of promotions and dataset "
-                        "publications, stale model cards set aside, the session repairs); default false: only "
-                        "look, nothing is written.")] = False,
+            description="Also repair what is provably safe.")] = False,
     ) -> dict[str, Any]:
-        """Walk --sessions-dir, --datasets-dir and --checkpoints-dir and list every problem: damaged
+        """List every problem of the sessions, datasets and checkpoints dirs (read-only unless
+        repair=true).
+
+        Walk --sessions-dir, --datasets-dir and --checkpoints-dir and list every problem: damaged
         records (with path, line and field), datasets failing validation, stale or dangling pointers,
         missing or changed model files, stale model cards, torn promotion records, unreadable benchmark
         reports. Read-only unless repair=true. Returns ok (no error left), problems (area, severity,
         code, path, line, field, message, repairable), repaired (area, path, action), skipped (what
-        could not be checked, with why), checked (counts) and counts."""
+        could not be checked, with why), checked (counts) and counts.
+        """
         from extrarlhf.maintenance.check import check_all
 
         return await run_long("check_data", check_all, config.sessions_dir, config.datasets_dir,
