@@ -19,10 +19,11 @@ from pydantic import Field, Strict
 from adapters import BASELINES, default_registry
 from adapters.search import DEFAULT_SIMS, MAX_SIMS, is_search_spec
 from engine import ACTION_SPACE_SIZE
+from extrarlhf.checkpoints.promoted import read_promoted
 from extrarlhf.core.errors import NotFound
 from extrarlhf.runtime import codenames
 from extrarlhf.runtime import series as core_series
-from extrarlhf.runtime.actors import resolve_actor
+from extrarlhf.runtime.actors import concrete_spec, resolve_actor
 from extrarlhf.runtime.match import MAX_SEED, Match
 from extrarlhf.runtime.replay import replay_battle as core_replay
 
@@ -473,8 +474,10 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         registry = default_registry()
         page = paginate(checkpoints.list(), tool="list_models", limit=limit, cursor=cursor,
                         key=lambda entry: (entry["name"],))
+        promoted = read_promoted(config.checkpoints_dir)
         return {"baselines": BASELINE_SPECS, **paged({}, "checkpoints", page),
-                "specs": BASELINE_SPECS + [entry["name"] for entry in page.items],
+                "specs": BASELINE_SPECS + [entry["name"] for entry in page.items] + (["@promoted"] if promoted else []),
+                "promoted": promoted["name"] if promoted else None,
                 "search": {"form": "search:<baseline spec or checkpoint name>?sims=N[&play=<baseline spec or "
                                    "checkpoint name>]",
                            "default_sims": DEFAULT_SIMS, "max_sims": MAX_SIMS,
@@ -544,6 +547,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                 described["description"] += (f"; labels {actor.play.spec}'s battles: {actor.play.spec}'s moves are "
                                              f"played, the search's values and choice recorded (DAgger)")
             return described
+        name = concrete_spec(name, "name", config.checkpoints_dir)  # @promoted -> the promoted checkpoint
         if name in BASELINE_SPECS:
             return {"name": name, "spec": name, "kind": "baseline", "weights_hash": None,
                     "description": "built-in heuristic baseline (no weights)"}

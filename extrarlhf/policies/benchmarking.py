@@ -69,7 +69,7 @@ from ..core.errors import Cancelled, InvalidArgument, NotFound, RLHFError, Unsup
 from ..core.fileio import atomic_write_bytes, atomic_write_json, locked
 from ..core.procs import cap_workers, process_pool, stop_flag
 from ..core.work_caps import check_search_work, search_sims
-from ..runtime.actors import resolve_actor
+from ..runtime.actors import concrete_spec, resolve_actor
 from ..runtime.match import check_seed
 from .promotion_policy import PromotionPolicy, benchmark_blockers
 
@@ -491,6 +491,8 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
     beta = _check_number(beta, "beta", 0.0, 0.5)
     if not isinstance(stop_early, bool):
         raise InvalidArgument(f"stop_early must be true or false, got {stop_early!r}")
+    candidate = concrete_spec(candidate, "candidate", checkpoints_dir)  # @promoted -> the promoted name
+    incumbent = concrete_spec(incumbent, "incumbent", checkpoints_dir)
     if candidate == incumbent:
         raise InvalidArgument(f"candidate and incumbent are both {candidate!r}; a benchmark compares two models")
     baselines_planned = [(model, base) for model in (candidate, incumbent)

@@ -4,7 +4,10 @@
 named by its registry name (names never contain ``:``); ``search:<rollout spec>?sims=N``
 is the search actor over one of those (adapters/search.py), recorded with its canonical spec
 (sims explicit) and the rollout policy's weights hash; ``&play=<spec>`` makes it a labeller that
-plays another baseline's or checkpoint's actions (DAgger). A spec resolves to an
+plays another baseline's or checkpoint's actions (DAgger). ``@promoted`` (and ``promoted``,
+unless a checkpoint is registered under that very name) is the promoted checkpoint of the
+registry, resolved to its concrete name, so traces and reports record that name and its
+weights hash. A spec resolves to an
 :class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
 specs are refused with the list of what exists.
 """
@@ -24,6 +27,7 @@ from ..core.errors import InvalidArgument, UnknownSpec
 
 P1_ACTOR_TYPES = ("human", "llm", "rl")
 DEFAULT_CHECKPOINTS = "checkpoints"
+PROMOTED_SPECS = ("@promoted", "promoted")
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,30 @@ class Actor:
 def available_specs(checkpoints_dir: str | os.PathLike[str] | None = None) -> list[str]:
     """Baseline specs, then the registered checkpoint names, then the search form over them."""
     registry = CheckpointRegistry(checkpoints_dir or DEFAULT_CHECKPOINTS)
-    return ([f"baseline:{name}" for name in BASELINES] + registry.specs()
+    return ([f"baseline:{name}" for name in BASELINES] + registry.specs() + ["@promoted"]
             + ["search:<one of these>?sims=N[&play=<one of these>]"])
+
+
+def _promoted_name(spec: str, role: str, root: str) -> str | None:
+    """The promoted checkpoint's name for ``@promoted`` / ``promoted`` (None for other specs and
+    for ``promoted`` when a checkpoint has that name); nothing promoted is a clear error."""
+    from ..checkpoints.promoted import read_promoted
+
+    if spec not in PROMOTED_SPECS or (spec == "promoted" and spec in CheckpointRegistry(root).specs()):
+        return None
+    pointer = read_promoted(root)
+    if pointer is None:
+        raise UnknownSpec(f"{role} {spec!r}: nothing is promoted in the checkpoint registry {os.path.abspath(root)} "
+                          f"yet; promote a benchmarked checkpoint first (promote_checkpoint) or name one")
+    return pointer["name"]
+
+
+def concrete_spec(spec: Any, role: str = "model", checkpoints_dir: str | os.PathLike[str] | None = None) -> Any:
+    """``spec`` with ``@promoted`` / ``promoted`` replaced by the promoted checkpoint's name (what
+    reports and comparisons must record); any other value unchanged."""
+    if isinstance(spec, str) and spec in PROMOTED_SPECS:
+        return _promoted_name(spec, role, str(checkpoints_dir or DEFAULT_CHECKPOINTS)) or spec
+    return spec
 
 
 def resolve_actor(spec: Any, role: str = "opponent",
@@ -87,12 +113,15 @@ def resolve_actor(spec: Any, role: str = "opponent",
             return Actor(spec=spec, kind="baseline")
     elif ":" not in spec:
         root = str(checkpoints_dir or DEFAULT_CHECKPOINTS)
+        spec = _promoted_name(spec, role, root) or spec
         registry = CheckpointRegistry(root)
         if spec in registry.specs():
             checkpoint = registry.get(spec)
             return Actor(spec=spec, kind=checkpoint.kind, weights_hash=checkpoint.weights_hash,
                          checkpoints_dir=os.path.abspath(root))
-    raise UnknownSpec(f"unknown {role} spec {spec!r}; available: {', '.join(available_specs(checkpoints_dir))}")
+    where = os.path.abspath(str(checkpoints_dir or DEFAULT_CHECKPOINTS))
+    raise UnknownSpec(f"unknown {role} spec {spec!r}; available: {', '.join(available_specs(checkpoints_dir))} "
+                      f"(checkpoints looked up in {where})")
 
 
 def check_p1_actor_type(value: Any) -> str:
