@@ -57,9 +57,10 @@ class MatchRegistry:
             raise MatchError(f"{match_id!r} is not a match id (they look like m_<8 hex>_<24 hex>); "
                              f"start a battle to get one", "unknown_match")
         if parsed.group(1) != self.process_tag:
-            raise MatchError("this match id was created by another MCP server process; a live match exists only "
-                             "in the process that started it and never crosses processes: start a new battle "
-                             "here (finished battles are on disk: use inspect_session / replay_battle)",
+            raise MatchError("this match id was not made by this server process: it comes from another MCP server "
+                             "process or was mistyped (a live match exists only in the process that started it and "
+                             "never crosses processes); call list_matches for this process's matches or start a new "
+                             "battle (finished battles are on disk: use inspect_session / replay_battle)",
                              "foreign_match")
         with self._lock:
             entry = self._live.get(match_id)
