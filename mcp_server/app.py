@@ -55,8 +55,9 @@ ExtraRLHF: play ExtraArena card battles and collect RL / imitation training data
 
 L2 (play a battle yourself as player 1): start_battle(p1_actor_type="llm") -> read `board`
 and `legal_actions` -> submit_action(match_id, action_id, rationale) repeatedly (the opponent
-bot moves automatically after each submit) -> when `done` is true, finish_battle(match_id)
-writes the trace. abandon_battle stops early. Match ids live only in this server process.
+bot moves automatically after each submit; action ids change after every move, so pick from
+the latest legal_actions; opponent_moves are described from player 2's side: "your" means
+player 2's) -> when `done` is true, finish_battle(match_id) writes the trace. abandon_battle stops early. Match ids live only in this server process.
 L1 (campaigns): run_series(group, n_battles, p1_model, opponent) auto-plays model-vs-model
 battles with progress notifications; series_status, claim/release/list_codenames.
 Sessions and models: list_sessions, inspect_session, replay_battle, list_models,

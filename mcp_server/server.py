@@ -46,6 +46,8 @@ Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random'
                                                   "policy's moves with the search's values recorded).")]
 Codename = Annotated[str, Strict(), Field(description="Worker codename.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
+StepView = Annotated[Literal["board", "player"], Field(
+    description="'board' (the board text and legal actions) or 'player' (also the structured state).")]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
 
@@ -64,8 +66,7 @@ def _hint(match: Match) -> str:
         outcome = "a draw" if state.winner == 0 else f"won by player {state.winner}"
         return f"The battle is over ({outcome}, {state.end_reason}). Call finish_battle to write its trace."
     if match.awaiting_p1:
-        return ("Your move as player 1: choose an action_id from legal_actions and call submit_action "
-                "(a short rationale is recorded in the trace).")
+        return "Your move: submit_action with an action_id from these legal_actions (and a short rationale)."
     if state.to_move == 2:
         return "Player 2 (the opponent) is to move: call advance_bot."
     return "Player 1 is a model in this battle; it plays itself."
@@ -98,6 +99,33 @@ def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, 
         out["paused"] = {**match.paused, "cap": "max_rollouts_per_call"}
     out["next"] = _hint(match)
     return out
+
+
+def _step_state(match_id: str, match: Match, view: str) -> dict[str, Any]:
+    """What a move's result carries by default (DESIGN 8.1: an agent pays for every character):
+    the board as text and the legal actions, nothing twice; ``view="player"`` adds the
+    structured state. The battle's fixed facts (battle_id, group, battle_tag) came with
+    start_battle, and get_state gives everything at any time."""
+    state = match.state
+    out: dict[str, Any] = {"match_id": match_id, "turn": state.turn, "to_move": state.to_move,
+                           "your_turn": match.awaiting_p1, "done": state.is_terminal, "winner": state.winner}
+    if state.is_terminal:
+        out["end_reason"] = state.end_reason
+    out["board"] = state.render(1)
+    if view == "player":
+        out["state"] = state.player_view(1)
+    out["legal_actions"] = match.legal_actions() if match.awaiting_p1 else []
+    if match.paused is not None and not state.is_terminal:
+        out["paused"] = {**match.paused, "cap": "max_rollouts_per_call"}
+    out["next"] = _hint(match)
+    return out
+
+
+def _moves(moves: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Moves without what the caller sent itself (its own rationale) or what is empty."""
+    return [{key: value for key, value in move.items() if value is not None and not (key == "rationale"
+                                                                                      and move["player"] == 1)}
+            for move in moves]
 
 
 # ---------------------------------------------------------------------------- tools
@@ -201,6 +229,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                              Field(description="One action_id from legal_actions (0 is End turn).")],
         rationale: Annotated[str | None, Strict(), Field(
             description="Why this move, briefly (training signal).")] = None,
+        view: StepView = "board",
     ) -> dict[str, Any]:
         """Play player 1's move (an action_id from legal_actions, with a short rationale); the bots then
         move until your turn or the end. Returns the moves, the board and the next legal
@@ -217,17 +246,16 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             with matches.use(match_id) as m:
                 start = m.decision_count
                 m.submit(action_id, rationale)
-                moves = m.moves_since(start)
-                out = _play_state(match_id, m)
+                moves = _moves(m.moves_since(start))
+                out = _step_state(match_id, m, view)
                 out["your_move"] = moves[0] if moves else None
                 out["opponent_moves"] = moves[1:]
-                out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
                 return out
 
         return await play("submit_action", matches.searching(match_id), submit)
 
     @tool(title="Let the opponent move")
-    async def advance_bot(match_id: MatchId) -> dict[str, Any]:
+    async def advance_bot(match_id: MatchId, view: StepView = "board") -> dict[str, Any]:
         """Let the bots move until player 1 must decide or the battle ends: when player 2 is to move or a
         call returned `paused`.
 
@@ -239,9 +267,8 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             with matches.use(match_id) as m:
                 start = m.decision_count
                 m.advance()
-                out = _play_state(match_id, m)
-                out["opponent_moves"] = m.moves_since(start)
-                out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
+                out = _step_state(match_id, m, view)
+                out["opponent_moves"] = _moves(m.moves_since(start))
                 return out
 
         return await play("advance_bot", matches.searching(match_id), advance)
