@@ -32,8 +32,10 @@ def _timed(fn, min_seconds: float, clock=time.perf_counter) -> tuple[int, float]
             return done, elapsed
 
 
-def random_steps(seed: int) -> int:
-    state = engine.new_battle(seed)
+def random_steps(seed: int, new_battle=engine.new_battle) -> int:
+    """One random battle (both sides draw from ``SplitMix64(seed)``); ``new_battle`` picks the
+    engine (benchmarks/engine_native.py passes the native core's)."""
+    state = new_battle(seed)
     rng = SplitMix64(seed)
     steps = 0
     while not state.is_terminal:

@@ -54,14 +54,7 @@ def table_steps(module, seed: int) -> int:
 
 def native_random_steps(seed: int) -> int:
     """random_steps on a native state: Python calls legal_actions and apply at every step."""
-    state = engine_native.new_battle(seed)
-    rng = SplitMix64(seed)
-    steps = 0
-    while not state.is_terminal:
-        legal = state.legal_actions()
-        state.apply(legal[rng.below(len(legal))])
-        steps += 1
-    return steps
+    return random_steps(seed, engine_native.new_battle)
 
 
 def _rate(fn, seconds: float, start_seed: int) -> float:
