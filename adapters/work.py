@@ -60,11 +60,8 @@ def also_cancelled_by(cancel: Cancel) -> Iterator[WorkScope]:
     cancel flag is true (a library function with its own ``cancel`` argument, called by a
     cancellable caller or not)."""
     outer = _SCOPE.get()
-    if outer is None:
-        with scope(cancel) as work:
-            yield work
-        return
-    with scope(lambda: cancel() or outer.cancel(), outer.max_rollouts) as work:
+    either = cancel if outer is None else (lambda: cancel() or outer.cancel())
+    with scope(either, None if outer is None else outer.max_rollouts) as work:
         yield work
 
 
@@ -89,10 +86,8 @@ def check(rollouts: int = 0) -> None:
     work = _SCOPE.get()
     if work is not None:
         work.rollouts += rollouts
-        if work.cancel():
-            raise WorkCancelled("the call was cancelled")
-    if _PROCESS_CANCEL and _PROCESS_CANCEL[0]():
-        raise WorkCancelled("the work was cancelled by its parent process")
+    if cancelled():
+        raise WorkCancelled("the work was cancelled by its caller")
 
 
 def cap_reached() -> bool:

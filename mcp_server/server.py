@@ -75,11 +75,10 @@ def _hint(match: Match) -> str:
 def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, Any]:
     """What the player sees: their own view, the board as text, the legal actions."""
     state = match.state
-    your_turn = match.awaiting_p1
     out: dict[str, Any] = {
         "match_id": match_id, "battle_id": match.battle_id, "group": match.group, "battle_tag": match.tag,
         "p1_actor_type": match.p1_actor_type, "status": match.status,
-        "turn": state.turn, "to_move": state.to_move, "your_turn": your_turn,
+        "turn": state.turn, "to_move": state.to_move, "your_turn": match.awaiting_p1,
         "done": state.is_terminal, "winner": state.winner, "end_reason": state.end_reason,
     }
     if view == "omniscient":
@@ -94,8 +93,14 @@ def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, 
     else:
         out.update({"view": "player", "omniscient": False, "player": 1, "board": state.render(1),
                     "state": state.player_view(1)})
-    out["legal_actions"] = match.legal_actions() if your_turn else []
-    if match.paused is not None and not state.is_terminal:
+    return _with_next_moves(out, match)
+
+
+def _with_next_moves(out: dict[str, Any], match: Match) -> dict[str, Any]:
+    """``out`` with what the player can do next: the legal actions, ``paused`` when the call
+    stopped at its work cap, and the hint."""
+    out["legal_actions"] = match.legal_actions() if match.awaiting_p1 else []
+    if match.paused is not None and not match.state.is_terminal:
         out["paused"] = {**match.paused, "cap": "max_rollouts_per_call"}
     out["next"] = _hint(match)
     return out
@@ -114,11 +119,7 @@ def _step_state(match_id: str, match: Match, view: str) -> dict[str, Any]:
     out["board"] = state.render(1)
     if view == "player":
         out["state"] = state.player_view(1)
-    out["legal_actions"] = match.legal_actions() if match.awaiting_p1 else []
-    if match.paused is not None and not state.is_terminal:
-        out["paused"] = {**match.paused, "cap": "max_rollouts_per_call"}
-    out["next"] = _hint(match)
-    return out
+    return _with_next_moves(out, match)
 
 
 def _moves(moves: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from mcp import Client
 
 from mcp_server import build_server
 
-BUDGET = 34_000  # characters of the compact JSON of tools/list; measured 33,048
+BUDGET = 34_000  # characters of the compact JSON of tools/list; measured 33,455
 
 
 @pytest.fixture
