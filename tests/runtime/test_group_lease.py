@@ -111,7 +111,9 @@ def test_a_second_collect_is_refused_at_once_and_a_killed_owners_lease_is_reaped
     assert ownership.current_owner(SessionStore(root), "shared") is None
     done = {e["index"] for e in SessionStore(root).read_catalog("shared") if e["status"] == "finished"}
     result = run_series(root, "shared", 60, **SPECS)
-    assert result["ran"] + result["repaired"] == len(set(range(60)) - done)
+    # the killed owner may have left one trace without its catalog line, at any index (the owner runs
+    # past 60 meanwhile): the resume rebuilds that line, which counts in `repaired` whatever its index
+    assert result["ran"] <= len(set(range(60)) - done) <= result["ran"] + result["repaired"]
     statuses = [e["status"] for e in SessionStore(root).read_catalog("shared") if e["index"] < 60]
     assert statuses == ["finished"] * 60
     assert not (root / "shared" / "lease.json").exists()  # released at the end
