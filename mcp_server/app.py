@@ -39,7 +39,7 @@ from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.runtime.live import MatchRegistry
 from extrarlhf.runtime.sessions import SessionStore
 
-from . import cancel, guards
+from . import cancel, guards, resources
 from .drain import answered_before_exit
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .limits import Limits
@@ -109,6 +109,7 @@ class ExtraRLHFServer(MCPServer):
         self.checkpoints = CheckpointRegistry(config.checkpoints_dir)
         self.accepted: dict[str, tuple[str, ...]] = {}  # tool name -> accepted argument names
         self.declared: dict[str, frozenset[str]] = {}  # tool name -> property names its input schema declares
+        resources.register(self)  # extrarlhf://rules, cards, data-format and the prompts (not in tools/list)
 
     def envelope_tool(self, *, title: str, read_only: bool = False, destructive: bool = False,
                       idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
