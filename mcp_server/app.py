@@ -53,6 +53,8 @@ SERVER_NAME = "extra-rlhf"
 INSTRUCTIONS = """\
 ExtraRLHF: play ExtraArena card battles and collect RL / imitation training data.
 
+Rules for a player (read once before playing): resource extrarlhf://rules; the card pool
+extrarlhf://cards, what lands on disk extrarlhf://data-format; prompts play_battle, run_campaign.
 L2 (play a battle yourself as player 1): start_battle(p1_actor_type="llm") -> read `board`
 and `legal_actions` -> submit_action(match_id, action_id, rationale) repeatedly (the opponent
 bot moves automatically after each submit; action ids change after every move, so pick from
