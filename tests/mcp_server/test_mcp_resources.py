@@ -52,6 +52,7 @@ async def test_the_three_resources_are_listed_and_read_as_markdown(server):
         assert all(r.mime_type == "text/markdown" and r.description and r.title for r in listed.values())
         assert "change after every move" in listed[RULES_URI].description
         pages = {uri: await _read(client, uri) for uri in URIS}
+        assert all(uri in client.instructions for uri in URIS)  # where an agent learns that they exist
         tools = {t.name for t in (await client.list_tools()).tools}
     assert tools == set(server.accepted)  # resources and prompts add nothing to tools/list
     assert pages[DATA_FORMAT_URI] == DATA_FORMAT_PAGE.read_text(encoding="utf-8")  # one text with the skill
