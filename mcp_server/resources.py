@@ -82,13 +82,12 @@ def _label(name: str) -> str:
 
 def _board(names: list[str], first_uid: int) -> list[dict[str, Any] | None]:
     from engine.actions import BOARD_SLOTS
-    from engine.cards import mask_to_keywords
 
     board: list[dict[str, Any] | None] = [None] * BOARD_SLOTS
     for slot, name in enumerate(names):
         card = _card_by_name(name)
         board[slot] = {"uid": first_uid + slot, "card_id": card.id, "attack": card.attack, "health": card.health,
-                       "max_health": card.health, "keywords": mask_to_keywords(card.keywords), "sick": False,
+                       "max_health": card.health, "keywords": _keywords(name), "sick": False,
                        "attacked": False}
     return board
 
@@ -123,9 +122,15 @@ def _fate(creature: Any, card_name: str) -> str:
     """What became of a creature that started as a fresh ``card_name``."""
     if creature is None:
         return "dies"
-    if "ward" in _label(card_name) and not creature.has("ward"):
+    if "ward" in _keywords(card_name) and not creature.has("ward"):
         return f"loses its ward and keeps {creature.health} health"
     return f"survives with {creature.health} health"
+
+
+def _keywords(card_name: str) -> list[str]:
+    from engine.cards import mask_to_keywords
+
+    return mask_to_keywords(_card_by_name(card_name).keywords)
 
 
 def _heroes(result: dict[str, Any], who: str, hero: str) -> str:
@@ -203,14 +208,16 @@ def _shifting_ids() -> str:
     """A played card shifts the hand: the same card's play id before and after (the issue's
     Iron Bulwark went from 61 to 46)."""
     from engine import play_action
+    from engine.state import MAX_MANA
 
     hand = ("Ember Imp", "Swift Scout", "Mire Leech", "Shieldling", "Iron Bulwark")
-    state = _position([], [], hand=hand, mana=10)
-    before = play_action(hand.index("Iron Bulwark"))
+    bulwark = _card_by_name("Iron Bulwark").id
+    state = _position([], [], hand=hand, mana=MAX_MANA)
+    before = state.player(1).hand.index(bulwark)
     state.apply(play_action(0))
-    after = play_action(state.player(1).hand.index(_card_by_name("Iron Bulwark").id))
-    return (f"with Iron Bulwark in hand slot {hand.index('Iron Bulwark')} its play id is {before}; after you play "
-            f"the card in slot 0 it sits in slot {hand.index('Iron Bulwark') - 1} and its play id is {after}")
+    after = state.player(1).hand.index(bulwark)
+    return (f"with Iron Bulwark in hand slot {before} its play id is {play_action(before)}; after you play the card "
+            f"in slot 0 it sits in slot {after} and its play id is {play_action(after)}")
 
 
 # ---------------------------------------------------------------------------- pages
