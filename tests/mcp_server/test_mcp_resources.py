@@ -8,7 +8,11 @@ repeat it, and the server answers on. One test runs the real ``python -m mcp_ser
 from __future__ import annotations
 
 import ast
+import json
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 from mcp import Client
@@ -22,7 +26,7 @@ from engine.cards import EFFECTS
 from engine.state import HERO_HEALTH, MAX_MANA, MAX_TURNS, MAX_TURNS_PER_PLAYER, STARTING_HAND
 from mcp_server import build_server, resources
 from mcp_server.resources import CARDS_URI, DATA_FORMAT_PAGE, DATA_FORMAT_URI, RULES_URI, _position
-from tests.mcp_helpers import stdio_params
+from tests.mcp_helpers import REPO, stdio_params
 
 URIS = {RULES_URI, CARDS_URI, DATA_FORMAT_URI}
 
@@ -290,3 +294,26 @@ async def test_resources_and_prompts_over_stdio(tmp_path):
         with pytest.raises(MCPError) as caught:
             await client.get_prompt("play_battle", {"seed": "x"})
         assert "seed must be a whole number" in caught.value.error.message
+
+
+# ----------------------------------------------------------------------------- a third-party client
+INSPECTOR = REPO / ".tools" / "node_modules" / ".bin" / "mcp-inspector"
+
+
+@pytest.mark.skipif(not INSPECTOR.exists() or shutil.which("node") is None,
+                    reason=f"MCP Inspector CLI not installed at {INSPECTOR} (run `make tools`; needs node/npm)")
+def test_the_inspector_reads_the_rules_and_renders_a_prompt(tmp_path):
+    """The TypeScript SDK's client (npm @modelcontextprotocol/inspector) validates the wire shapes."""
+    def inspector(*method_args: str) -> dict:
+        command = [str(INSPECTOR), "--cli", sys.executable, "-m", "mcp_server", "--sessions-dir",
+                   str(tmp_path / "s"), *method_args]
+        done = subprocess.run(command, cwd=REPO, env=stdio_params(tmp_path / "s").env, capture_output=True,
+                              text=True, timeout=90)
+        assert done.returncode == 0, f"inspector failed ({done.returncode}): {done.stderr}\n{done.stdout}"
+        return json.loads(done.stdout)
+
+    (content,) = inspector("--method", "resources/read", "--uri", RULES_URI)["contents"]
+    assert content == {"uri": RULES_URI, "mimeType": "text/markdown", "text": resources.rules_text()}
+    (message,) = inspector("--method", "prompts/get", "--prompt-name", "run_campaign", "--prompt-args",
+                           "battles=12", "opponent=baseline:random")["messages"]
+    assert message["role"] == "user" and "n_battles=12" in message["content"]["text"]
