@@ -22,7 +22,8 @@ and the start-up (``startup``, issue 27's target: ``initialize`` answered within
 idle machine): in interleaved rounds, the wall time from spawning ``python -m mcp_server`` to
 its ``initialize`` result and to its ``tools/list`` result, beside the wall time of
 ``python -c "import mcp"`` (the interpreter plus the SDK, which the server cannot go below),
-with each child's CPU time (user + system, from start to exit), which a loaded machine
+with the CPU time (user + system) each child had used by then (read from ``/proc/<pid>/stat``
+when the child's answer arrives), which a loaded machine
 disturbs less than the wall time. ``--startup-only`` measures just that.
 """
 
@@ -32,7 +33,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -176,61 +176,70 @@ def run_raw(calls: int, sessions_dir: Path) -> dict[str, object]:
             "legal_actions": _stats(legal), "submit_action": _stats(submit), "ping_tool": _stats(ping_tool)}
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+_IMPORT_MCP = "import mcp, sys; sys.stdout.write('imported\\n'); sys.stdout.flush(); sys.stdin.read()"
 
 
 def _time_import_mcp() -> tuple[float, float]:
-    """Wall and CPU seconds of ``python -c "import mcp"``, spawn to exit."""
-    cpu, start = _children_cpu(), time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import mcp"], cwd=ROOT, env=_env(), check=True)
-    return time.perf_counter() - start, _children_cpu() - cpu
+    """Wall and CPU seconds of ``python -c "import mcp"`` from spawn to the import done
+    (the child says so, then waits for the end of its input, so its CPU time can be read)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _IMPORT_MCP], cwd=ROOT, env=_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    try:
+        if proc.stdout.readline() != b"imported\n":
+            raise RuntimeError("python -c 'import mcp' failed")
+        return time.perf_counter() - start, _process_cpu(proc.pid)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
 
 
-def _time_server_start(sessions_dir: Path) -> tuple[float, float, float]:
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _time_server_start(sessions_dir: Path) -> dict[str, float]:
     """Wall seconds from spawning the server to its initialize result and to its tools/list
-    result, and the child's CPU seconds from start to exit (stdin closed after tools/list)."""
-    cpu, start = _children_cpu(), time.perf_counter()
+    result, and the CPU seconds it had used at each."""
+    start = time.perf_counter()
     client = _RawClient(sessions_dir)
     try:
         client.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                       "clientInfo": {"name": "mcp_latency", "version": "1"}})
-        initialized = time.perf_counter() - start
+        figures = {"initialize": time.perf_counter() - start, "cpu_initialize": _process_cpu(client.proc.pid)}
         client.proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         client.request("tools/list")
-        listed = time.perf_counter() - start
+        figures.update(tools_list=time.perf_counter() - start, cpu_tools_list=_process_cpu(client.proc.pid))
     finally:
         client.close()
-    return initialized, listed, _children_cpu() - cpu
+    return figures
 
 
 def run_startup(rounds: int, sessions_dir: Path) -> dict[str, object]:
     """Interleaved rounds of ``import mcp`` and a server start, so both see the same load."""
-    wall: dict[str, list[float]] = {"import_mcp": [], "initialize": [], "tools_list": []}
-    cpu: dict[str, list[float]] = {"import_mcp": [], "server": []}
+    samples: dict[str, list[float]] = {name: [] for name in (
+        "import_mcp", "cpu_import_mcp", "initialize", "cpu_initialize", "tools_list", "cpu_tools_list")}
     _time_import_mcp()  # warm the file cache for both
     _time_server_start(sessions_dir)
     for _ in range(rounds):
         mcp_wall, mcp_cpu = _time_import_mcp()
-        initialized, listed, server_cpu = _time_server_start(sessions_dir)
-        wall["import_mcp"].append(mcp_wall)
-        wall["initialize"].append(initialized)
-        wall["tools_list"].append(listed)
-        cpu["import_mcp"].append(mcp_cpu)
-        cpu["server"].append(server_cpu)
+        samples["import_mcp"].append(mcp_wall)
+        samples["cpu_import_mcp"].append(mcp_cpu)
+        for name, value in _time_server_start(sessions_dir).items():
+            samples[name].append(value)
 
     def summary(samples: list[float]) -> dict[str, float]:
         return {"median_ms": round(statistics.median(samples) * 1000, 1), "min_ms": round(min(samples) * 1000, 1)}
 
-    figures: dict[str, object] = {"rounds": rounds,
-                                  "wall_import_mcp": summary(wall["import_mcp"]),
-                                  "wall_initialize": summary(wall["initialize"]),
-                                  "wall_tools_list": summary(wall["tools_list"]),
-                                  "cpu_import_mcp": summary(cpu["import_mcp"]),
-                                  "cpu_server_start_to_exit": summary(cpu["server"])}
+    figures: dict[str, object] = {"rounds": rounds}
+    figures.update({("" if name.startswith("cpu_") else "wall_") + name: summary(values)
+                    for name, values in samples.items()})
     figures["initialize_over_import_mcp_ms"] = round(
-        (statistics.median(wall["initialize"]) - statistics.median(wall["import_mcp"])) * 1000, 1)
+        (statistics.median(samples["initialize"]) - statistics.median(samples["import_mcp"])) * 1000, 1)
+    figures["cpu_initialize_over_import_mcp_ms"] = round(
+        (statistics.median(samples["cpu_initialize"]) - statistics.median(samples["cpu_import_mcp"])) * 1000, 1)
     figures["load_average_1min"] = round(os.getloadavg()[0], 2)
     figures["target_initialize_ms"] = TARGET_INITIALIZE_MS
     figures["meets_target"] = figures["wall_initialize"]["median_ms"] <= TARGET_INITIALIZE_MS
