@@ -25,9 +25,10 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..core.fileio import atomic_write_bytes, writing
 from .clients import (

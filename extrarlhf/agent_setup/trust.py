@@ -22,9 +22,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .clients import SERVER_NAME, SetupError
 
@@ -53,7 +54,7 @@ def _git(project: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
         return None
     try:
         return subprocess.run([git, "-c", "core.hooksPath=/dev/null", "-C", str(project), *args], capture_output=True,
-                              text=True, timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+                              text=True, check=False, timeout=GIT_TIMEOUT_S, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
     except (OSError, subprocess.TimeoutExpired):
         return None
 
