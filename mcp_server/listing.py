@@ -6,7 +6,9 @@ is rewritten: pydantic's ``title`` of every property and model (the name again, 
 and ``"default": null`` (an optional argument is simply left out) go; ``anyOf: [X, {"type":
 "null"}]`` for an optional simple ``X`` becomes ``X`` with ``"type": [..., "null"]``; an
 object whose properties all have one schema (the readiness thresholds) lists their names once
-(``propertyNames``) with that schema; a ``$defs`` entry used once is written in place. Tools
+(``propertyNames``) with that schema, and an argument marked :data:`NAMES_LISTED_ONCE` (the same
+object, whose names another tool's schema lists) leaves the names out; a ``$defs`` entry used
+once is written in place. Tools
 declare no output schema: every result is the one envelope the server instructions describe
 (``{"ok", "result", "error"}``). Each tool's description is the first paragraph of its
 docstring (one or two sentences: when to use it); the rest is for the tool reference.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+NAMES_LISTED_ONCE = "x-names-listed-once"  # json_schema_extra of an object whose key names another tool lists
 
 
 def lean_schema(schema: Any) -> Any:
@@ -55,7 +58,10 @@ def _lean(schema: Any) -> Any:
             out[key] = {name: _lean(sub) for name, sub in value.items()}
         else:
             out[key] = _lean(value)
-    return _merge_optional(_uniform_object(out))
+    lean = _merge_optional(_uniform_object(out))
+    if lean.pop(NAMES_LISTED_ONCE, False):
+        lean.pop("propertyNames", None)
+    return lean
 
 
 def _uniform_object(schema: dict[str, Any]) -> dict[str, Any]:

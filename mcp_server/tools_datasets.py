@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from annotated_types import Ge
 from mcp.server.mcpserver import Context
-from pydantic import ConfigDict, Field, Strict, WithJsonSchema, with_config
+from pydantic import ConfigDict, Field, Strict, with_config
 from typing_extensions import TypedDict
 
 from extrarlhf import datasets
 from extrarlhf.core.readiness import ReadinessPolicy
 
 from .cancel import run_cancellable, run_long
+from .listing import NAMES_LISTED_ONCE
 from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
 
@@ -40,12 +41,10 @@ ReadinessThresholds = with_config(ConfigDict(extra="forbid"))(
     TypedDict("ReadinessThresholds", {f.name: _Threshold for f in fields(ReadinessPolicy)}, total=False))
 Policy = Annotated[ReadinessThresholds | None, Field(description='Threshold overrides, e.g. {"min_v5_battles": 50}.')]
 # tools/list names the thresholds once, in dataset_readiness (DESIGN 8.1: every client reads the listing
-# in every session); the other tools advertise an object of integers >= 0 and validate exactly as above.
-_OVERRIDES_SCHEMA = {"type": ["object", "null"], "additionalProperties": {"minimum": 0, "type": "integer"}}
-
-
-PolicyOverrides = Annotated[ReadinessThresholds | None, WithJsonSchema(_OVERRIDES_SCHEMA), Field(
-    description="Threshold overrides, as dataset_readiness's policy.")]
+# in every session); the other tools advertise an object of integers >= 0 (mcp_server/listing.py) and
+# validate, and name a declared key in errors, exactly as above.
+PolicyOverrides = Annotated[ReadinessThresholds | None, Field(
+    description="Threshold overrides, as dataset_readiness's policy.", json_schema_extra={NAMES_LISTED_ONCE: True})]
 
 
 VERSIONS_SHOWN = 20
