@@ -213,6 +213,12 @@ def test_search_act_in_the_core_derives_the_same_seed_from_its_own_digest():
             state, state.legal_actions(), state.to_move,
             SplitMix64(engine.derive_seed(actor_seed, f"search:{information_set_digest(state, state.to_move)}")))
         assert engine_native._core._search_act(state, actor_seed, 8, "greedy", None)[:3] == want
+    forced = engine.new_battle(1)
+    while len(forced.legal_actions()) != 1:
+        forced.apply(forced.legal_actions()[-1])
+    decision = SearchPolicy(GreedyPolicy(), 8, 5).decide(forced)
+    assert engine_native._core._search_act(forced, 5, 8, "greedy", None)[:3] == \
+        (decision.action_id, decision.outputs["visits"], decision.outputs["action_values"]) == (0, [0], [None])
 
 
 def random_state(seed: int, steps: int) -> engine.State:
@@ -225,7 +231,7 @@ def random_state(seed: int, steps: int) -> engine.State:
     return state
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**64 - 1), deck=st.integers(0, 2**64 - 1), steps=st.integers(0, 100),
        sims=st.integers(1, 16), search_seed=st.integers(0, 2**64 - 1))
 def test_hypothesis_search_decisions_agree(seed, deck, steps, sims, search_seed):
