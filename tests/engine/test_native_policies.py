@@ -92,6 +92,24 @@ def test_from_state_refuses_what_the_core_cannot_hold_and_non_states():
         engine_native.from_state(data)
     with pytest.raises(TypeError, match="needs an engine.State, got State"):
         engine_native.from_state(engine_native.new_battle(1))
+    for call in (engine_native.greedy_act, lambda s: engine_native.evaluate(s, 1),
+                 lambda s: engine_native.search(s, 1, 8, "greedy")):
+        with pytest.raises(TypeError, match="needs an engine.State or an engine_native.State, got dict"):
+            call(data)
+    state = engine.new_battle(3)
+    with pytest.raises(ValueError, match="player must be 1 or 2"):
+        engine_native.evaluate(state, 3)
+    with pytest.raises(ValueError, match="rollout policy is 'greedy' or 'random'"):
+        engine_native.search(state, 1, 8, "checkpoint")
+    with pytest.raises(ValueError, match="needs a battle that is not over"):
+        engine_native.search(finished_battle(), 1, 8, "greedy")
+
+
+def finished_battle() -> engine.State:
+    state = engine.new_battle(5)
+    while not state.is_terminal:
+        state.apply(state.legal_actions()[-1])
+    return state
 
 
 # ------------------------------------------------------------------ the baselines
