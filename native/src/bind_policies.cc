@@ -296,8 +296,9 @@ void BindPolicies(nb::module_& m) {
     arena::SplitMix64 rng{rollout_rng.value_or(0)};
     arena::SearchOutput out;
     {
+      const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
       nb::gil_scoped_release release;
-      arena::SearchWithSeed(*s, search_seed, sims, kind, &rng, &out);
+      arena::SearchWithSeed(copy, search_seed, sims, kind, &rng, &out);
     }
     return SearchResult(out, kind == arena::Rollout::kRandom, rng);
   }, nb::arg("state"), nb::arg("search_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
@@ -310,8 +311,9 @@ void BindPolicies(nb::module_& m) {
     arena::SplitMix64 rng{rollout_rng.value_or(0)};
     arena::SearchOutput out;
     {
+      const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
       nb::gil_scoped_release release;
-      arena::SearchAct(*s, actor_seed, sims, kind, &rng, &out);
+      arena::SearchAct(copy, actor_seed, sims, kind, &rng, &out);
     }
     return SearchResult(out, kind == arena::Rollout::kRandom, rng);
   }, nb::arg("state"), nb::arg("actor_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
