@@ -202,11 +202,12 @@ async def _unknown_method_not_repeated(ctx: Any, call_next: Callable[[Any], Any]
 
 def _annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
     """The hints that say something (tools/list stays lean): readOnly only when true,
-    destructive for the tools that write (meaningless for read-only ones), idempotent only when
-    true (MCP's defaults: false), openWorld false (nothing here reaches outside its dirs)."""
+    destructive and idempotent for the tools that write (MCP: both are meaningless for read-only
+    ones), idempotent only when true (MCP's default: false), openWorld false (nothing here
+    reaches outside its dirs)."""
     return ToolAnnotations(read_only_hint=True if read_only else None,
                            destructive_hint=None if read_only else destructive,
-                           idempotent_hint=True if idempotent else None, open_world_hint=False)
+                           idempotent_hint=True if idempotent and not read_only else None, open_world_hint=False)
 
 
 def _declared_names(schema: Any, depth: int = 0) -> frozenset[str]:

@@ -224,3 +224,19 @@ def test_the_printout_names_every_file_setting_and_skip_and_the_cwd_it_writes(di
     written = json.loads((project / "opencode.json").read_text())["mcp"]["extra-rlhf"]
     opencode_part = out[out.index("OpenCode (project scope)"):]
     assert f"    cwd     {written['cwd']}\n" in opencode_part and written["cwd"] == str(REPO)
+
+
+def test_a_tracked_local_settings_file_gets_the_trust_key_of_the_git_root(tmp_path):
+    """Claude Code ignores a git-tracked .claude/settings.local.json in an untrusted folder, and
+    files folders of a work tree under its root (checked with the real client: Connected)."""
+    repo = tmp_path / "repo"
+    _git_init(repo)
+    project = repo / "sub"
+    (project / ".claude").mkdir(parents=True)
+    (project / ".claude" / "settings.local.json").write_text("{}")
+    subprocess.run(["git", "-C", str(repo), "add", "sub/.claude/settings.local.json"], check=True, timeout=30)
+    report = install_skills("claude", project=project, home=tmp_path / "home", trust=True)
+    root = os.path.realpath(repo)
+    assert report["settings"][1]["setting"] == f'projects["{root}"].hasTrustDialogAccepted = true'
+    assert json.loads((tmp_path / "home" / ".claude.json").read_text()) == {
+        "projects": {root: {"hasTrustDialogAccepted": True}}}

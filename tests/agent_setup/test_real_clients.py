@@ -53,7 +53,7 @@ def _env(home: Path) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TERM": "dumb", "NO_COLOR": "1",
             "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
             "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local" / "state"),
-            "MCP_TIMEOUT": "60000",  # Claude Code's server start-up timeout (ms): a loaded machine starts it slowly
+            "MCP_TIMEOUT": "60000",  # Claude Code's server start-up timeout (ms; 30,000 by default): a loaded machine
             "DISABLE_AUTOUPDATER": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
 
 
