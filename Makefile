@@ -65,14 +65,17 @@ $(INSPECTOR):
 		|| echo "warning: could not install the MCP Inspector; its test will be skipped"; \
 	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
 
-# The whole suite (native core in use where built), then the engine, baseline, search, runtime
-# and env tests again on the Python engine (EXTRAARENA_ENGINE=python: the reference path stays
-# green), then the native tests under the sanitizers.
-PYTHON_BACKEND_TESTS := tests/engine tests/runtime tests/envs tests/adapters/test_baselines.py tests/adapters/test_search.py
+# The whole suite (native core in use where built), then the tests of what the backend switches
+# (engine, baselines, search, envs, the matches and series that play them) again on the Python
+# engine, the reference path (~1.5 min: the process-lifetime, session and training tests do not
+# depend on the backend and are not repeated), then the native tests under the sanitizers.
+PYTHON_BACKEND_TESTS := tests/engine tests/envs tests/adapters/test_baselines.py tests/adapters/test_search.py \
+	tests/runtime/test_match.py tests/runtime/test_series.py tests/runtime/test_live.py tests/runtime/test_work_bounds.py
 
 test: $(STAMP) tools chromium postgres
 	RLHF_REQUIRE_POSTGRES=1 RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q
-	EXTRAARENA_ENGINE=python RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q $(PYTHON_BACKEND_TESTS) --ignore-glob='tests/engine/test_native_*'
+	EXTRAARENA_ENGINE=python RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q $(PYTHON_BACKEND_TESTS) \
+		--ignore-glob='tests/engine/test_native_*' -k 'not sigkill and not maskable_ppo_quickstart'
 	@$(MAKE) --no-print-directory sanitize
 
 # The native tests (tests/engine/test_native_*.py) on engine_native built with AddressSanitizer +
@@ -91,7 +94,7 @@ sanitize: $(STAMP)
 		-C cmake.define.ENGINE_NATIVE_SANITIZE=ON -C build-dir=$(CURDIR)/$(ASAN_DIR)/build ./native
 	@ldd $(ASAN_DIR)/site/engine_native/_core*.so | grep -q libasan || { echo "make sanitize: $(ASAN_DIR)'s engine_native is not linked with ASan"; exit 1; }
 	@$(ASAN_ENV) $(PY) -c 'import engine_native as m, sys; sys.exit(None if "/$(ASAN_DIR)/" in m.__file__ else f"make sanitize: imported {m.__file__}, not $(ASAN_DIR)")'
-	$(ASAN_ENV) RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q --capture=sys -p no:cacheprovider $(wildcard tests/engine/test_native_*.py)
+	$(ASAN_ENV) RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q --capture=sys $(wildcard tests/engine/test_native_*.py)
 
 # The production plane on a throwaway local PostgreSQL: fixture, export with the gate open, where it went.
 prod-demo: $(STAMP) postgres
