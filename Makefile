@@ -9,7 +9,7 @@ TOOLS := .tools
 NPM_TOOLS := @modelcontextprotocol/inspector @anthropic-ai/claude-code @openai/codex opencode-ai
 TOOLS_STAMP := $(TOOLS)/.installed
 
-.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve docs
+.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve docs sanitize
 
 setup: $(STAMP)
 
@@ -68,8 +68,36 @@ $(TOOLS_STAMP):
 		|| echo "warning: could not install $(NPM_TOOLS) from npm; their tests will be skipped"; \
 	else echo "warning: npm not found; the MCP Inspector and real-client tests will be skipped"; fi
 
+# The whole suite (native core in use where built), then the tests of what the backend switches
+# (engine, baselines, search, envs, the matches and series that play them) again on the Python
+# engine, the reference path (~1.5 min: the process-lifetime, session and training tests do not
+# depend on the backend and are not repeated), then the native tests under the sanitizers.
+PYTHON_BACKEND_TESTS := tests/engine tests/envs tests/adapters/test_baselines.py tests/adapters/test_search.py \
+	tests/runtime/test_match.py tests/runtime/test_series.py tests/runtime/test_live.py tests/runtime/test_work_bounds.py
+
 test: $(STAMP) tools chromium postgres
 	RLHF_REQUIRE_POSTGRES=1 RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q
+	EXTRAARENA_ENGINE=python RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q $(PYTHON_BACKEND_TESTS) \
+		--ignore-glob='tests/engine/test_native_*' -k 'not sigkill and not maskable_ppo_quickstart'
+	@$(MAKE) --no-print-directory sanitize
+
+# The native tests (tests/engine/test_native_*.py) on engine_native built with AddressSanitizer +
+# UBSan (ENGINE_NATIVE_SANITIZE, native/CMakeLists.txt) into build/native-asan/ (pip --target: the
+# venv's build is untouched; the build backend comes from PyPI like make setup's). The interpreter
+# is not instrumented, so libasan (and libstdc++, which ASan must see before the module throws)
+# is preloaded; PYTHONMALLOC=malloc puts Python's objects on malloc so ASan sees reads past a
+# list's items; detect_leaks=0 because CPython frees little at exit by design; --capture=sys
+# leaves fd 2 to the reports (with fd capture an abort would print nothing).
+ASAN_DIR := build/native-asan
+ASAN_ENV = PYTHONPATH=$(CURDIR)/$(ASAN_DIR)/site PYTHONMALLOC=malloc \
+	LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libstdc++.so)" \
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+sanitize: $(STAMP)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PY) -m pip install --quiet --no-deps --upgrade --target $(ASAN_DIR)/site \
+		-C cmake.define.ENGINE_NATIVE_SANITIZE=ON -C build-dir=$(CURDIR)/$(ASAN_DIR)/build ./native
+	@ldd $(ASAN_DIR)/site/engine_native/_core*.so | grep -q libasan || { echo "make sanitize: $(ASAN_DIR)'s engine_native is not linked with ASan"; exit 1; }
+	@$(ASAN_ENV) $(PY) -c 'import engine_native as m, sys; sys.exit(None if "/$(ASAN_DIR)/" in m.__file__ else f"make sanitize: imported {m.__file__}, not $(ASAN_DIR)")'
+	$(ASAN_ENV) RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q --capture=sys $(wildcard tests/engine/test_native_*.py)
 
 # The production plane on a throwaway local PostgreSQL: fixture, export with the gate open, where it went.
 prod-demo: $(STAMP) postgres

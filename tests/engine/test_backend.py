@@ -1,0 +1,95 @@
+"""engine.backend, the EXTRAARENA_ENGINE switch (DESIGN 16), each case in a fresh interpreter.
+
+The backend is resolved once per process (and the "not built" line printed once), so every
+case runs in a real subprocess with its own environment; "not built" is a subprocess in which
+``import engine_native`` fails (``sys.modules['engine_native'] = None``, what Python does for
+a module it must not import), not a mock of the backend module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Resolves the backend twice (the second call must print nothing more), then prints the outcome.
+PROBE = """
+import json, sys
+if {blocked}:
+    sys.modules["engine_native"] = None  # import engine_native raises ImportError from here on
+from engine import backend, EngineError
+try:
+    first = backend.native()
+    second = backend.native()
+    result = {{"native": getattr(first, "__name__", None), "same": first is second, "name": backend.name(),
+               "imported": "engine_native" in sys.modules and sys.modules["engine_native"] is not None}}
+except EngineError as exc:
+    result = {{"error": type(exc).__name__, "message": str(exc)}}
+print(json.dumps(result))
+"""
+
+
+def probe(setting: str | None, blocked: bool = False) -> tuple[dict, str]:
+    env = {k: v for k, v in os.environ.items() if k != "EXTRAARENA_ENGINE"}
+    if setting is not None:
+        env["EXTRAARENA_ENGINE"] = setting
+    done = subprocess.run([sys.executable, "-c", PROBE.format(blocked=blocked)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def native_built() -> bool:
+    try:
+        import engine_native  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("RLHF_REQUIRE_NATIVE") == "1":
+            raise RuntimeError(f"RLHF_REQUIRE_NATIVE=1 (make test) but engine_native is not importable ({exc})") from None
+        return False
+    return True
+
+
+def test_unset_means_native_when_built():
+    if not native_built():
+        pytest.skip("engine_native is not built; `make setup` builds it")
+    result, stderr = probe(None)
+    assert result == {"native": "engine_native", "same": True, "name": "native", "imported": True}
+    assert stderr == ""
+
+
+@pytest.mark.parametrize("setting", ["python", " Python "])
+def test_python_means_no_native_core_and_it_is_not_even_imported(setting):
+    result, stderr = probe(setting)
+    assert result == {"native": None, "same": True, "name": "python", "imported": False}
+    assert stderr == ""
+
+
+def test_native_when_not_importable_is_a_clear_error():
+    result, stderr = probe("native", blocked=True)
+    assert result["error"] == "EngineError"
+    message = result["message"]
+    assert message.startswith("EXTRAARENA_ENGINE=native but the native engine core is not importable (")
+    assert "`make setup` builds it" in message and "or set EXTRAARENA_ENGINE=python" in message
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("setting", ["cuda", "c++", "pythn"])
+def test_a_bad_value_is_a_clear_error(setting):
+    result, _ = probe(setting)
+    assert result == {"error": "EngineError", "message": f"EXTRAARENA_ENGINE={setting!r} is not a backend; use one "
+                                                         "of python, native (or leave it unset: native when built, "
+                                                         "else python)"}
+
+
+def test_unset_and_not_built_falls_back_with_one_stderr_line_once():
+    result, stderr = probe(None, blocked=True)
+    assert result == {"native": None, "same": True, "name": "python", "imported": False}
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr  # native() twice and name() once: still one line
+    assert lines[0].startswith("extraarena: the native engine core is not built (")
+    assert lines[0].endswith("); using the Python engine")
