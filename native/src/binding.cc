@@ -14,10 +14,13 @@
 #include <vector>
 
 #include "cards.h"
+#include "native_state.h"
 #include "random_battles.h"
 #include "state.h"
 
 namespace nb = nanobind;
+
+void BindBatch(nb::module_& m);  // bind_batch.cc: features and the batched API
 
 namespace {
 
@@ -39,21 +42,7 @@ PyObject* g_card_pool_error = nullptr;
 
 [[noreturn]] void FormatError(const std::string& message) { throw PyRaise(g_state_format_error, message); }
 
-// A native battle: the rules state plus the events of the last transition (State.last_events).
-struct NativeState {
-  arena::State s;
-  Events last_events;
-  bool legal_valid = false;  // `legal` is the state's legal actions (as State._legal)
-  arena::ActionList legal;
-
-  const arena::ActionList& Legal() {
-    if (!legal_valid) {
-      arena::LegalActions(s, &legal);
-      legal_valid = true;
-    }
-    return legal;
-  }
-};
+using arena_binding::NativeState;
 
 // ----------------------------------------------------------------- Python object helpers
 // Interned dict keys and constant strings, created once.
@@ -571,4 +560,6 @@ NB_MODULE(_core, m) {
     return out;
   }, nb::arg("seeds"), nb::arg("hashes") = false,
      "Whole random battles inside the core; see random_battles.h for the generator use.");
+
+  BindBatch(m);
 }

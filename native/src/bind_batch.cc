@@ -1,0 +1,187 @@
+// engine_native._core: observation/action features on State and the batched API (Batch).
+// Conversion only; the features are features.cc, the batch is batch.cc. Arrays handed to
+// Python are fresh numpy arrays (a caller may keep them across steps).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "batch.h"
+#include "features.h"
+#include "native_state.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using arena_binding::NativeState;
+
+template <typename T>
+using Array = nb::ndarray<nb::numpy, T>;
+
+// A fresh numpy array of `n` items of T (zeroed), shaped `shape`, owning its buffer.
+template <typename T>
+Array<T> NewArray(std::initializer_list<size_t> shape) {
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  T* data = new T[n > 0 ? n : 1]();
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return Array<T>(data, shape, owner);
+}
+
+int CheckPlayer(nb::handle player) {
+  // features.observation: `player != 1 and player != 2` refuses (so True and 1.0 pass, as there)
+  for (int p : {1, 2}) {
+    nb::int_ value(p);
+    const int eq = PyObject_RichCompareBool(player.ptr(), value.ptr(), Py_EQ);
+    if (eq < 0) throw nb::python_error();
+    if (eq == 1) return p;
+  }
+  throw std::invalid_argument("player must be 1 or 2, got " + nb::cast<std::string>(nb::repr(player)));
+}
+
+Array<float> ObservationArray(const NativeState& self, nb::handle player) {
+  const int p = CheckPlayer(player);
+  Array<float> out = NewArray<float>({static_cast<size_t>(arena::kObsDim)});
+  arena::Observation(self.s, p, out.data());
+  return out;
+}
+
+Array<float> ActionFeaturesArray(NativeState& self, nb::handle action_ids) {
+  std::vector<int> ids;
+  if (action_ids.is_none()) {
+    const arena::ActionList& legal = self.Legal();
+    ids.assign(legal.ids.begin(), legal.ids.begin() + legal.size);
+  } else {
+    for (nb::handle item : nb::iter(action_ids)) {
+      PyObject* index = PyNumber_Index(item.ptr());  // ints and numpy integers, not floats or bools' strangers
+      long long v = -1;
+      if (index != nullptr) {
+        int overflow = 0;
+        v = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+        if (overflow != 0) v = -1;
+      } else {
+        PyErr_Clear();
+      }
+      if (index == nullptr || v < 0 || v >= arena::kActionSpaceSize) {
+        throw std::invalid_argument("action_features: " + nb::cast<std::string>(nb::repr(item)) +
+                                    " is not an action id (an integer 0.." +
+                                    std::to_string(arena::kActionSpaceSize - 1) + ")");
+      }
+      ids.push_back(static_cast<int>(v));
+    }
+  }
+  Array<float> out = NewArray<float>({ids.size(), static_cast<size_t>(arena::kActionFeatureDim)});
+  for (size_t k = 0; k < ids.size(); ++k) {
+    arena::ActionFeatures(self.s, ids[k], out.data() + k * arena::kActionFeatureDim);
+  }
+  return out;
+}
+
+// The outputs of one Batch call as numpy arrays, and the BatchOut pointing into them.
+struct StepArrays {
+  Array<float> obs, reward, final_obs;
+  Array<int8_t> mask, seat, winner;
+  Array<bool> terminated, illegal;
+  Array<uint64_t> seed, final_seed;
+  arena::BatchOut out;
+
+  explicit StepArrays(size_t n)
+      : obs(NewArray<float>({n, static_cast<size_t>(arena::kObsDim)})),
+        reward(NewArray<float>({n})),
+        final_obs(NewArray<float>({n, static_cast<size_t>(arena::kObsDim)})),
+        mask(NewArray<int8_t>({n, static_cast<size_t>(arena::kActionSpaceSize)})),
+        seat(NewArray<int8_t>({n})),
+        winner(NewArray<int8_t>({n})),
+        terminated(NewArray<bool>({n})),
+        illegal(NewArray<bool>({n})),
+        seed(NewArray<uint64_t>({n})),
+        final_seed(NewArray<uint64_t>({n})) {
+    out = {obs.data(), mask.data(), reward.data(), terminated.data(), seed.data(), seat.data(),
+           final_obs.data(), winner.data(), illegal.data(), final_seed.data()};
+  }
+
+  nb::dict Dict(bool with_step) const {
+    nb::dict d;
+    d["obs"] = obs;
+    d["mask"] = mask;
+    d["seed"] = seed;
+    d["seat"] = seat;
+    if (with_step) {
+      d["reward"] = reward;
+      d["terminated"] = terminated;
+      d["final_obs"] = final_obs;
+      d["winner"] = winner;
+      d["illegal"] = illegal;
+      d["final_seed"] = final_seed;
+    }
+    return d;
+  }
+};
+
+using Actions = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+void CheckActions(const arena::Batch& batch, const Actions& actions) {
+  if (actions.shape(0) != static_cast<size_t>(batch.size())) {
+    throw std::invalid_argument("actions must have shape (" + std::to_string(batch.size()) + ",), got (" +
+                                std::to_string(actions.shape(0)) + ",)");
+  }
+}
+
+}  // namespace
+
+void BindBatch(nb::module_& m) {
+  m.attr("OBS_DIM") = arena::kObsDim;
+  m.attr("ACTION_FEATURE_DIM") = arena::kActionFeatureDim;
+
+  nb::handle state_type = nb::type<NativeState>();
+  state_type.attr("observation") = nb::cpp_function(
+      [](const NativeState& self, nb::handle player) { return ObservationArray(self, player); },
+      nb::is_method(), nb::scope(state_type), nb::name("observation"), nb::arg("player").none(),
+      "features.observation(state, player): float32 [OBS_DIM], the same bytes.");
+  state_type.attr("action_features") = nb::cpp_function(
+      [](NativeState& self, nb::handle ids) { return ActionFeaturesArray(self, ids); },
+      nb::is_method(), nb::scope(state_type), nb::name("action_features"), nb::arg("action_ids").none() = nb::none(),
+      "features.action_features(state, ids or the legal actions): float32 [len(ids), ACTION_FEATURE_DIM].");
+
+  nb::class_<arena::Batch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
+      .def("__init__", [](arena::Batch* self, int num_battles, int seat, bool penalize, int opponent) {
+             if (num_battles < 1) throw std::invalid_argument("num_battles must be at least 1");
+             if (seat < 0 || seat > 2) throw std::invalid_argument("seat must be 0 (random), 1 or 2");
+             if (opponent != 0) throw std::invalid_argument("unknown opponent kind " + std::to_string(opponent));
+             arena::BatchOptions options;
+             options.num_battles = num_battles;
+             options.seat = seat;
+             options.penalize = penalize;
+             options.opponent = static_cast<arena::OpponentKind>(opponent);
+             new (self) arena::Batch(options);
+           }, nb::arg("num_battles"), nb::arg("seat"), nb::arg("penalize"), nb::arg("opponent"))
+      .def_prop_ro("size", &arena::Batch::size)
+      .def("reset", [](arena::Batch& self, const std::string& base_seed) {
+             StepArrays a(static_cast<size_t>(self.size()));
+             self.Reset(base_seed, a.out);
+             return a.Dict(false);
+           }, nb::arg("base_seed"), "Episode 0 of every battle from base_seed (decimal text of an int >= 0).")
+      .def("first_illegal", [](const arena::Batch& self, const Actions& actions) {
+             CheckActions(self, actions);
+             return self.FirstIllegal(actions.data());
+           }, nb::arg("actions"))
+      .def("step", [](arena::Batch& self, const Actions& actions) {
+             CheckActions(self, actions);
+             StepArrays a(static_cast<size_t>(self.size()));
+             self.Step(actions.data(), a.out);
+             return a.Dict(true);
+           }, nb::arg("actions"))
+      .def("battle", [](const arena::Batch& self, int i) {
+             if (i < 0 || i >= self.size()) throw std::out_of_range("battle index " + std::to_string(i) + " is outside 0.." + std::to_string(self.size() - 1));
+             NativeState out;
+             out.s = self.battle(i);
+             return out;
+           }, nb::arg("index"), "A copy of battle i's current state (an engine_native.State).");
+}
