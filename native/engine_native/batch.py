@@ -1,0 +1,98 @@
+"""The batched API (issue 26, EnvPool-style): N single-seat battles stepped inside the core.
+
+Battle ``i`` of a :class:`BattleBatch` is, episode after episode, what
+``extrarlhf.envs.ArenaGymEnv`` plays for the same battle seed (same seat, same opponent
+moves, same observations, masks and rewards), with no Python per battle or per opponent move:
+
+* seeds: ``reset(seed)`` starts episode 0 of every battle; battle ``i``'s ``k``-th episode
+  (k = 0, 1, ...) has seed ``engine.derive_seed(seed, f"vector:{i}:{k}")``. As in the single
+  env, ``seat="random"`` is ``1 + derive_seed(battle_seed, "gym-seat") % 2`` and the
+  opponent's generator is seeded with ``derive_seed(battle_seed, "gym-opponent")``.
+* autoreset: same step. A battle that ends in ``step`` reports ``terminated``, its reward
+  and its last observation (``final_obs``), and its row of ``obs``/``mask``/``seed`` is
+  already the next episode's first decision point.
+* illegal actions: ``"penalize"`` (default): an illegal id ends that battle's episode with
+  reward -1 (``illegal``; the ended episode's state is unchanged). ``"raise"``: the step
+  raises IllegalActionError with the reference's reason for the first such battle and steps
+  nothing. A wrong shape or dtype, or an id outside 0..162, always raises before anything
+  is stepped.
+* opponents: ``"baseline:random"`` (``"random"``).
+
+    batch = BattleBatch(256, opponent="baseline:random")
+    out = batch.reset(7)                 # obs float32 [N, OBS_DIM], mask int8 [N, 163], seed uint64 [N], seat
+    out = batch.step(actions)            # + reward float32, terminated bool, final_obs, winner, illegal, final_seed
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import engine
+from engine import IllegalActionError
+from engine.actions import check_action_batch
+
+from . import _core
+
+OPPONENTS = {"baseline:random": 0, "random": 0}
+SEATS = {1: 1, 2: 2, "random": 0}
+ILLEGAL_ACTION_MODES = ("raise", "penalize")
+
+
+def check_seed(seed: Any) -> int:
+    """A base seed: an integer >= 0 (Python or numpy), not a bool."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+class BattleBatch:
+    """N single-seat battles on the native core (see the module doc)."""
+
+    def __init__(self, num_battles: int, opponent: str = "baseline:random", seat: int | str = 1,
+                 illegal_action: str = "penalize") -> None:
+        if isinstance(num_battles, bool) or not isinstance(num_battles, (int, np.integer)) or num_battles < 1:
+            raise ValueError(f"num_battles must be an integer >= 1, got {num_battles!r}")
+        if opponent not in OPPONENTS:
+            raise ValueError(f"the native batch plays opponents {sorted(OPPONENTS)}, got {opponent!r}")
+        if isinstance(seat, bool) or seat not in SEATS:
+            raise ValueError(f"seat must be 1, 2 or 'random', got {seat!r}")
+        if illegal_action not in ILLEGAL_ACTION_MODES:
+            raise ValueError(f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}")
+        self.num_battles = int(num_battles)
+        self.opponent = opponent
+        self.illegal_action = illegal_action
+        self._core = _core.Batch(self.num_battles, SEATS[seat], illegal_action == "penalize", OPPONENTS[opponent])
+        self._started = False
+
+    def reset(self, seed: int) -> dict[str, np.ndarray]:
+        """Episode 0 of every battle: ``obs``, ``mask``, ``seed`` (battle seeds), ``seat``."""
+        out = self._core.reset(str(check_seed(seed)))
+        self._started = True
+        return out
+
+    def step(self, actions: Any) -> dict[str, np.ndarray]:
+        """One learner action per battle (int array [N]); the arrays of :meth:`reset` plus
+        ``reward``, ``terminated``, ``final_obs``, ``winner`` (-1: none), ``illegal``, ``final_seed``."""
+        if not self._started:
+            raise RuntimeError("call reset(seed) before step()")
+        ids = check_action_batch(actions, self.num_battles)
+        if self.illegal_action == "raise":
+            i = self._core.first_illegal(ids)
+            if i >= 0:
+                self._raise_illegal(i, int(ids[i]))
+        return self._core.step(ids)
+
+    def battle(self, index: int) -> _core.State:
+        """A copy of battle ``index``'s current state."""
+        return self._core.battle(index)
+
+    def _raise_illegal(self, i: int, action: int) -> None:
+        """The reference's reason (engine.State.apply's message, with the legal ids) for battle ``i``."""
+        state = engine.State.from_dict(self._core.battle(i).to_dict())
+        try:
+            state.apply(action)
+        except IllegalActionError as exc:
+            raise IllegalActionError(f"battle {i}: {exc}; nothing was stepped") from None
+        raise AssertionError(f"battle {i}: action {action} is legal in the Python engine but not in the native core")
