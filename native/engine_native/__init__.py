@@ -23,7 +23,7 @@ from engine.cards import AREA_SCOPES, EFFECTS, KEYWORD_BIT, TARGET_RULES
 from . import _core
 from ._core import ACTION_SPACE_SIZE, State
 
-__all__ = ["ACTION_SPACE_SIZE", "State", "new_battle", "play_random_battles"]
+__all__ = ["ACTION_SPACE_SIZE", "State", "from_state", "new_battle", "play_random_battles"]
 
 
 def _pool_rows() -> list[tuple[int, ...]]:
@@ -49,6 +49,18 @@ def new_battle(seed: int, p1_deck: Any = None, p2_deck: Any = None, starting_pla
     decks = [None if deck is None else list(engine.validate_deck(deck, f"p{i + 1}_deck"))
              for i, deck in enumerate((p1_deck, p2_deck))]
     return _core._new_battle(str(int(seed)), decks[0], decks[1], 0 if starting_player is None else int(starting_player))
+
+
+def from_state(state: engine.State) -> State:
+    """A native copy of a Python ``engine.State``: every rules field (seed, decks, generator
+    state, uid counter, turn, winner, both players' heroes, mana, fatigue, hands, decks in draw
+    order and boards), read attribute by attribute with no JSON and no re-validation (an
+    engine.State is valid by construction). ``last_events`` is not carried over (it starts
+    empty). A state holding an integer beyond the core's -2**48..2**48 (only an extreme
+    ``from_dict`` makes one) is a StateFormatError; use the Python engine for it."""
+    if type(state) is not engine.State:
+        raise TypeError(f"engine_native.from_state needs an engine.State, got {type(state).__name__}")
+    return _core._from_state(state)
 
 
 def play_random_battles(seeds: Iterable[int], hashes: bool = False) -> dict[str, list]:

@@ -20,6 +20,7 @@
 
 namespace nb = nanobind;
 
+void BindPolicies(nb::module_& m);  // bind_policies.cc
 void BindBatch(nb::module_& m);  // bind_batch.cc: features and the batched API
 
 namespace {
@@ -561,5 +562,6 @@ NB_MODULE(_core, m) {
   }, nb::arg("seeds"), nb::arg("hashes") = false,
      "Whole random battles inside the core; see random_battles.h for the generator use.");
 
+  BindPolicies(m);
   BindBatch(m);
 }
