@@ -4,13 +4,19 @@
 A policy acts for the player to move: ``policy.act(state) -> action_id``; ``decide(state)``
 returns the same action as a :class:`~adapters.decision.Decision` (the interface model
 policies share), ``decide_batch(states)`` one per state.
+
+On the native backend (``engine.backend.native()``) the greedy policy's ``act`` runs in the C++
+core (native/src/policies.cc, the same floats bit for bit); the code below is the reference and
+the Python engine's path. ``evaluate`` stays in Python: converting a state for it would cost more
+than evaluating it. The random policy is one draw: the core has its own copy for in-core battles.
 """
 
 from __future__ import annotations
 
-from engine import ATTACK_BASE, CARDS, END_TURN, SplitMix64, State
+from engine import ATTACK_BASE, CARDS, END_TURN, SplitMix64, State, backend
 from engine.actions import ATTACK_TARGETS
 from engine.cards import BREAKTHROUGH, DRAIN, GUARD, LETHAL, WARD
+from engine.errors import StateFormatError
 
 from .decision import Decision
 
@@ -97,6 +103,15 @@ class GreedyPolicy:
         return [self.decide(s) for s in states]
 
     def act(self, state: State) -> int:
+        core = backend.native()
+        if core is not None:
+            try:
+                return core.greedy_act(state)
+            except StateFormatError:  # an integer beyond the core's range (an extreme from_dict): Python plays
+                pass
+        return self._act_reference(state)
+
+    def _act_reference(self, state: State) -> int:
         legal = state.legal_actions()
         if len(legal) == 1:
             return legal[0]

@@ -29,6 +29,10 @@ rollouts in all, and plays the one whose rollouts end best:
   :data:`MAX_CANDIDATES` legal actions are first cut to the best by a one-ply evaluation in
   the first world.
 
+On the native backend (``engine.backend.native()``) a search whose rollout policy is a baseline
+runs in the C++ core (native/src/search.cc), with the same worlds, rollouts, choices, values
+and visits bit for bit; a checkpoint rollout policy and the play policy of a labeller run here.
+
 The decision's policy record carries the search's action values (mean leaf value per legal
 action, null where an action was not searched), the visits per action and the chosen
 action's value.
@@ -51,10 +55,11 @@ from typing import Any
 
 import orjson
 
-from engine import CARD_IDS, MAX_COPIES, SplitMix64, State, derive_seed
+from engine import CARD_IDS, MAX_COPIES, SplitMix64, State, backend, derive_seed
+from engine.errors import StateFormatError
 
 from . import work
-from .baselines import evaluate
+from .baselines import GreedyPolicy, RandomPolicy, evaluate
 from .decision import AdapterError, Decision
 
 SEARCH_PREFIX = "search:"
@@ -161,6 +166,13 @@ def _described(policy: Any) -> dict[str, Any]:
             "weights_hash": getattr(policy, "weights_hash", None)}
 
 
+def _native_rollout(policy: Any) -> str | None:
+    """The native core's name of a baseline rollout policy ("greedy", "random"), else None
+    (a checkpoint or any other policy: the search runs in Python)."""
+    kind = type(policy)
+    return "greedy" if kind is GreedyPolicy else "random" if kind is RandomPolicy else None
+
+
 def leaf_value(state: State, player: int) -> float:
     """A rollout's end scored for ``player`` in [-1, 1]."""
     if state.is_terminal:
@@ -233,7 +245,40 @@ class SearchPolicy:
             outputs = {"action_values": [None], "visits": [0]}
             return Decision(legal[0], outputs=outputs if self.play is None else {**outputs, "search_choice": legal[0]})
         self._warning = None
-        rng = SplitMix64(derive_seed(self.seed, f"search:{information_set_digest(state, player)}"))
+        search_seed = derive_seed(self.seed, f"search:{information_set_digest(state, player)}")
+        found = self._native_search(state, search_seed)
+        best, visits, means = found or self._search(state, legal, player, SplitMix64(search_seed))
+        values = [None if mean is None else round(mean, 6) for mean in means]
+        outputs = {"action_values": values, "visits": visits}
+        if self.play is not None:  # a labeller: the search's choice is recorded, the play policy's is played
+            outputs["search_choice"] = best
+            best = self._policy_action(self.play, state, "the play policy")
+            if best not in legal:
+                raise AdapterError(f"the play policy chose action {best}, which is not legal here")
+        return Decision(best, value=values[legal.index(best)], warning=self._warning, outputs=outputs)
+
+    def _native_search(self, state: State, search_seed: int) -> tuple[int, list[int], list[float | None]] | None:
+        """_search in the C++ core (native/src/search.cc, bit-identical) when the backend is
+        native and the rollout policy a baseline; None otherwise. One native decision takes
+        about a millisecond, so cancellation is checked between decisions, not per rollout (the
+        rollouts still count against the work scope, as _search's work.check(1) each does)."""
+        core = backend.native()
+        rollout = _native_rollout(self.rollout) if core is not None else None
+        if rollout is None:
+            return None
+        work.check()
+        try:
+            found = core.search(state, search_seed, self.sims, rollout,
+                                self.rollout.rng if rollout == "random" else None)
+        except StateFormatError:  # an integer beyond the core's range (an extreme from_dict): Python searches
+            return None
+        work.check(sum(found[1]))
+        return found
+
+    def _search(self, state: State, legal: list[int], player: int,
+                rng: SplitMix64) -> tuple[int, list[int], list[float | None]]:
+        """Sequential halving over common worlds: the chosen action and, per legal action, the
+        visits and the mean leaf value (None where not searched)."""
         worlds = [determinize(state, player, rng)]
         candidates = self._candidates(worlds[0], legal, player)
         horizon = state.turn + LOOKAHEAD_TURNS
@@ -255,14 +300,8 @@ class SearchPolicy:
                 alive.sort(key=lambda a: (-totals[a] / visits[a], a))
                 alive = alive[:math.ceil(len(alive) / 2)]
         best = max(alive, key=lambda a: (totals[a] / visits[a], -a))
-        values = [round(totals[a] / visits[a], 6) if visits.get(a) else None for a in legal]
-        outputs = {"action_values": values, "visits": [visits.get(a, 0) for a in legal]}
-        if self.play is not None:  # a labeller: the search's choice is recorded, the play policy's is played
-            outputs["search_choice"] = best
-            best = self._policy_action(self.play, state, "the play policy")
-            if best not in legal:
-                raise AdapterError(f"the play policy chose action {best}, which is not legal here")
-        return Decision(best, value=values[legal.index(best)], warning=self._warning, outputs=outputs)
+        means = [totals[a] / visits[a] if visits.get(a) else None for a in legal]
+        return best, [visits.get(a, 0) for a in legal], means
 
     def _candidates(self, world: State, legal: list[int], player: int) -> list[int]:
         if len(legal) <= MAX_CANDIDATES:

@@ -3,6 +3,9 @@
 // and random baselines and the search actor over a baseline. No rules or policy logic here.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -10,6 +13,8 @@
 
 #include "cards.h"
 #include "native_state.h"
+#include "policies.h"
+#include "search.h"
 #include "state.h"
 
 namespace nb = nanobind;
@@ -159,6 +164,74 @@ void InitAttrs() {
   a.hand = in("hand"); a.board = in("board");
 }
 
+// The rules state of an engine.State (converted) or of an engine_native.State (borrowed).
+class StateArg {
+ public:
+  explicit StateArg(nb::handle h) {
+    if (nb::isinstance<NativeState>(h)) {
+      ptr_ = &nb::cast<NativeState&>(h).s;
+    } else {
+      own_ = FromPythonState(h);
+      ptr_ = &own_;
+    }
+  }
+  const arena::State& operator*() const { return *ptr_; }
+
+ private:
+  arena::State own_;
+  const arena::State* ptr_ = nullptr;
+};
+
+arena::Rollout RolloutOf(const std::string& name) {
+  if (name == "greedy") return arena::Rollout::kGreedy;
+  if (name == "random") return arena::Rollout::kRandom;
+  throw nb::value_error("the native search's rollout policy is 'greedy' or 'random'");
+}
+
+int CheckPlayer(int player) {
+  if (player != 1 && player != 2) throw nb::value_error("player must be 1 or 2");
+  return player;
+}
+
+void CheckDeciding(const arena::State& s, int sims) {
+  if (s.terminal()) throw nb::value_error("the native search needs a battle that is not over");
+  if (sims < 1) throw nb::value_error("the native search needs sims >= 1");
+}
+
+// (action, visits, mean values or None where unvisited, the random rollout generator's state or None)
+nb::tuple SearchResult(const arena::SearchOutput& out, bool random, const arena::SplitMix64& rng) {
+  nb::list visits, means;
+  for (int i = 0; i < out.num_legal; ++i) {
+    visits.append(out.visits[i]);
+    if (out.visits[i] > 0) {
+      means.append(out.mean[i]);
+    } else {
+      means.append(nb::none());
+    }
+  }
+  return nb::make_tuple(out.action, visits, means, random ? nb::object(nb::int_(rng.state)) : nb::none());
+}
+
+nb::dict BattleResults(const std::vector<arena::BattleResult>& results, bool hashes) {
+  nb::list winner, reason, turn, steps, health, final_hash;
+  for (const arena::BattleResult& r : results) {
+    winner.append(r.winner);
+    reason.append(arena::EndReasonName(r.end_reason));
+    turn.append(r.turn);
+    steps.append(r.steps);
+    health.append(nb::make_tuple(r.hero_health[0], r.hero_health[1]));
+    if (hashes) final_hash.append(r.final_hash);
+  }
+  nb::dict out;
+  out["winner"] = winner;
+  out["end_reason"] = reason;
+  out["turn"] = turn;
+  out["steps"] = steps;
+  out["hero_health"] = health;
+  if (hashes) out["state_hash"] = final_hash;
+  return out;
+}
+
 }  // namespace
 
 void BindPolicies(nb::module_& m) {
@@ -170,4 +243,72 @@ void BindPolicies(nb::module_& m) {
     return out;
   }, nb::arg("state"),
         "A native copy of a Python engine.State (every rules field; last_events is not carried over).");
+
+  m.def("_evaluate", [](nb::handle state, int player) { return arena::Evaluate(*StateArg(state), CheckPlayer(player)); },
+        nb::arg("state"), nb::arg("player"), "adapters.baselines.evaluate (player 1 or 2).");
+  m.def("_greedy_act", [](nb::handle state) { return arena::GreedyAct(*StateArg(state)); }, nb::arg("state"),
+        "GreedyPolicy.act for an engine.State or an engine_native.State.");
+  m.def("_random_act", [](nb::handle state, uint64_t rng_state) {
+    StateArg s(state);
+    if ((*s).terminal()) throw nb::value_error("the random policy needs a battle that is not over");
+    arena::SplitMix64 rng{rng_state};
+    const int action = arena::RandomAct(*s, rng);
+    return std::make_pair(action, rng.state);
+  }, nb::arg("state"), nb::arg("rng_state"), "RandomPolicy.act: (action, the generator's state after).");
+  m.def("play_greedy_battles", [](const std::vector<uint64_t>& seeds, bool hashes) {
+    std::vector<arena::BattleResult> results;
+    {
+      nb::gil_scoped_release release;
+      results = arena::PlayGreedyBattles(seeds, hashes);
+    }
+    return BattleResults(results, hashes);
+  }, nb::arg("seeds"), nb::arg("hashes") = false, "Whole greedy-vs-greedy battles inside the core.");
+
+  m.def("_set_view_cards", [](const std::vector<std::tuple<int, std::string, std::string, std::string>>& rows) {
+    std::vector<std::pair<int, arena::ViewCard>> cards;
+    for (const auto& [id, name, before, after] : rows) cards.push_back({id, arena::ViewCard{name, before, after}});
+    arena::SetViewCards(cards);
+  }, "The orjson parts of each card in the player view (engine_native does it at import).");
+  m.def("_information_set_json", [](nb::handle state, int player) {
+    const std::string text = arena::InformationSetJson(*StateArg(state), CheckPlayer(player));
+    return nb::bytes(text.data(), text.size());
+  }, nb::arg("state"), nb::arg("player"));
+  m.def("_information_set_digest", [](nb::handle state, int player) {
+    return arena::InformationSetDigest(*StateArg(state), CheckPlayer(player));
+  }, nb::arg("state"), nb::arg("player"), "adapters.search.information_set_digest.");
+  m.def("_determinize", [](nb::handle state, int player, uint64_t rng_state) {
+    StateArg s(state);
+    arena::SplitMix64 rng{rng_state};
+    NativeState world;
+    arena::Determinize(*s, CheckPlayer(player), rng, &world.s);
+    return std::make_pair(std::move(world), rng.state);
+  }, nb::arg("state"), nb::arg("player"), nb::arg("rng_state"), "determinize: (world, the generator's state after).");
+  m.def("_search", [](nb::handle state, uint64_t search_seed, int sims, const std::string& rollout,
+                      std::optional<uint64_t> rollout_rng) {
+    StateArg s(state);
+    CheckDeciding(*s, sims);
+    const arena::Rollout kind = RolloutOf(rollout);
+    arena::SplitMix64 rng{rollout_rng.value_or(0)};
+    arena::SearchOutput out;
+    {
+      nb::gil_scoped_release release;
+      arena::SearchWithSeed(*s, search_seed, sims, kind, &rng, &out);
+    }
+    return SearchResult(out, kind == arena::Rollout::kRandom, rng);
+  }, nb::arg("state"), nb::arg("search_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
+     "SearchPolicy.decide's search from its generator seed: (action, visits, means, rollout generator state).");
+  m.def("_search_act", [](nb::handle state, uint64_t actor_seed, int sims, const std::string& rollout,
+                          std::optional<uint64_t> rollout_rng) {
+    StateArg s(state);
+    CheckDeciding(*s, sims);
+    const arena::Rollout kind = RolloutOf(rollout);
+    arena::SplitMix64 rng{rollout_rng.value_or(0)};
+    arena::SearchOutput out;
+    {
+      nb::gil_scoped_release release;
+      arena::SearchAct(*s, actor_seed, sims, kind, &rng, &out);
+    }
+    return SearchResult(out, kind == arena::Rollout::kRandom, rng);
+  }, nb::arg("state"), nb::arg("actor_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
+     "arena::SearchAct (the digest and seed in C++): as _search.");
 }
