@@ -5,7 +5,8 @@
 :class:`~extrarlhf.envs.ArenaGymEnv` stepped together. On the native backend, with a
 baseline opponent it plays, the battles and the opponent's moves run inside the C++ core
 (``engine_native.batch.BattleBatch``: no Python per battle); otherwise :class:`ReferenceBatch`
-steps one ``ArenaGymEnv`` per battle. Both give the same results (tests/envs/test_vector_env.py):
+steps one ``ArenaGymEnv`` per battle. The core plays ``baseline:random``, ``baseline:greedy`` and
+``search:baseline:{greedy,random}?sims=N``. Both give the same results (tests/envs/test_vector_env.py):
 
 * seeds: ``reset(seed=s)``; battle ``i``'s ``k``-th episode (k = 0, 1, ...) has battle seed
   ``engine.derive_seed(s, f"vector:{i}:{k}")``, and is exactly ``ArenaGymEnv``'s episode for
@@ -43,6 +44,7 @@ from engine.actions import check_action_batch
 from .aec import draw_battle_seed
 from .gym_single import ILLEGAL_ACTION_MODES, ArenaGymEnv
 from .observations import MASK_DTYPE, vector_space
+from .opponents import resolve_opponent
 
 
 def episode_seed(seed: int, battle: int, episode: int) -> int:
@@ -131,14 +133,16 @@ class ReferenceBatch:
 def make_batch(num_battles: int, opponent: Any = "baseline:greedy", seat: int | str = 1,
                illegal_action: str = "penalize", checkpoints_dir: str | None = None):
     """The native batch when the backend is native and plays ``opponent`` in the core, else a
-    :class:`ReferenceBatch` (checkpoints, pools, policy objects, the Python engine)."""
+    :class:`ReferenceBatch` (checkpoints, pools, policy objects, a labelling search, the Python engine)."""
     if seat not in (1, 2, "random") or isinstance(seat, bool):
         raise ValueError(f"seat must be 1, 2 or 'random', got {seat!r}")
     if illegal_action not in ILLEGAL_ACTION_MODES:
         raise ValueError(f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}")
     core = backend.native()
-    if core is not None and isinstance(opponent, str) and opponent in core.batch.OPPONENTS:
-        return core.batch.BattleBatch(num_battles, opponent=opponent, seat=seat, illegal_action=illegal_action)
+    if core is not None and isinstance(opponent, str):
+        spec = resolve_opponent(opponent, checkpoints_dir).label  # the canonical spec (checks it too)
+        if core.batch.native_opponent(spec) is not None:
+            return core.batch.BattleBatch(num_battles, opponent=spec, seat=seat, illegal_action=illegal_action)
     return ReferenceBatch(num_battles, opponent, seat, illegal_action, checkpoints_dir)
 
 

@@ -16,7 +16,9 @@ moves, same observations, masks and rewards), with no Python per battle or per o
   raises IllegalActionError with the reference's reason for the first such battle and steps
   nothing. A wrong shape or dtype, or an id outside 0..162, always raises before anything
   is stepped.
-* opponents: ``"baseline:random"`` (``"random"``).
+* opponents: ``"baseline:random"``, ``"baseline:greedy"`` (or ``"random"``, ``"greedy"``) and
+  ``"search:baseline:greedy?sims=N"`` / ``"search:baseline:random?sims=N"`` (the search
+  teacher over a baseline, 1 <= N <= 4096), as ``extrarlhf.runtime.actors`` seeds them.
 
     batch = BattleBatch(256, opponent="baseline:random")
     out = batch.reset(7)                 # obs float32 [N, OBS_DIM], mask int8 [N, 163], seed uint64 [N], seat
@@ -25,6 +27,7 @@ moves, same observations, masks and rewards), with no Python per battle or per o
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -35,9 +38,23 @@ from engine.actions import check_action_batch
 
 from . import _core
 
-OPPONENTS = {"baseline:random": 0, "random": 0}
+_BASELINES = {"baseline:random": 0, "random": 0, "baseline:greedy": 1, "greedy": 1}
+_SEARCH = re.compile(r"search:baseline:(greedy|random)\?sims=([1-9][0-9]{0,3})")
+_ROLLOUTS = {"greedy": 0, "random": 1}
 SEATS = {1: 1, 2: 2, "random": 0}
 ILLEGAL_ACTION_MODES = ("raise", "penalize")
+
+
+def native_opponent(opponent: Any) -> tuple[int, int, int] | None:
+    """(kind, sims, rollout) of an opponent spec the core plays, else None."""
+    if not isinstance(opponent, str):
+        return None
+    if opponent in _BASELINES:
+        return _BASELINES[opponent], 1, 0
+    match = _SEARCH.fullmatch(opponent)
+    if match is None or int(match.group(2)) > 4096:
+        return None
+    return 2, int(match.group(2)), _ROLLOUTS[match.group(1)]
 
 
 def check_seed(seed: Any) -> int:
@@ -54,8 +71,11 @@ class BattleBatch:
                  illegal_action: str = "penalize") -> None:
         if isinstance(num_battles, bool) or not isinstance(num_battles, (int, np.integer)) or num_battles < 1:
             raise ValueError(f"num_battles must be an integer >= 1, got {num_battles!r}")
-        if opponent not in OPPONENTS:
-            raise ValueError(f"the native batch plays opponents {sorted(OPPONENTS)}, got {opponent!r}")
+        kind = native_opponent(opponent)
+        if kind is None:
+            raise ValueError(f"the native batch plays 'baseline:random', 'baseline:greedy' and "
+                             f"'search:baseline:greedy?sims=N' / 'search:baseline:random?sims=N' (N in 1..4096), "
+                             f"got {opponent!r}")
         if isinstance(seat, bool) or seat not in SEATS:
             raise ValueError(f"seat must be 1, 2 or 'random', got {seat!r}")
         if illegal_action not in ILLEGAL_ACTION_MODES:
@@ -63,7 +83,7 @@ class BattleBatch:
         self.num_battles = int(num_battles)
         self.opponent = opponent
         self.illegal_action = illegal_action
-        self._core = _core.Batch(self.num_battles, SEATS[seat], illegal_action == "penalize", OPPONENTS[opponent])
+        self._core = _core.Batch(self.num_battles, SEATS[seat], illegal_action == "penalize", *kind)
         self._started = False
 
     def reset(self, seed: int) -> dict[str, np.ndarray]:

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "policies.h"
+
 namespace arena {
 
 Batch::Batch(const BatchOptions& options) : options_(options), battles_(options.num_battles) {}
@@ -22,20 +24,38 @@ void Batch::StartEpisode(int i) {
   b.seed = DeriveSeed(base_seed_, "vector:" + std::to_string(i) + ":" + std::to_string(b.episode));
   const std::string seed = std::to_string(b.seed);
   b.seat = options_.seat != 0 ? options_.seat : 1 + static_cast<int>(DeriveSeed(seed, "gym-seat") % 2);
-  b.opponent_rng = SplitMix64{DeriveSeed(seed, "gym-opponent")};
+  b.opponent_seed = DeriveSeed(seed, "gym-opponent");
+  b.opponent_rng = SplitMix64{options_.opponent == OpponentKind::kSearch
+                                  ? DeriveSeed(std::to_string(b.opponent_seed), "rollout")
+                                  : b.opponent_seed};
   b.state = NewBattle(seed, nullptr, nullptr, 0, nullptr);
   PlayOpponent(b);
 }
 
-// ArenaGymEnv._play_opponent; the opponent's policy is RandomPolicy.act.
+// The opponent's policy .act (RandomPolicy, GreedyPolicy, SearchPolicy.decide's action).
+int Batch::OpponentAct(Battle& b) {
+  switch (options_.opponent) {
+    case OpponentKind::kRandom:
+      return RandomAct(b.state, b.opponent_rng);
+    case OpponentKind::kGreedy:
+      return GreedyAct(b.state);
+    case OpponentKind::kSearch: {
+      ActionList legal;
+      LegalActions(b.state, &legal);
+      if (legal.size == 1) return legal.ids[0];  // SearchPolicy.decide: no search for a forced move
+      SearchAct(b.state, b.opponent_seed, options_.search_sims, options_.search_rollout,
+                options_.search_rollout == Rollout::kRandom ? &b.opponent_rng : nullptr, &b.search);
+      return b.search.action;
+    }
+  }
+  throw std::logic_error("unknown opponent kind");
+}
+
+// ArenaGymEnv._play_opponent.
 void Batch::PlayOpponent(Battle& b) {
   State& s = b.state;
   const int opponent_index = 2 - b.seat;
-  ActionList legal;
-  while (!s.terminal() && s.active == opponent_index) {
-    LegalActions(s, &legal);
-    ApplyAction(s, legal.ids[b.opponent_rng.Below(legal.size)], nullptr);
-  }
+  while (!s.terminal() && s.active == opponent_index) ApplyAction(s, OpponentAct(b), nullptr);
 }
 
 // ArenaGymEnv._decision_point: the learner's observation and mask (zeros when not to move).

@@ -6,7 +6,10 @@
 //   battle i's k-th episode (k = 0, 1, ...) has seed derive_seed(base_seed, "vector:{i}:{k}")
 //
 // and, as in the single env, its seat ("random": 1 + derive_seed(seed, "gym-seat") % 2) and
-// its opponent's generator (derive_seed(seed, "gym-opponent")) come from that seed.
+// its opponent's seed (derive_seed(seed, "gym-opponent")) come from that seed. Opponents, as
+// extrarlhf.runtime.actors builds them from that seed: random (SplitMix64(opponent seed)),
+// greedy (deterministic), search over a baseline (SearchPolicy(rollout, sims, opponent seed),
+// a random rollout policy seeded derive_seed(opponent seed, "rollout")).
 #pragma once
 
 #include <cstdint>
@@ -14,17 +17,20 @@
 #include <vector>
 
 #include "features.h"
+#include "search.h"
 #include "state.h"
 
 namespace arena {
 
-enum class OpponentKind : uint8_t { kRandom };
+enum class OpponentKind : uint8_t { kRandom, kGreedy, kSearch };
 
 struct BatchOptions {
   int num_battles = 1;
   int seat = 1;             // 1, 2, or 0: per episode, derived from its seed (seat="random")
   bool penalize = true;     // illegal_action="penalize" (else "raise": the caller refuses first)
   OpponentKind opponent = OpponentKind::kRandom;
+  int search_sims = 32;                    // kSearch: the budget
+  Rollout search_rollout = Rollout::kGreedy;  // kSearch: the rollout baseline
 };
 
 // One step's outputs, caller-allocated, row i for battle i.
@@ -61,7 +67,9 @@ class Batch {
  private:
   struct Battle {
     State state;
-    SplitMix64 opponent_rng{0};
+    uint64_t opponent_seed = 0;
+    SplitMix64 opponent_rng{0};  // random: the policy's generator; search: its random rollouts'
+    SearchOutput search;  // kSearch scratch
     uint64_t seed = 0;
     int64_t episode = 0;
     int seat = 1;
@@ -70,6 +78,7 @@ class Batch {
 
   void StartEpisode(int i);
   void PlayOpponent(Battle& b);
+  int OpponentAct(Battle& b);
   void WriteDecision(int i, const BatchOut& out);
 
   BatchOptions options_;

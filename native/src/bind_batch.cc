@@ -151,17 +151,23 @@ void BindBatch(nb::module_& m) {
       "features.action_features(state, ids or the legal actions): float32 [len(ids), ACTION_FEATURE_DIM].");
 
   nb::class_<arena::Batch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
-      .def("__init__", [](arena::Batch* self, int num_battles, int seat, bool penalize, int opponent) {
+      .def("__init__", [](arena::Batch* self, int num_battles, int seat, bool penalize, int opponent, int sims,
+                          int rollout) {
              if (num_battles < 1) throw std::invalid_argument("num_battles must be at least 1");
              if (seat < 0 || seat > 2) throw std::invalid_argument("seat must be 0 (random), 1 or 2");
-             if (opponent != 0) throw std::invalid_argument("unknown opponent kind " + std::to_string(opponent));
+             if (opponent < 0 || opponent > 2) throw std::invalid_argument("unknown opponent kind " + std::to_string(opponent));
+             if (sims < 1 || sims > 4096) throw std::invalid_argument("sims must be in 1..4096");
+             if (rollout < 0 || rollout > 1) throw std::invalid_argument("unknown rollout kind " + std::to_string(rollout));
              arena::BatchOptions options;
              options.num_battles = num_battles;
              options.seat = seat;
              options.penalize = penalize;
              options.opponent = static_cast<arena::OpponentKind>(opponent);
+             options.search_sims = sims;
+             options.search_rollout = static_cast<arena::Rollout>(rollout);
              new (self) arena::Batch(options);
-           }, nb::arg("num_battles"), nb::arg("seat"), nb::arg("penalize"), nb::arg("opponent"))
+           }, nb::arg("num_battles"), nb::arg("seat"), nb::arg("penalize"), nb::arg("opponent"), nb::arg("sims"),
+           nb::arg("rollout"), "opponent 0 random, 1 greedy, 2 search (sims, rollout 0 greedy / 1 random).")
       .def_prop_ro("size", &arena::Batch::size)
       .def("reset", [](arena::Batch& self, const std::string& base_seed) {
              StepArrays a(static_cast<size_t>(self.size()));
