@@ -59,8 +59,8 @@ class ArenaSB3VecEnv(VecEnv):
         actions, self._actions = self._actions, None
         self._out = out = self._batch.step(actions)
         infos = [self._info(i) for i in range(self.num_envs)]
-        for i in np.flatnonzero(out["terminated"]):
-            infos[i].update(terminal_observation=out["final_obs"][i], final_battle_seed=int(out["final_seed"][i]),
+        for j, i in enumerate(np.flatnonzero(out["terminated"])):
+            infos[i].update(terminal_observation=out["final_obs"][j], final_battle_seed=int(out["final_seed"][i]),
                             winner=int(out["winner"][i]), illegal_action=bool(out["illegal"][i]))
             infos[i]["TimeLimit.truncated"] = False
         return out["obs"], out["reward"], out["terminated"].copy(), infos

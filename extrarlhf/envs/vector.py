@@ -94,15 +94,15 @@ class ReferenceBatch:
                         raise IllegalActionError(f"battle {i}: {exc}; nothing was stepped") from None
         n = self.num_battles
         out = self._empty()
-        out.update(reward=np.zeros(n, np.float32), terminated=np.zeros(n, bool),
-                   final_obs=np.zeros((n, vector_space().shape[0]), np.float32), winner=np.full(n, -1, np.int8),
+        out.update(reward=np.zeros(n, np.float32), terminated=np.zeros(n, bool), winner=np.full(n, -1, np.int8),
                    illegal=np.zeros(n, bool), final_seed=np.zeros(n, np.uint64))
+        final_obs = []
         for i, env in enumerate(self.envs):
             obs, reward, terminated, _, info = env.step(int(ids[i]))
             out["reward"][i] = reward
             if terminated:
                 out["terminated"][i] = True
-                out["final_obs"][i] = obs
+                final_obs.append(obs)
                 out["illegal"][i] = "illegal_action" in info
                 out["winner"][i] = info.get("winner", -1)
                 out["final_seed"][i] = env.battle_seed
@@ -110,6 +110,7 @@ class ReferenceBatch:
                 self._start(i, out)
             else:
                 self._write(i, obs, info, out)
+        out["final_obs"] = np.array(final_obs, np.float32).reshape(len(final_obs), vector_space().shape[0])
         return out
 
     def _empty(self) -> dict[str, np.ndarray]:
@@ -189,8 +190,8 @@ class ArenaVectorEnv(gym.vector.VectorEnv):
         done = out["terminated"]
         if done.any():
             final_obs = np.full(self.num_envs, None, dtype=object)
-            for i in np.flatnonzero(done):
-                final_obs[i] = out["final_obs"][i]
+            for j, i in enumerate(np.flatnonzero(done)):
+                final_obs[i] = out["final_obs"][j]
             infos["final_obs"], infos["_final_obs"] = final_obs, done.copy()
             infos["final_info"] = {"battle_seed": out["final_seed"], "_battle_seed": done.copy(),
                                    "winner": out["winner"], "_winner": done.copy(),

@@ -9,8 +9,9 @@ moves, same observations, masks and rewards), with no Python per battle or per o
   env, ``seat="random"`` is ``1 + derive_seed(battle_seed, "gym-seat") % 2`` and the
   opponent's generator is seeded with ``derive_seed(battle_seed, "gym-opponent")``.
 * autoreset: same step. A battle that ends in ``step`` reports ``terminated``, its reward
-  and its last observation (``final_obs``), and its row of ``obs``/``mask``/``seed`` is
-  already the next episode's first decision point.
+  and its last observation, and its row of ``obs``/``mask``/``seed`` is already the next
+  episode's first decision point. ``final_obs`` holds only the ended battles' last
+  observations: row ``j`` is battle ``np.flatnonzero(terminated)[j]``'s (float32 [k, OBS_DIM]).
 * illegal actions: ``"penalize"`` (default): an illegal id ends that battle's episode with
   reward -1 (``illegal``; the ended episode's state is unchanged). ``"raise"``: the step
   raises IllegalActionError with the reference's reason for the first such battle and steps
@@ -22,7 +23,7 @@ moves, same observations, masks and rewards), with no Python per battle or per o
 
     batch = BattleBatch(256, opponent="baseline:random")
     out = batch.reset(7)                 # obs float32 [N, OBS_DIM], mask int8 [N, 163], seed uint64 [N], seat
-    out = batch.step(actions)            # + reward float32, terminated bool, final_obs, winner, illegal, final_seed
+    out = batch.step(actions)            # + reward float32, terminated bool, final_obs [k, OBS_DIM], winner, illegal, final_seed
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ class BattleBatch:
 
     def step(self, actions: Any) -> dict[str, np.ndarray]:
         """One learner action per battle (int array [N]); the arrays of :meth:`reset` plus
-        ``reward``, ``terminated``, ``final_obs``, ``winner`` (-1: none), ``illegal``, ``final_seed``."""
+        ``reward``, ``terminated``, ``final_obs`` (the ended battles' rows only), and where
+        terminated ``winner`` (-1: none, an illegal action), ``illegal``, ``final_seed``."""
         if not self._started:
             raise RuntimeError("call reset(seed) before step()")
         ids = check_action_batch(actions, self.num_battles)
@@ -103,6 +105,12 @@ class BattleBatch:
             if i >= 0:
                 self._raise_illegal(i, int(ids[i]))
         return self._core.step(ids)
+
+    @property
+    def actions_applied(self) -> int:
+        """Engine actions applied so far in all battles, the learners' and the opponents' (the
+        unit of the Python engine's steps/s)."""
+        return self._core.actions_applied
 
     def battle(self, index: int) -> _core.State:
         """A copy of battle ``index``'s current state."""

@@ -55,7 +55,10 @@ int Batch::OpponentAct(Battle& b) {
 void Batch::PlayOpponent(Battle& b) {
   State& s = b.state;
   const int opponent_index = 2 - b.seat;
-  while (!s.terminal() && s.active == opponent_index) ApplyAction(s, OpponentAct(b), nullptr);
+  while (!s.terminal() && s.active == opponent_index) {
+    ApplyAction(s, OpponentAct(b), nullptr);
+    actions_applied_ += 1;
+  }
 }
 
 // ArenaGymEnv._decision_point: the learner's observation and mask (zeros when not to move).
@@ -89,6 +92,7 @@ int Batch::FirstIllegal(const int64_t* actions) const {
 
 // ArenaGymEnv.step, then the same-step reset of an ended episode.
 void Batch::Step(const int64_t* actions, const BatchOut& out) {
+  int num_final = 0;
   for (int i = 0; i < size(); ++i) {
     if (actions[i] < 0 || actions[i] >= kActionSpaceSize) {
       throw std::invalid_argument("battle " + std::to_string(i) + ": action " + std::to_string(actions[i]) +
@@ -104,6 +108,7 @@ void Batch::Step(const int64_t* actions, const BatchOut& out) {
       reward = -1.0f;
     } else {
       ApplyAction(b.state, static_cast<int>(actions[i]), nullptr);
+      actions_applied_ += 1;
       PlayOpponent(b);
       if (b.state.terminal()) {
         done = true;
@@ -115,18 +120,18 @@ void Batch::Step(const int64_t* actions, const BatchOut& out) {
     out.terminated[i] = done;
     out.illegal[i] = illegal;
     if (done) {
-      Observation(b.state, b.seat, out.final_obs + static_cast<size_t>(i) * kObsDim);
+      Observation(b.state, b.seat, out.final_obs + static_cast<size_t>(num_final++) * kObsDim);
       out.winner[i] = static_cast<int8_t>(illegal ? -1 : b.state.winner);
       out.final_seed[i] = b.seed;
       b.episode += 1;
       StartEpisode(i);
     } else {
-      std::memset(out.final_obs + static_cast<size_t>(i) * kObsDim, 0, sizeof(float) * kObsDim);
       out.winner[i] = -1;
       out.final_seed[i] = 0;
     }
     WriteDecision(i, out);
   }
+  *out.num_final = num_final;
 }
 
 }  // namespace arena

@@ -41,7 +41,9 @@ struct BatchOut {
   bool* terminated;         // [N]
   uint64_t* seed;           // [N]: the battle seed of the row's current episode
   int8_t* seat;             // [N]: the learner's seat in it
-  float* final_obs;         // [N, kObsDim]: where terminated, the last observation of the ended episode
+  float* final_obs;         // [N, kObsDim] scratch: row j, j < *num_final, the last observation of the
+                            // j-th terminated battle (ascending battle index)
+  int* num_final;           // how many battles terminated
   int8_t* winner;           // [N]: where terminated, 0 draw / 1 / 2 (and -1 after an illegal action)
   bool* illegal;            // [N]: the episode ended on a penalized illegal action
   uint64_t* final_seed;     // [N]: where terminated, the ended episode's seed
@@ -63,6 +65,8 @@ class Batch {
   void Step(const int64_t* actions, const BatchOut& out);
 
   const State& battle(int i) const { return battles_[i].state; }
+  // Engine actions applied since construction (the learners' and the opponents'; resets' none).
+  uint64_t actions_applied() const { return actions_applied_; }
 
  private:
   struct Battle {
@@ -84,6 +88,7 @@ class Batch {
   BatchOptions options_;
   std::string base_seed_ = "0";
   std::vector<Battle> battles_;
+  uint64_t actions_applied_ = 0;
 };
 
 }  // namespace arena

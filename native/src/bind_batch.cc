@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -84,29 +85,76 @@ Array<float> ActionFeaturesArray(NativeState& self, nb::handle action_ids) {
   return out;
 }
 
-// The outputs of one Batch call as numpy arrays, and the BatchOut pointing into them.
+// The outputs of one Batch call: numpy arrays carved out of one block of memory, which goes
+// back to its batch's free list when the last of them is released (a step reuses it instead of
+// asking the kernel for fresh, faulting pages for half a megabyte each time).
+struct BlockPool {
+  size_t bytes = 0;
+  std::vector<char*> free;
+  ~BlockPool() {
+    for (char* p : free) delete[] p;
+  }
+};
+
+struct Block {
+  std::shared_ptr<BlockPool> pool;
+  char* data;
+};
+
+constexpr size_t kAlign = 64;
+size_t Aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
 struct StepArrays {
-  Array<float> obs, reward, final_obs;
+  Array<float> obs, reward;
   Array<int8_t> mask, seat, winner;
   Array<bool> terminated, illegal;
   Array<uint64_t> seed, final_seed;
   arena::BatchOut out;
 
-  explicit StepArrays(size_t n)
-      : obs(NewArray<float>({n, static_cast<size_t>(arena::kObsDim)})),
-        reward(NewArray<float>({n})),
-        final_obs(NewArray<float>({n, static_cast<size_t>(arena::kObsDim)})),
-        mask(NewArray<int8_t>({n, static_cast<size_t>(arena::kActionSpaceSize)})),
-        seat(NewArray<int8_t>({n})),
-        winner(NewArray<int8_t>({n})),
-        terminated(NewArray<bool>({n})),
-        illegal(NewArray<bool>({n})),
-        seed(NewArray<uint64_t>({n})),
-        final_seed(NewArray<uint64_t>({n})) {
-    out = {obs.data(), mask.data(), reward.data(), terminated.data(), seed.data(), seat.data(),
-           final_obs.data(), winner.data(), illegal.data(), final_seed.data()};
+  static size_t Bytes(size_t n) {
+    return Aligned(n * arena::kObsDim * 4) + Aligned(n * 4) + Aligned(n * arena::kActionSpaceSize) +
+           Aligned(n) * 4 + Aligned(n * 8) * 2;
   }
 
+  StepArrays(size_t n, const std::shared_ptr<BlockPool>& pool, float* final_scratch, int* num_final) {
+    if (pool->bytes != Bytes(n)) throw std::logic_error("engine_native: a batch's block size changed");
+    Block* block = new Block{pool, nullptr};
+    if (!pool->free.empty()) {
+      block->data = pool->free.back();
+      pool->free.pop_back();
+    } else {
+      block->data = new char[pool->bytes];
+    }
+    nb::capsule owner(block, [](void* p) noexcept {
+      Block* b = static_cast<Block*>(p);
+      if (b->pool->free.size() < 4) {
+        b->pool->free.push_back(b->data);
+      } else {
+        delete[] b->data;
+      }
+      delete b;
+    });
+    char* at = block->data;
+    auto take = [&at](size_t bytes) {
+      char* here = at;
+      at += Aligned(bytes);
+      return here;
+    };
+    const size_t obs_dim = arena::kObsDim, actions = arena::kActionSpaceSize;
+    obs = Array<float>(take(n * obs_dim * 4), {n, obs_dim}, owner);
+    reward = Array<float>(take(n * 4), {n}, owner);
+    mask = Array<int8_t>(take(n * actions), {n, actions}, owner);
+    seat = Array<int8_t>(take(n), {n}, owner);
+    winner = Array<int8_t>(take(n), {n}, owner);
+    terminated = Array<bool>(take(n), {n}, owner);
+    illegal = Array<bool>(take(n), {n}, owner);
+    seed = Array<uint64_t>(take(n * 8), {n}, owner);
+    final_seed = Array<uint64_t>(take(n * 8), {n}, owner);
+    out = {obs.data(), mask.data(), reward.data(), terminated.data(), seed.data(), seat.data(),
+           final_scratch, num_final, winner.data(), illegal.data(), final_seed.data()};
+  }
+
+  // `final_obs`: the scratch's first num_final rows, copied (few: only the battles that ended).
   nb::dict Dict(bool with_step) const {
     nb::dict d;
     d["obs"] = obs;
@@ -116,6 +164,9 @@ struct StepArrays {
     if (with_step) {
       d["reward"] = reward;
       d["terminated"] = terminated;
+      const size_t k = static_cast<size_t>(*out.num_final);
+      Array<float> final_obs = NewArray<float>({k, static_cast<size_t>(arena::kObsDim)});
+      if (k > 0) std::memcpy(final_obs.data(), out.final_obs, k * arena::kObsDim * sizeof(float));
       d["final_obs"] = final_obs;
       d["winner"] = winner;
       d["illegal"] = illegal;
@@ -125,9 +176,22 @@ struct StepArrays {
   }
 };
 
+// arena::Batch plus the pool its outputs come from.
+struct PyBatch {
+  arena::Batch batch;
+  std::shared_ptr<BlockPool> pool;
+  std::vector<float> final_scratch;
+  int num_final = 0;
+  PyBatch(const arena::BatchOptions& options)
+      : batch(options), pool(std::make_shared<BlockPool>()),
+        final_scratch(static_cast<size_t>(options.num_battles) * arena::kObsDim) {
+    pool->bytes = StepArrays::Bytes(static_cast<size_t>(options.num_battles));
+  }
+};
+
 using Actions = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
-void CheckActions(const arena::Batch& batch, const Actions& actions) {
+void CheckActions(const arena::Batch& batch, const Actions& actions) {  // the Python side checked; defensive
   if (actions.shape(0) != static_cast<size_t>(batch.size())) {
     throw std::invalid_argument("actions must have shape (" + std::to_string(batch.size()) + ",), got (" +
                                 std::to_string(actions.shape(0)) + ",)");
@@ -150,8 +214,8 @@ void BindBatch(nb::module_& m) {
       nb::is_method(), nb::scope(state_type), nb::name("action_features"), nb::arg("action_ids").none() = nb::none(),
       "features.action_features(state, ids or the legal actions): float32 [len(ids), ACTION_FEATURE_DIM].");
 
-  nb::class_<arena::Batch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
-      .def("__init__", [](arena::Batch* self, int num_battles, int seat, bool penalize, int opponent, int sims,
+  nb::class_<PyBatch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
+      .def("__init__", [](PyBatch* self, int num_battles, int seat, bool penalize, int opponent, int sims,
                           int rollout) {
              if (num_battles < 1) throw std::invalid_argument("num_battles must be at least 1");
              if (seat < 0 || seat > 2) throw std::invalid_argument("seat must be 0 (random), 1 or 2");
@@ -165,29 +229,32 @@ void BindBatch(nb::module_& m) {
              options.opponent = static_cast<arena::OpponentKind>(opponent);
              options.search_sims = sims;
              options.search_rollout = static_cast<arena::Rollout>(rollout);
-             new (self) arena::Batch(options);
+             new (self) PyBatch(options);
            }, nb::arg("num_battles"), nb::arg("seat"), nb::arg("penalize"), nb::arg("opponent"), nb::arg("sims"),
            nb::arg("rollout"), "opponent 0 random, 1 greedy, 2 search (sims, rollout 0 greedy / 1 random).")
-      .def_prop_ro("size", &arena::Batch::size)
-      .def("reset", [](arena::Batch& self, const std::string& base_seed) {
-             StepArrays a(static_cast<size_t>(self.size()));
-             self.Reset(base_seed, a.out);
+      .def_prop_ro("size", [](const PyBatch& self) { return self.batch.size(); })
+      .def_prop_ro("actions_applied", [](const PyBatch& self) { return self.batch.actions_applied(); },
+                   "Engine actions applied so far (learners' and opponents').")
+      .def("reset", [](PyBatch& self, const std::string& base_seed) {
+             StepArrays a(static_cast<size_t>(self.batch.size()), self.pool, self.final_scratch.data(), &self.num_final);
+             self.batch.Reset(base_seed, a.out);
              return a.Dict(false);
            }, nb::arg("base_seed"), "Episode 0 of every battle from base_seed (decimal text of an int >= 0).")
-      .def("first_illegal", [](const arena::Batch& self, const Actions& actions) {
-             CheckActions(self, actions);
-             return self.FirstIllegal(actions.data());
+      .def("first_illegal", [](const PyBatch& self, const Actions& actions) {
+             CheckActions(self.batch, actions);
+             return self.batch.FirstIllegal(actions.data());
            }, nb::arg("actions"))
-      .def("step", [](arena::Batch& self, const Actions& actions) {
-             CheckActions(self, actions);
-             StepArrays a(static_cast<size_t>(self.size()));
-             self.Step(actions.data(), a.out);
+      .def("step", [](PyBatch& self, const Actions& actions) {
+             CheckActions(self.batch, actions);
+             StepArrays a(static_cast<size_t>(self.batch.size()), self.pool, self.final_scratch.data(), &self.num_final);
+             self.batch.Step(actions.data(), a.out);
              return a.Dict(true);
            }, nb::arg("actions"))
-      .def("battle", [](const arena::Batch& self, int i) {
-             if (i < 0 || i >= self.size()) throw std::out_of_range("battle index " + std::to_string(i) + " is outside 0.." + std::to_string(self.size() - 1));
+      .def("battle", [](const PyBatch& self, int i) {
+             const int n = self.batch.size();
+             if (i < 0 || i >= n) throw std::out_of_range("battle index " + std::to_string(i) + " is outside 0.." + std::to_string(n - 1));
              NativeState out;
-             out.s = self.battle(i);
+             out.s = self.batch.battle(i);
              return out;
            }, nb::arg("index"), "A copy of battle i's current state (an engine_native.State).");
 }

@@ -4,6 +4,7 @@
 #include "features.h"
 
 #include <cstring>
+#include <vector>
 
 #include "cards.h"
 
@@ -38,6 +39,25 @@ void CardPiece(const Card& card, bool playable, float* out) {
     out[k++] = static_cast<float>(Flag(!creature && static_cast<int>(card.target) == t));
   }
   for (int s = 1; s <= 3; ++s) out[k++] = static_cast<float>(Flag(static_cast<int>(card.scope) == s));  // AREA_SCOPES
+}
+
+// _HAND_PIECES: CardPiece of each (card, playable), computed once per card. An entry keeps the
+// Card it was computed from and is recomputed if the pool changed it (set_card_pool).
+struct CachedCard {
+  Card card;
+  float piece[2][kCardFeatures];
+};
+
+const float* CachedCardPiece(const Card& card, bool playable) {
+  static std::vector<CachedCard> cache;
+  if (card.id >= static_cast<int>(cache.size())) cache.resize(card.id + 1);
+  CachedCard& entry = cache[card.id];
+  if (std::memcmp(&entry.card, &card, sizeof(Card)) != 0) {
+    std::memcpy(&entry.card, &card, sizeof(Card));
+    CardPiece(card, false, entry.piece[0]);
+    CardPiece(card, true, entry.piece[1]);
+  }
+  return entry.piece[playable ? 1 : 0];
 }
 
 // creature_features (zeros for an empty slot)
@@ -96,7 +116,8 @@ void Observation(const State& state, int player, float* out) {
       continue;
     }
     const Card& card = Pool().Get(me.hand[h]);
-    CardPiece(card, card.cost <= me.mana && (room || !card.creature), at);
+    std::memcpy(at, CachedCardPiece(card, card.cost <= me.mana && (room || !card.creature)),
+                sizeof(float) * kCardFeatures);
   }
   for (const Player* p : {&me, &opp}) {
     for (const Creature& c : p->board) {
@@ -145,7 +166,7 @@ void ActionFeatures(const State& state, int a, float* out) {
           if (card.effect == Effect::kDamage && WouldKill(c, card.amount, false)) kills = 1.0;
         }
       }
-      CardPiece(card, true, card_at);
+      std::memcpy(card_at, CachedCardPiece(card, true), sizeof(float) * kCardFeatures);
       kind_at[kind] = 1.0f;
       mana_after = Clip((me.mana - card.cost) / 10.0);
     }
