@@ -44,8 +44,8 @@ int Batch::OpponentAct(Battle& b) {
       LegalActions(b.state, &legal);
       if (legal.size == 1) return legal.ids[0];  // SearchPolicy.decide: no search for a forced move
       SearchAct(b.state, b.opponent_seed, options_.search_sims, options_.search_rollout,
-                options_.search_rollout == Rollout::kRandom ? &b.opponent_rng : nullptr, &b.search);
-      return b.search.action;
+                options_.search_rollout == Rollout::kRandom ? &b.opponent_rng : nullptr, &search_);
+      return search_.action;
     }
   }
   throw std::logic_error("unknown opponent kind");

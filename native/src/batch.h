@@ -72,8 +72,7 @@ class Batch {
   struct Battle {
     State state;
     uint64_t opponent_seed = 0;
-    SplitMix64 opponent_rng{0};  // random: the policy's generator; search: its random rollouts'
-    SearchOutput search;  // kSearch scratch
+    SplitMix64 opponent_rng{0};  // random: the policy's generator; search: its random rollouts
     uint64_t seed = 0;
     int64_t episode = 0;
     int seat = 1;
@@ -89,6 +88,7 @@ class Batch {
   std::string base_seed_ = "0";
   std::vector<Battle> battles_;
   uint64_t actions_applied_ = 0;
+  SearchOutput search_;  // kSearch scratch (one decision at a time; kept out of Battle, which stays small)
 };
 
 }  // namespace arena
