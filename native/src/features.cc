@@ -60,6 +60,20 @@ const float* CachedCardPiece(const Card& card, bool playable) {
   return entry.piece[playable ? 1 : 0];
 }
 
+// static_cast<float>(Clip(v / kStat)) for v in -12..12 (beyond, the clip gives -1 or 1): the
+// same correctly rounded division, done once (a creature's stats are small integers).
+struct StatTable {
+  float value[25];
+  constexpr StatTable() : value() {
+    for (int v = -12; v <= 12; ++v) value[v + 12] = static_cast<float>(v / kStat);
+  }
+};
+constexpr StatTable kStatTable;
+
+float StatFeature(int64_t v) {
+  return v >= 12 ? 1.0f : (v <= -12 ? -1.0f : kStatTable.value[v + 12]);
+}
+
 // creature_features (zeros for an empty slot)
 void CreaturePiece(const Creature& c, float* out) {
   if (!c.present()) {
@@ -69,9 +83,9 @@ void CreaturePiece(const Creature& c, float* out) {
   const bool can_attack = c.attack > 0 && !c.attacked && (!c.sick || (c.keywords & kCharge));
   int k = 0;
   out[k++] = 1.0f;
-  out[k++] = static_cast<float>(Clip(static_cast<double>(c.attack) / kStat));
-  out[k++] = static_cast<float>(Clip(static_cast<double>(c.health) / kStat));
-  out[k++] = static_cast<float>(Clip(static_cast<double>(c.max_health) / kStat));
+  out[k++] = StatFeature(c.attack);
+  out[k++] = StatFeature(c.health);
+  out[k++] = StatFeature(c.max_health);
   for (int i = 0; i < kNumKeywords; ++i) out[k++] = static_cast<float>(Flag(c.keywords & (1 << i)));
   out[k++] = static_cast<float>(Flag(can_attack));
   out[k++] = static_cast<float>(Flag(c.sick));
