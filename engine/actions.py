@@ -90,6 +90,18 @@ def check_action_batch(actions: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
+def check_batch_seats(seat: Any, n: int) -> list[int | str]:
+    """The learner's seat for each of ``n`` battles of a batch, from 1, 2, ``"random"`` (per
+    episode, derived from its seed) or a sequence of ``n`` of these."""
+    seats = list(seat) if isinstance(seat, (list, tuple, np.ndarray)) else [seat] * n
+    if len(seats) != n:
+        raise ValueError(f"seat must be 1, 2, 'random' or one of these per battle ({n}); got {len(seats)} seats")
+    for s in seats:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer, str)) or s not in (1, 2, "random"):
+            raise ValueError(f"seat must be 1, 2 or 'random' (or one of these per battle), got {s!r}")
+    return [s if isinstance(s, str) else int(s) for s in seats]
+
+
 def decode_action(action_id: int) -> dict[str, Any]:
     """Stateless JSON form of an action id: kind, slots and target."""
     a = check_action_id(action_id)

@@ -19,6 +19,7 @@ steps one ``ArenaGymEnv`` per battle. The core plays ``baseline:random``, ``base
   is ``info["final_obs"][i]`` and its ``battle_seed``, ``winner`` (-1 none) and
   ``illegal_action`` (ended by a penalized illegal id) are in ``info["final_info"]``, each
   with its ``_key`` mask. ``truncated`` is always False (the turn limit is a draw, terminal).
+* seats: ``seat=1``, ``2``, ``"random"`` (per episode, from its seed) or one of these per battle.
 * masks: int8 [N, 163] (``MASK_DTYPE``): ``action_masks()`` and ``info["action_mask"]``.
 * illegal actions: as ``ArenaGymEnv`` (``"penalize"``: -1 and the episode ends; ``"raise"``:
   IllegalActionError, nothing stepped). Actions must be an integer array of shape (N,) with
@@ -39,7 +40,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from engine import ACTION_SPACE_SIZE, IllegalActionError, backend, derive_seed
-from engine.actions import check_action_batch
+from engine.actions import check_action_batch, check_batch_seats
 
 from .aec import draw_battle_seed
 from .gym_single import ILLEGAL_ACTION_MODES, ArenaGymEnv
@@ -68,8 +69,8 @@ class ReferenceBatch:
             raise ValueError(f"num_battles must be an integer >= 1, got {num_battles!r}")
         self.num_battles = int(num_battles)
         self.illegal_action = illegal_action
-        self.envs = [ArenaGymEnv(opponent=opponent, seat=seat, illegal_action=illegal_action,
-                                 checkpoints_dir=checkpoints_dir) for _ in range(self.num_battles)]
+        self.envs = [ArenaGymEnv(opponent=opponent, seat=s, illegal_action=illegal_action,
+                                 checkpoints_dir=checkpoints_dir) for s in check_batch_seats(seat, self.num_battles)]
         self._base: int | None = None
         self._episodes = [0] * self.num_battles
 
@@ -135,8 +136,7 @@ def make_batch(num_battles: int, opponent: Any = "baseline:greedy", seat: int | 
                illegal_action: str = "penalize", checkpoints_dir: str | None = None):
     """The native batch when the backend is native and plays ``opponent`` in the core, else a
     :class:`ReferenceBatch` (checkpoints, pools, policy objects, a labelling search, the Python engine)."""
-    if seat not in (1, 2, "random") or isinstance(seat, bool):
-        raise ValueError(f"seat must be 1, 2 or 'random', got {seat!r}")
+    check_batch_seats(seat, num_battles)
     if illegal_action not in ILLEGAL_ACTION_MODES:
         raise ValueError(f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}")
     core = backend.native()

@@ -4,6 +4,7 @@ Battle ``i`` of a :class:`BattleBatch` is, episode after episode, what
 ``extrarlhf.envs.ArenaGymEnv`` plays for the same battle seed (same seat, same opponent
 moves, same observations, masks and rewards), with no Python per battle or per opponent move:
 
+* seats: ``seat=1``, ``2``, ``"random"`` or one of these per battle (a sequence of N).
 * seeds: ``reset(seed)`` starts episode 0 of every battle; battle ``i``'s ``k``-th episode
   (k = 0, 1, ...) has seed ``engine.derive_seed(seed, f"vector:{i}:{k}")``. As in the single
   env, ``seat="random"`` is ``1 + derive_seed(battle_seed, "gym-seat") % 2`` and the
@@ -35,7 +36,7 @@ import numpy as np
 
 import engine
 from engine import IllegalActionError
-from engine.actions import check_action_batch
+from engine.actions import check_action_batch, check_batch_seats
 
 from . import _core
 
@@ -77,14 +78,13 @@ class BattleBatch:
             raise ValueError(f"the native batch plays 'baseline:random', 'baseline:greedy' and "
                              f"'search:baseline:greedy?sims=N' / 'search:baseline:random?sims=N' (N in 1..4096), "
                              f"got {opponent!r}")
-        if isinstance(seat, bool) or seat not in SEATS:
-            raise ValueError(f"seat must be 1, 2 or 'random', got {seat!r}")
+        seats = check_batch_seats(seat, int(num_battles))
         if illegal_action not in ILLEGAL_ACTION_MODES:
             raise ValueError(f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}")
         self.num_battles = int(num_battles)
         self.opponent = opponent
         self.illegal_action = illegal_action
-        self._core = _core.Batch(self.num_battles, SEATS[seat], illegal_action == "penalize", *kind)
+        self._core = _core.Batch(self.num_battles, [SEATS[s] for s in seats], illegal_action == "penalize", *kind)
         self._started = False
 
     def reset(self, seed: int) -> dict[str, np.ndarray]:

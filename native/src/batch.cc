@@ -7,7 +7,9 @@
 
 namespace arena {
 
-Batch::Batch(const BatchOptions& options) : options_(options), battles_(options.num_battles) {}
+Batch::Batch(const BatchOptions& options) : options_(options), battles_(options.num_battles) {
+  if (static_cast<int>(options_.seats.size()) != options_.num_battles) throw std::invalid_argument("one seat per battle");
+}
 
 void Batch::Reset(const std::string& base_seed, const BatchOut& out) {
   base_seed_ = base_seed;
@@ -23,7 +25,8 @@ void Batch::StartEpisode(int i) {
   Battle& b = battles_[i];
   b.seed = DeriveSeed(base_seed_, "vector:" + std::to_string(i) + ":" + std::to_string(b.episode));
   const std::string seed = std::to_string(b.seed);
-  b.seat = options_.seat != 0 ? options_.seat : 1 + static_cast<int>(DeriveSeed(seed, "gym-seat") % 2);
+  const int seat = options_.seats[i];
+  b.seat = seat != 0 ? seat : 1 + static_cast<int>(DeriveSeed(seed, "gym-seat") % 2);
   b.opponent_seed = DeriveSeed(seed, "gym-opponent");
   b.opponent_rng = SplitMix64{options_.opponent == OpponentKind::kSearch
                                   ? DeriveSeed(std::to_string(b.opponent_seed), "rollout")

@@ -26,7 +26,7 @@ enum class OpponentKind : uint8_t { kRandom, kGreedy, kSearch };
 
 struct BatchOptions {
   int num_battles = 1;
-  int seat = 1;             // 1, 2, or 0: per episode, derived from its seed (seat="random")
+  std::vector<int8_t> seats;  // per battle: 1, 2, or 0 (per episode, derived from its seed: seat="random")
   bool penalize = true;     // illegal_action="penalize" (else "raise": the caller refuses first)
   OpponentKind opponent = OpponentKind::kRandom;
   int search_sims = 32;                    // kSearch: the budget

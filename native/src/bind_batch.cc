@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <cstring>
@@ -215,22 +216,25 @@ void BindBatch(nb::module_& m) {
       "features.action_features(state, ids or the legal actions): float32 [len(ids), ACTION_FEATURE_DIM].");
 
   nb::class_<PyBatch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
-      .def("__init__", [](PyBatch* self, int num_battles, int seat, bool penalize, int opponent, int sims,
-                          int rollout) {
+      .def("__init__", [](PyBatch* self, int num_battles, const std::vector<int>& seats, bool penalize, int opponent,
+                          int sims, int rollout) {
              if (num_battles < 1) throw std::invalid_argument("num_battles must be at least 1");
-             if (seat < 0 || seat > 2) throw std::invalid_argument("seat must be 0 (random), 1 or 2");
+             if (static_cast<int>(seats.size()) != num_battles) throw std::invalid_argument("seats must hold one seat per battle");
+             for (int seat : seats) {
+               if (seat < 0 || seat > 2) throw std::invalid_argument("a seat must be 0 (random), 1 or 2");
+             }
              if (opponent < 0 || opponent > 2) throw std::invalid_argument("unknown opponent kind " + std::to_string(opponent));
              if (sims < 1 || sims > 4096) throw std::invalid_argument("sims must be in 1..4096");
              if (rollout < 0 || rollout > 1) throw std::invalid_argument("unknown rollout kind " + std::to_string(rollout));
              arena::BatchOptions options;
              options.num_battles = num_battles;
-             options.seat = seat;
+             options.seats.assign(seats.begin(), seats.end());
              options.penalize = penalize;
              options.opponent = static_cast<arena::OpponentKind>(opponent);
              options.search_sims = sims;
              options.search_rollout = static_cast<arena::Rollout>(rollout);
              new (self) PyBatch(options);
-           }, nb::arg("num_battles"), nb::arg("seat"), nb::arg("penalize"), nb::arg("opponent"), nb::arg("sims"),
+           }, nb::arg("num_battles"), nb::arg("seats"), nb::arg("penalize"), nb::arg("opponent"), nb::arg("sims"),
            nb::arg("rollout"), "opponent 0 random, 1 greedy, 2 search (sims, rollout 0 greedy / 1 random).")
       .def_prop_ro("size", [](const PyBatch& self) { return self.batch.size(); })
       .def_prop_ro("actions_applied", [](const PyBatch& self) { return self.batch.actions_applied(); },

@@ -55,7 +55,7 @@ def _actions(mask: np.ndarray, rng: np.random.Generator, illegal_rate: float) ->
 @needs_native
 @pytest.mark.parametrize("opponent, seat, n, steps, illegal_rate", [
     ("baseline:random", "random", 6, 700, 0.01),
-    ("baseline:greedy", 2, 4, 300, 0.0),
+    ("baseline:greedy", [2, 1, "random", 2], 4, 300, 0.0),
     ("search:baseline:greedy?sims=4", 1, 2, 25, 0.0),
     ("search:baseline:random?sims=3", "random", 2, 25, 0.0),
 ])
@@ -160,8 +160,10 @@ def test_bad_construction_and_call_order_are_clear_errors() -> None:
         BattleBatch(2, opponent="baseline:nope")
     with pytest.raises(ValueError, match="num_battles must be an integer >= 1, got 0"):
         BattleBatch(0)
-    with pytest.raises(ValueError, match="seat must be 1, 2 or 'random', got 3"):
+    with pytest.raises(ValueError, match=r"seat must be 1, 2 or 'random' \(or one of these per battle\), got 3"):
         BattleBatch(2, seat=3)
+    with pytest.raises(ValueError, match=r"one of these per battle \(2\); got 3 seats"):
+        BattleBatch(2, seat=[1, 2, 1])
     batch = BattleBatch(2)
     with pytest.raises(RuntimeError, match=r"call reset\(seed\) before step\(\)"):
         batch.step(np.zeros(2, np.int64))
