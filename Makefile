@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 TOOLS := .tools
-INSPECTOR := $(TOOLS)/node_modules/.bin/mcp-inspector
+NPM_TOOLS := @modelcontextprotocol/inspector @anthropic-ai/claude-code @openai/codex opencode-ai
+TOOLS_STAMP := $(TOOLS)/.installed
 
 .PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve docs
 
@@ -56,14 +57,16 @@ postgres:
 	    (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1))) || \
 	  echo "warning: could not install postgresql; the production-plane tests will be skipped"
 
-# Third-party test clients (the MCP Inspector CLI), installed into an ignored local folder.
-tools: $(INSPECTOR)
+# Third-party test clients, one npm install into the ignored .tools/: the MCP Inspector CLI and the
+# real MCP clients (Claude Code, Codex, OpenCode) the tests drive; without npm or the registry, one
+# warning line and their tests skip.
+tools: $(TOOLS_STAMP)
 
-$(INSPECTOR):
+$(TOOLS_STAMP):
 	@if command -v npm >/dev/null 2>&1; then \
-		npm install --silent --no-audit --no-fund --prefix $(TOOLS) @modelcontextprotocol/inspector \
-		|| echo "warning: could not install the MCP Inspector; its test will be skipped"; \
-	else echo "warning: npm not found; the MCP Inspector test will be skipped"; fi
+		{ npm install --silent --no-audit --no-fund --prefix $(TOOLS) $(NPM_TOOLS) && touch $@; } \
+		|| echo "warning: could not install $(NPM_TOOLS) from npm; their tests will be skipped"; \
+	else echo "warning: npm not found; the MCP Inspector and real-client tests will be skipped"; fi
 
 test: $(STAMP) tools chromium postgres
 	RLHF_REQUIRE_POSTGRES=1 RLHF_REQUIRE_NATIVE=1 $(PY) -m pytest -q

@@ -47,18 +47,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
-import onnxruntime as ort
-from onnx import numpy_helper
 
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, State, derive_seed, observations
 
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision, KindMismatch
 from .model_files import ModelFileError, read_model_file
+
+if TYPE_CHECKING:  # onnx and onnxruntime are imported where a model is read or run (start-up cost)
+    import onnx
+    import onnxruntime as ort
 
 MODEL_KINDS = ("legacy_onnx", "action_onnx", "v5")
 KIND_ALIASES = {"v4": "action_onnx"}
@@ -75,8 +77,16 @@ CONTRACTS: dict[str, dict[str, dict[str, tuple[tuple[str, ...], tuple[str | int,
 }
 OUTPUT_NAMES = {kind: tuple(c["outputs"]) for kind, c in CONTRACTS.items()}
 _MAX_MESSAGE = 400
-_RUN_OPTIONS = ort.RunOptions()  # runs without a time limit
-_RUN_OPTIONS.log_severity_level = 4
+
+
+@cache
+def _unlimited_run_options() -> ort.RunOptions:
+    """The RunOptions of runs without a time limit (one per process)."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.log_severity_level = 4
+    return options
 
 TIMEOUT_ENV = "RLHF_INFERENCE_TIMEOUT_S"
 MAX_TIMEOUTS_ENV = "RLHF_INFERENCE_MAX_TIMEOUTS"
@@ -147,6 +157,8 @@ class _Run:
     __slots__ = ("deadline", "fired", "options")
 
     def __init__(self, deadline: float) -> None:
+        import onnxruntime as ort
+
         self.options = ort.RunOptions()
         self.options.log_severity_level = 4
         self.deadline = deadline
@@ -237,6 +249,8 @@ class ModelHealth:
 
 # ---------------------------------------------------------------------------------- loading
 def _as_model(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> onnx.ModelProto:
+    import onnx
+
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
     if isinstance(model_or_path, (bytes, bytearray)):
@@ -246,6 +260,8 @@ def _as_model(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -
 
 def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
     """The graph and every subgraph (If/Loop/Scan bodies)."""
+    import onnx
+
     yield graph
     for node in graph.node:
         for attr in node.attribute:
@@ -259,6 +275,9 @@ def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
 def _weight_tensors(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     """Initializers (dense and sparse, subgraphs included) plus the tensors of Constant nodes,
     which some exporters use for weights; keyed by a name that does not depend on node order."""
+    import onnx
+    from onnx import numpy_helper
+
     tensors: dict[str, onnx.TensorProto] = {}
     for graph in _graphs(model.graph):
         for t in graph.initializer:
@@ -281,6 +300,9 @@ def weights_hash(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]
     The bytes come from ``numpy_helper.to_array`` (little-endian), so the hash does not
     depend on how a tensor is stored (``raw_data`` or typed fields), on the order of nodes
     or initializers, on doc strings or on producer metadata: a re-save keeps it."""
+    import onnx
+    from onnx import numpy_helper
+
     model = _as_model(model_or_path)
     digest = hashlib.sha256(b"extrarlhf-weights-v1\0")
     for key, tensor in sorted(_weight_tensors(model).items()):
@@ -299,6 +321,8 @@ def weights_hash(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]
 
 
 def _type_and_shape(value_info: onnx.ValueInfoProto) -> tuple[str, list[int | str | None] | None]:
+    import onnx
+
     t = value_info.type
     if t.HasField("tensor_type"):
         elem = onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
@@ -403,6 +427,8 @@ def detect_kind(sig: dict[str, list[dict[str, Any]]]) -> str:
 
 def new_session(model_bytes: bytes) -> ort.InferenceSession:
     """One-threaded CPU session: series run several worker processes at once."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -444,6 +470,8 @@ def clear_model_cache() -> None:
 
 
 def _uses_external_data(model: onnx.ModelProto) -> bool:
+    import onnx
+
     return any(t.data_location == onnx.TensorProto.EXTERNAL for g in _graphs(model.graph) for t in g.initializer)
 
 
@@ -468,6 +496,8 @@ def load_model(path: str | os.PathLike[str]) -> LoadedModel:
         if cached is not None:
             _CACHE.move_to_end(key)
             return cached
+    import onnx
+
     try:
         model = onnx.load_from_string(data)
     except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage
@@ -671,7 +701,7 @@ def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
     started = time.perf_counter()
     try:
         if limit is None:
-            outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _RUN_OPTIONS)
+            outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _unlimited_run_options())
         else:
             run = WATCHDOG.arm(limit)
             try:

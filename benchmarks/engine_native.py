@@ -1,6 +1,7 @@
 """The native engine core (engine_native) against the Python engine; prints one JSON object.
 
     .venv/bin/python -m benchmarks.engine_native [--seconds S] [--rounds R] [--verify-battles N]
+        [--verify-greedy N] [--verify-search N]
 
 Figures, per CPU-second of this process (time.process_time, so other work on the machine is
 not counted), best of R interleaved rounds, with the ratios native / Python:
@@ -12,22 +13,38 @@ not counted), best of R interleaved rounds, with the ratios native / Python:
   engine, in the same loop; the action is ``legal[k % len(legal)]`` with ``k`` from a fixed
   table of random integers (``python_calls_*``), and, as in ``random_steps``, from
   ``SplitMix64.below`` (``splitmix_loop_*``: that pure-Python draw, about 0.8 us, is a third
-  of a native step and dilutes the ratio).
+  of a native step and dilutes the ratio);
+* greedy-vs-greedy battles (``greedy_*``, battles/CPU-s): the Python reference
+  (GreedyPolicy on the Python engine, ``EXTRAARENA_ENGINE=python``) against whole battles in
+  the core (``engine_native.play_greedy_battles``);
+* search teacher decisions (``search_*``, decisions/CPU-s): ``SearchPolicy(GreedyPolicy(), 32)``
+  deciding the same 48 states from greedy battles (a whole cycle per call, so every figure
+  averages the same states), on the Python backend and on the native
+  one (the Python API: the digest, the seed and the Decision in Python, the search in the core),
+  and ``search_in_core`` (arena::SearchAct: the digest too in C++, what an in-core opponent
+  runs). Every decision both backends made on the same state must agree (``search_verified``).
 
 Then ``--verify-battles`` seeds (default 10,000) are played both ways and every final state
 hash, winner, turn and step count must agree (issue 26's 10,000-battle differential run; the
-per-step comparison of 2,000 battles is in tests/engine/test_native_differential.py).
+per-step comparison of 2,000 battles is in tests/engine/test_native_differential.py);
+``--verify-greedy`` greedy-vs-greedy battles (default 1,000) likewise, and ``--verify-search``
+teacher battles (``search:baseline:greedy?sims=8`` against greedy, default 50) decide
+identically at every decision on both backends (tests/engine/test_native_policies.py runs
+500 greedy and 50 teacher battles step by step).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
 import sys
 import time
 
 import engine
+from adapters import GreedyPolicy, SearchPolicy
 from benchmarks.engine import random_steps
 from engine import SplitMix64
 
@@ -72,6 +89,100 @@ def core_random_steps(seed: int, batch: int = 200) -> int:
     return sum(engine_native.play_random_battles(range(seed * batch, (seed + 1) * batch))["steps"])
 
 
+@contextlib.contextmanager
+def backend(name: str):
+    """EXTRAARENA_ENGINE=name inside the block (engine.backend reads it at every lookup)."""
+    before = os.environ.get("EXTRAARENA_ENGINE")
+    os.environ["EXTRAARENA_ENGINE"] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["EXTRAARENA_ENGINE"]
+        else:
+            os.environ["EXTRAARENA_ENGINE"] = before
+
+
+def python_greedy_battle(seed: int) -> tuple[int, str]:
+    """new_battle(seed) played by GreedyPolicy on both sides on the Python engine: (steps, final hash)."""
+    state, greedy, steps = engine.new_battle(seed), GreedyPolicy(), 0
+    with backend("python"):
+        while not state.is_terminal:
+            state.apply(greedy.act(state))
+            steps += 1
+    return steps, state.state_hash()
+
+
+def core_greedy_battles(seed: int, batch: int = 20) -> int:
+    return len(engine_native.play_greedy_battles(range(seed * batch, (seed + 1) * batch))["steps"])
+
+
+def decision_states(n: int) -> list[engine.State]:
+    """``n`` states with a choice to make (two or more legal actions) from greedy battles."""
+    states, seed, greedy = [], 0, GreedyPolicy()
+    while len(states) < n:
+        state = engine.new_battle(seed)
+        while not state.is_terminal and len(states) < n:
+            if len(state.legal_actions()) > 1:
+                states.append(state.clone())
+            state.apply(greedy.act(state))
+        seed += 1
+    return states
+
+
+SEARCH_SIMS = 32
+SEARCH_CYCLE = 48  # states one search figure call decides: every figure averages the same states
+_STATES: list[engine.State] = []
+_DECISIONS: dict[str, dict[tuple[int, int], tuple]] = {"python": {}, "native": {}}
+
+
+def search_cycle(name: str, k: int) -> int:
+    """SearchPolicy(greedy, 32, seed=k) decides every state of the cycle on backend ``name``;
+    the decisions are recorded for the comparison."""
+    with backend(name):
+        for i, state in enumerate(_STATES):
+            d = SearchPolicy(GreedyPolicy(), SEARCH_SIMS, k).decide(state)
+            _DECISIONS[name][k, i] = (d.action_id, d.value, d.outputs)
+    return len(_STATES)
+
+
+def core_search_cycle(k: int) -> int:
+    for state in _STATES:
+        engine_native._core._search_act(state, k, SEARCH_SIMS, "greedy", None)
+    return len(_STATES)
+
+
+def verify_greedy(battles: int) -> dict:
+    got = engine_native.play_greedy_battles(range(battles), hashes=True)
+    mismatches = [seed for seed in range(battles)
+                  if (got["steps"][seed], got["state_hash"][seed]) != python_greedy_battle(seed)]
+    return {"battles": battles, "steps": sum(got["steps"]), "identical": not mismatches,
+            "mismatched_seeds": mismatches[:20]}
+
+
+def verify_search(battles: int, sims: int = 8) -> dict:
+    """search:baseline:greedy?sims=8 against greedy, both backends deciding every search move."""
+    mismatches, decisions, greedy = [], 0, GreedyPolicy()
+    for seed in range(battles):
+        searchers = {name: SearchPolicy(GreedyPolicy(), sims, seed) for name in ("python", "native")}
+        state, seat = engine.new_battle(seed), 1 + seed % 2
+        while not state.is_terminal:
+            if state.to_move != seat:
+                state.apply(greedy.act(state))
+                continue
+            made = {}
+            for name, searcher in searchers.items():
+                with backend(name):
+                    d = searcher.decide(state)
+                made[name] = (d.action_id, d.value, d.outputs)
+            if made["python"] != made["native"]:
+                mismatches.append((seed, decisions))
+            state.apply(made["python"][0])
+            decisions += 1
+    return {"battles": battles, "sims": sims, "decisions": decisions, "identical": not mismatches,
+            "mismatched": mismatches[:20]}
+
+
 def verify(battles: int) -> dict:
     """Play seeds 0..battles-1 in the core and on the Python engine; every result must agree."""
     got = engine_native.play_random_battles(range(battles), hashes=True)
@@ -94,6 +205,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="CPU seconds per figure and round")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best is reported")
     parser.add_argument("--verify-battles", type=int, default=10_000, help="battles compared both ways (0: none)")
+    parser.add_argument("--verify-greedy", type=int, default=1000, help="greedy battles compared both ways (0: none)")
+    parser.add_argument("--verify-search", type=int, default=50, help="teacher battles compared both ways (0: none)")
     args = parser.parse_args()
     if engine_native is None:
         print(json.dumps({"skipped": f"engine_native is not built ({NATIVE_MISSING}); run make setup"}))
@@ -105,30 +218,53 @@ def main() -> int:
         "python_calls_native": (lambda seed: table_steps(engine_native, seed), 20_000),
         "splitmix_loop_python": (random_steps, 30_000),
         "splitmix_loop_native": (native_random_steps, 30_000),
+        "greedy_python": (lambda seed: python_greedy_battle(seed) and 1, 40_000),
+        "greedy_core": (core_greedy_battles, 5_000),
+        "search_python": (lambda k: search_cycle("python", k), 0),
+        "search_native": (lambda k: search_cycle("native", k), 0),
+        "search_in_core": (core_search_cycle, 0),
     }
+    _STATES[:] = decision_states(SEARCH_CYCLE)
     figures: dict[str, list[float]] = {name: [] for name in runs}
     for r in range(args.rounds):
         for name, (fn, first_seed) in runs.items():
             figures[name].append(_rate(fn, args.seconds, first_seed + 1000 * r))
     best = {name: max(values) for name, values in figures.items()}
+    compared = sorted(set(_DECISIONS["python"]) & set(_DECISIONS["native"]))
+    search_identical = bool(compared) and all(_DECISIONS["python"][k] == _DECISIONS["native"][k] for k in compared)
     out = {
         "python": platform.python_version(),
         "seconds_per_figure": args.seconds,
         "rounds": args.rounds,
-        "steps_per_cpu_s": {name: round(value) for name, value in best.items()},
+        "steps_per_cpu_s": {name: round(value) for name, value in best.items() if not name.startswith(("greedy", "search"))},
+        "greedy_battles_per_cpu_s": {name: round(best[name], 1) for name in ("greedy_python", "greedy_core")},
+        "search_decisions_per_cpu_s": {"sims": SEARCH_SIMS, **{name: round(best[name], 1) for name in
+                                       ("search_python", "search_native", "search_in_core")}},
+        "search_verified": {"decisions_compared": len(compared), "identical": search_identical},
         "ratios": {
+            "greedy_battles_in_core_vs_python": round(best["greedy_core"] / best["greedy_python"], 1),
+            "search_decisions_native_vs_python": round(best["search_native"] / best["search_python"], 1),
+            "search_decisions_in_core_vs_python": round(best["search_in_core"] / best["search_python"], 1),
             "random_battles_in_core_vs_python": round(best["core_random"] / best["python_random"], 1),
             "python_calls_native_vs_python": round(best["python_calls_native"] / best["python_calls_python"], 2),
             "splitmix_loop_native_vs_python": round(best["splitmix_loop_native"] / best["splitmix_loop_python"], 2),
         },
-        "targets": {"random_battles_in_core_vs_python": 50, "python_calls_native_vs_python": 5},
+        "targets": {"random_battles_in_core_vs_python": 50, "python_calls_native_vs_python": 5,
+                    "greedy_battles_in_core_vs_python": 50, "search_decisions_native_vs_python": 30},
     }
     if args.verify_battles:
         start = time.process_time()
         out["verify"] = verify(args.verify_battles)
         out["verify"]["cpu_s"] = round(time.process_time() - start, 1)
+    for key, count, check in (("verify_greedy", args.verify_greedy, verify_greedy),
+                              ("verify_search", args.verify_search, verify_search)):
+        if count:
+            start = time.process_time()
+            out[key] = check(count)
+            out[key]["cpu_s"] = round(time.process_time() - start, 1)
     print(json.dumps(out, indent=1))
-    return 0 if out.get("verify", {}).get("identical", True) else 1
+    identical = [out[k]["identical"] for k in ("verify", "verify_greedy", "verify_search") if k in out]
+    return 0 if all(identical) and search_identical else 1
 
 
 if __name__ == "__main__":

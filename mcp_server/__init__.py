@@ -10,6 +10,7 @@ See DESIGN section 8 for the contract. Modules:
 - cancel.py      the bounded long-work pool;  drain.py  the end of input;  limits.py  the flags
 - transport.py, conformance.py  stdio on pipes, and answers to malformed JSON-RPC
 - paging.py, progress.py  paged results, progress notifications
+- resources.py   the resources (extrarlhf://rules, cards, data-format) and the prompts
 """
 
 from .app import ExtraRLHFServer, ServerConfig

@@ -39,7 +39,7 @@ from extrarlhf.checkpoints import CheckpointRegistry
 from extrarlhf.runtime.live import MatchRegistry
 from extrarlhf.runtime.sessions import SessionStore
 
-from . import cancel, guards
+from . import cancel, guards, resources
 from .drain import answered_before_exit
 from .envelope import EnvelopeResult, failure, from_exception, success
 from .limits import Limits
@@ -53,6 +53,8 @@ SERVER_NAME = "extra-rlhf"
 INSTRUCTIONS = """\
 ExtraRLHF: play ExtraArena card battles and collect RL / imitation training data.
 
+Rules for a player (read once before playing): resource extrarlhf://rules; the card pool
+extrarlhf://cards, what lands on disk extrarlhf://data-format; prompts play_battle, run_campaign.
 L2 (play a battle yourself as player 1): start_battle(p1_actor_type="llm") -> read `board`
 and `legal_actions` -> submit_action(match_id, action_id, rationale) repeatedly (the opponent
 bot moves automatically after each submit; action ids change after every move, so pick from
@@ -109,6 +111,7 @@ class ExtraRLHFServer(MCPServer):
         self.checkpoints = CheckpointRegistry(config.checkpoints_dir)
         self.accepted: dict[str, tuple[str, ...]] = {}  # tool name -> accepted argument names
         self.declared: dict[str, frozenset[str]] = {}  # tool name -> property names its input schema declares
+        resources.register(self)  # extrarlhf://rules, cards, data-format and the prompts (not in tools/list)
 
     def envelope_tool(self, *, title: str, read_only: bool = False, destructive: bool = False,
                       idempotent: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -199,11 +202,12 @@ async def _unknown_method_not_repeated(ctx: Any, call_next: Callable[[Any], Any]
 
 def _annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
     """The hints that say something (tools/list stays lean): readOnly only when true,
-    destructive for the tools that write (meaningless for read-only ones), idempotent only when
-    true (MCP's defaults: false), openWorld false (nothing here reaches outside its dirs)."""
+    destructive and idempotent for the tools that write (MCP: both are meaningless for read-only
+    ones), idempotent only when true (MCP's default: false), openWorld false (nothing here
+    reaches outside its dirs)."""
     return ToolAnnotations(read_only_hint=True if read_only else None,
                            destructive_hint=None if read_only else destructive,
-                           idempotent_hint=True if idempotent else None, open_world_hint=False)
+                           idempotent_hint=True if idempotent and not read_only else None, open_world_hint=False)
 
 
 def _declared_names(schema: Any, depth: int = 0) -> frozenset[str]:

@@ -40,7 +40,7 @@ Key = tuple[Any, ...]
 
 MAX_LIMIT = 500
 DEFAULT_LIMIT = 50
-PAGE_BUDGET_CHARS = 30_000  # JSON characters of one page's items (~8,000-12,000 tokens)
+PAGE_BUDGET_CHARS = 6_000  # JSON characters of one page's items: a default result stays under 8,000 (DESIGN 8.1)
 _CURSOR_VERSION = "c1"
 _MAX_CURSOR_CHARS = 2048
 
@@ -53,7 +53,7 @@ def limit_arg(default: int = DEFAULT_LIMIT, what: str = "items") -> Any:
 
 Cursor = Annotated[str | None, Strict(), Field(
     max_length=_MAX_CURSOR_CHARS,
-    description="The previous page's next_cursor; omit for the first.")]
+    description="The previous page's next_cursor.")]
 
 
 @dataclass(frozen=True)

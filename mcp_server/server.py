@@ -47,16 +47,12 @@ Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random'
 Codename = Annotated[str, Strict(), Field(description="Worker codename.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 StepView = Annotated[Literal["board", "player"], Field(
-    description="'board' (the board text and legal actions) or 'player' (also the structured state).")]
+    description="'player' adds the structured state.")]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
 
 
 # ---------------------------------------------------------------------------- result shaping
-OPPONENT_MOVES_NOTE = ("opponent_moves are described from player 2's side: 'your' means player 2's, 'the enemy' "
-                       "means you (player 1).")
-
-
 def _hint(match: Match) -> str:
     state = match.state
     if match.paused is not None and not state.is_terminal:
@@ -96,37 +92,58 @@ def _play_state(match_id: str, match: Match, view: str = "player") -> dict[str, 
     return _with_next_moves(out, match)
 
 
-def _with_next_moves(out: dict[str, Any], match: Match) -> dict[str, Any]:
+CATALOG_ROW = ("index", "battle_id", "status", "winner", "turns", "decisions", "degraded")
+CATALOG_FLAGS = ("policy_warnings", "omniscient_peeks", "codename")  # in a short row only when set
+
+
+def _catalog_row(entry: dict[str, Any], battle_tag: str) -> dict[str, Any]:
+    """A catalog line as inspect_session shows it by default: what an agent checks before a
+    hand-off, without the seed, deck ids and sha256s (``full=true`` gives those)."""
+    row = {key: entry.get(key) for key in CATALOG_ROW}
+    row.update({key: entry[key] for key in CATALOG_FLAGS if entry.get(key)})
+    if entry.get("battle_tag") != battle_tag:
+        row["battle_tag"] = entry.get("battle_tag")
+    return row
+
+
+def _with_next_moves(out: dict[str, Any], match: Match, routine_hint: bool = True) -> dict[str, Any]:
     """``out`` with what the player can do next: the legal actions, ``paused`` when the call
-    stopped at its work cap, and the hint."""
+    stopped at its work cap, and the hint (``routine_hint=False``: only when it is not simply
+    player 1's move, which ``your_turn`` already says)."""
     out["legal_actions"] = match.legal_actions() if match.awaiting_p1 else []
     if match.paused is not None and not match.state.is_terminal:
         out["paused"] = {**match.paused, "cap": "max_rollouts_per_call"}
-    out["next"] = _hint(match)
+    if routine_hint or not match.awaiting_p1:
+        out["next"] = _hint(match)
     return out
 
 
-def _step_state(match_id: str, match: Match, view: str) -> dict[str, Any]:
-    """What a move's result carries by default (DESIGN 8.1: an agent pays for every character):
-    the board as text and the legal actions, nothing twice; ``view="player"`` adds the
-    structured state. The battle's fixed facts (battle_id, group, battle_tag) came with
-    start_battle, and get_state gives everything at any time."""
+def _step_state(match: Match, view: str) -> dict[str, Any]:
+    """What a play call's result carries by default (DESIGN 8.1: an agent pays for every
+    character): the board text and the legal actions, each fact once. Left out: the match_id
+    (the caller sent it), to_move (``your_turn`` and the board's first line say it), the routine
+    "your move" hint (the server instructions give it once); ``view="player"`` adds the
+    structured state, and get_state gives everything at any time."""
     state = match.state
-    out: dict[str, Any] = {"match_id": match_id, "turn": state.turn, "to_move": state.to_move,
-                           "your_turn": match.awaiting_p1, "done": state.is_terminal, "winner": state.winner}
+    out: dict[str, Any] = {"turn": state.turn, "your_turn": match.awaiting_p1, "done": state.is_terminal,
+                           "winner": state.winner}
     if state.is_terminal:
         out["end_reason"] = state.end_reason
     out["board"] = state.render(1)
     if view == "player":
         out["state"] = state.player_view(1)
-    return _with_next_moves(out, match)
+    return _with_next_moves(out, match, routine_hint=False)
 
 
-def _moves(moves: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Moves without what the caller sent itself (its own rationale) or what is empty."""
-    return [{key: value for key, value in move.items() if value is not None and not (key == "rationale"
-                                                                                      and move["player"] == 1)}
-            for move in moves]
+def _move_lists(moves: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The bots' moves of a call as their descriptions (from the mover's side), the opponent's
+    as ``opponent_moves`` and, in a battle player 1's model plays, player 1's as ``p1_moves``.
+    A bot sends no rationale and its action ids are its own, so the description is the move."""
+    out = {"opponent_moves": [move["description"] for move in moves if move["player"] == 2]}
+    mine = [move["description"] for move in moves if move["player"] == 1]
+    if mine:
+        out["p1_moves"] = mine
+    return out
 
 
 # ---------------------------------------------------------------------------- tools
@@ -141,7 +158,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Ping", read_only=True, idempotent=True)
     def ping() -> dict[str, Any]:
-        """No-op health check: the server name and version (also the latency baseline)."""
+        """Health check: the server name and version."""
         return {"pong": True, "server": SERVER_NAME, "version": server.version}
 
     # ------------------------------------------------------------------ L2: one battle
@@ -163,44 +180,46 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                          Field(description="Group to record into (default 'interactive').")] = None,
         seed: Annotated[SeedArg | None,
                         Field(description="Battle seed (default: derived from the group and index).")] = None,
-        codename: Annotated[str | None, Strict(), Field(description="Optional worker codename recorded in the "
-                                                                    "trace.")] = None,
+        codename: Annotated[str | None, Strict(), Field(description="Worker codename recorded in the trace.")]
+        = None,
+        view: StepView = "board",
     ) -> dict[str, Any]:
-        """Start a battle as player 1 against a bot or model (p1_actor_type 'rl': a model plays you and the
-        battle auto-plays). Returns match_id, the board, legal_actions and the opponent's
-        opening moves.
+        """Play a battle as player 1 against a bot or model: returns match_id, the board and your legal
+        actions ('rl': p1_model plays you).
 
         Start a battle in which you play player 1 against a bot or model.
 
-        Returns match_id (use it in every later call), battle_id, group, battle_tag, your view of
-        the state (`state`), a readable `board`, `legal_actions` [{action_id, description}],
-        your_turn, done and winner (null while running; 0 draw, 1 you, 2 the opponent), and the
-        opponent's opening moves if it started. For p1_actor_type 'rl' the battle plays itself to
-        the end at once: call finish_battle to record it. A call spends a bounded number of search
-        rollouts (20,000 by default): past that it returns with `paused` (call advance_bot to go on).
+        Returns match_id (use it in every later call), the battle's facts once (battle_id, group,
+        battle_tag, opponent, and p1_model and codename when set), turn, your_turn, done and winner
+        (null while running; 0 draw, 1 you, 2 the opponent), a readable `board`, `legal_actions`
+        [{action_id, description}] and the opponent's opening moves (their descriptions, from its
+        side) if it started; view='player' adds your structured view of the state (`state`). For
+        p1_actor_type 'rl' the battle plays itself to the end at once: call finish_battle to record
+        it. A call spends a bounded number of search rollouts (20,000 by default): past that it
+        returns with `paused` (call advance_bot to go on).
         """
         def start() -> dict[str, Any]:
             match_id, match = matches.start(p1_actor_type, opponent, p1_model, group, seed, codename)
             with matches.use(match_id) as m:
-                out = _play_state(match_id, m)
-                out["opponent"] = m.actors[2]["spec"]
-                out["p1_model"] = m.actors[1]["spec"]
-                out["codename"] = m.codename
-                out["opponent_moves"] = [mv for mv in m.moves_since(0) if mv["player"] == 2] \
+                out: dict[str, Any] = {"match_id": match_id, "battle_id": m.battle_id, "group": m.group,
+                                       "battle_tag": m.tag, "opponent": m.actors[2]["spec"]}
+                out.update({key: value for key, value in (("p1_model", m.actors[1]["spec"]),
+                                                          ("codename", m.codename)) if value is not None})
+                out.update(_step_state(m, view))
+                out["opponent_moves"] = _move_lists(m.moves_since(0))["opponent_moves"] \
                     if p1_actor_type != "rl" else []
-                out["opponent_moves_note"] = OPPONENT_MOVES_NOTE
                 return out
 
         return await play("start_battle", is_search_spec(opponent) or is_search_spec(p1_model), start)
 
-    @tool(title="Get the state of a battle", read_only=True, idempotent=True)
+    @tool(title="Battle state", read_only=True, idempotent=True)
     def get_state(
         match_id: MatchId,
         view: Annotated[Literal["player", "omniscient"], Field(
             description="'player' (what you may know) or 'omniscient' (audits only; recorded).")] = "player",
     ) -> dict[str, Any]:
-        """A live battle's state: your view, the board, legal actions, done/winner. view='omniscient' is
-        for audits only (recorded; the battle is then never training data).
+        """A live battle's board, legal actions and done/winner (view='omniscient': audits only, recorded,
+        never training data).
 
         The current state of a live battle: your view, the board as text, legal actions, done/winner.
 
@@ -210,9 +229,9 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         with matches.use(match_id) as m:
             return _play_state(match_id, m, view)
 
-    @tool(title="List the legal actions", read_only=True, idempotent=True)
+    @tool(title="Legal actions", read_only=True, idempotent=True)
     def legal_actions(match_id: MatchId) -> dict[str, Any]:
-        """The action ids player 1 may play now (they change after every move), with descriptions.
+        """Player 1's legal action ids now, described (they change after every move).
 
         The actions player 1 may take now: actions [{action_id, description}] (empty when it is not
         your turn or the battle is over), with your_turn, done and winner.
@@ -227,18 +246,17 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     async def submit_action(
         match_id: MatchId,
         action_id: Annotated[int, Strict(), Ge(0), Le(ACTION_SPACE_SIZE - 1),
-                             Field(description="One action_id from legal_actions (0 is End turn).")],
+                             Field(description="From the latest legal_actions (0 is End turn).")],
         rationale: Annotated[str | None, Strict(), Field(
             description="Why this move, briefly (training signal).")] = None,
         view: StepView = "board",
     ) -> dict[str, Any]:
-        """Play player 1's move (an action_id from legal_actions, with a short rationale); the bots then
-        move until your turn or the end. Returns the moves, the board and the next legal
-        actions.
+        """Play your move (an action_id, a short rationale); the bots then move until your turn or the end.
 
         Play player 1's move. The opponent then moves automatically until it is your turn again
-        or the battle ends. Returns your move, the opponent's moves, the new state, the board and
-        the next legal actions; done/winner once the battle is over (then call finish_battle).
+        or the battle ends. Returns the opponent's moves (their descriptions, from its side), the
+        board and the next legal actions (view='player' adds the structured state); done/winner
+        once the battle is over (then call finish_battle).
 
         Errors: illegal_action (the message gives the reason and the legal ids), not_your_turn,
         match_finished.
@@ -247,37 +265,29 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             with matches.use(match_id) as m:
                 start = m.decision_count
                 m.submit(action_id, rationale)
-                moves = _moves(m.moves_since(start))
-                out = _step_state(match_id, m, view)
-                out["your_move"] = moves[0] if moves else None
-                out["opponent_moves"] = moves[1:]
-                return out
+                return {**_step_state(m, view), **_move_lists(m.moves_since(start + 1))}  # after your own
 
         return await play("submit_action", matches.searching(match_id), submit)
 
-    @tool(title="Let the opponent move")
+    @tool(title="Let the bots move")
     async def advance_bot(match_id: MatchId, view: StepView = "board") -> dict[str, Any]:
-        """Let the bots move until player 1 must decide or the battle ends: when player 2 is to move or a
-        call returned `paused`.
+        """Let the bots move until your turn or the end: when player 2 is to move, or after `paused`.
 
         Let the bot/model players move until player 1 must decide or the battle ends (submit_action
         already does this; use it if the state says player 2 is to move, or a call returned
-        `paused` at its work cap). Returns the moves made and the new state.
+        `paused` at its work cap). Returns the bots' moves, the board and the legal actions.
         """
         def advance() -> dict[str, Any]:
             with matches.use(match_id) as m:
                 start = m.decision_count
                 m.advance()
-                out = _step_state(match_id, m, view)
-                out["opponent_moves"] = _moves(m.moves_since(start))
-                return out
+                return {**_step_state(m, view), **_move_lists(m.moves_since(start))}
 
         return await play("advance_bot", matches.searching(match_id), advance)
 
     @tool(title="Finish a battle")
     def finish_battle(match_id: MatchId) -> dict[str, Any]:
-        """Write the trace of a battle that is over (done=true) and retire its match_id; returns paths and
-        the result.
+        """Write the trace of a battle that is over (done=true) and retire its match_id.
 
         Record a battle that is over (done=true): writes its V5 trace (meta, turns, actions) and
         catalog line. Returns paths, result {status, winner, reason, turns, decisions}, degraded and
@@ -305,7 +315,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List live matches", read_only=True, idempotent=True)
     def list_matches(limit: limit_arg(100, "matches") = 100, cursor: Cursor = None) -> dict[str, Any]:
-        """The live matches of this server process (paged).
+        """The live matches of this server process (match ids never cross processes).
 
         The live (not yet finished or abandoned) matches of this server process: match_id, battle_id,
         group, battle_tag, turn, to_move, done. Matches never cross server processes. Paged by
@@ -316,23 +326,21 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         return {**paged({}, "matches", page), "count": len(page.items)}
 
     # ------------------------------------------------------------------ L1: campaigns
-    @tool(title="Run a series of auto-played battles")
+    @tool(title="Run a series")
     async def run_series(
         group: GroupName,
         n_battles: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_BATTLES),
                              Field(description="Battles the group should hold (finished ones are skipped).")],
         p1_model: Annotated[str, Strict(), Field(description="Player 1's spec (see list_models).")],
-        opponent: Annotated[str, Strict(), Field(description="Spec of player 2, same forms as p1_model.")],
+        opponent: Annotated[str, Strict(), Field(description="Player 2's spec.")],
         ctx: Context,
-        seed: Annotated[SeedArg, Field(description="Base seed of the series; battle i gets a seed derived from "
-                                                   "it.")] = 0,
+        seed: Annotated[SeedArg, Field(description="Base seed; battle i's seed derives from it.")] = 0,
         max_workers: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_WORKERS),
                                Field(description="Worker processes (traces do not depend on it).")] = 1,
         codename: Annotated[str | None, Strict(),
                             Field(description="Codename claimed for the series' duration.")] = None,
     ) -> dict[str, Any]:
-        """Run or resume an L1 series: n_battles auto-played battles (p1_model vs opponent) into a group,
-        with progress notifications; returns counts and the group summary.
+        """Run or resume an L1 series: n_battles auto-played battles (p1_model vs opponent) into a group.
 
         Run (or resume) an L1 series: n_battles rl battles (p1_model vs opponent) into `group`,
         on bounded workers, sending MCP progress notifications as battles finish. Blocks until
@@ -347,10 +355,9 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         result["codename_released"] = bool(codename)
         return result
 
-    @tool(title="Status of a series / group", read_only=True, idempotent=True)
+    @tool(title="Series status", read_only=True, idempotent=True)
     def series_status(group: GroupName) -> dict[str, Any]:
-        """How far a group is: battles by status, results, readiness, who owns it now and its codename
-        leases.
+        """How far a group is: battles by status, results, readiness, its owner and codename leases.
 
         How far a group is: target battles (series), battles by status (finished, abandoned,
         crashed, unfinished), results, degraded count, readiness, and the live codename leases
@@ -379,10 +386,10 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         codename: Codename,
         group: GroupName,
         stale_after_s: Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False, description=(
-            "Seconds without heartbeat before the lease is reaped."))]
+            "Seconds without heartbeat before reaping."))]
         = codenames.DEFAULT_STALE_AFTER_S,
     ) -> dict[str, Any]:
-        """Claim (or refresh) a worker codename for a group; codename_taken if another live owner holds it.
+        """Claim (or refresh) a worker codename for a group (codename_taken: another live owner has it).
 
         Claim a worker codename for a group (a lease in agents_index.json held by this server
         process). Claiming again for the same group refreshes its heartbeat. Fails with
@@ -403,7 +410,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List codename leases", read_only=True, idempotent=True)
     def list_codenames(limit: limit_arg(100, "leases") = 100, cursor: Cursor = None) -> dict[str, Any]:
-        """The live codename leases (stale ones reaped first; paged).
+        """The live codename leases (stale ones reaped first).
 
         The live codename leases (dead or stale ones are reaped first): codename, group, owner pid and
         host, claimed/heartbeat times. Paged by codename: total, returned, next_cursor.
@@ -438,8 +445,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List session groups", read_only=True, idempotent=True)
     def list_sessions(limit: limit_arg(50, "groups") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The session groups with their configuration and headline numbers (paged; an unreadable group is
-        listed with its error).
+        """The session groups with configuration and headline numbers (an unreadable one: its error).
 
         The session groups under the sessions directory with their configuration and headline
         numbers (battles by status, results, degraded, v5 training readiness). A group that cannot
@@ -455,32 +461,37 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     @tool(title="Inspect a session group", read_only=True, idempotent=True)
     def inspect_session(
         group: GroupName,
-        limit: limit_arg(40, "catalog entries") = 40,
+        limit: limit_arg(10, "catalog entries") = 10,
         cursor: Cursor = None,
+        full: Annotated[bool, Strict(), Field(description="Whole catalog lines, sha256s included.")] = False,
     ) -> dict[str, Any]:
-        """One group: its manifest, summary and a page of its catalog (one entry per battle).
+        """One group: its manifest, summary and a short page of its catalog (one line per battle).
 
         A group's manifest (configuration, versions, seeds), its summary recomputed from the
-        catalog, and a page of the catalog by battle index (one entry per battle: battle_id,
-        status, winner, turns, decisions, degraded, file hashes): total (= catalog_total),
-        returned, next_cursor (pass it as cursor for the next page). A damaged catalog line,
-        manifest or summary is refused with corrupt_record naming the file, line and field
+        catalog, and a page of the catalog by battle index: one entry per battle with index,
+        battle_id, status, winner, turns, decisions and degraded, plus policy_warnings,
+        omniscient_peeks, codename and battle_tag only when set or different from the group's;
+        full=true gives the whole catalog lines (seed, battle_tag, codename, deck_ids,
+        weights_hashes, the sha256 of each trace file). Paged: total (= catalog_total), returned,
+        next_cursor (pass it as cursor for the next page). A damaged catalog
+        line, manifest or summary is refused with corrupt_record naming the file, line and field
         (error.details); nothing past it is shown.
         """
         manifest = store.read_manifest(group)
         catalog = store.read_catalog(group)
+        tag = manifest["configuration"]["battle_tag"]
         page = paginate(catalog, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
-                        key=lambda e: (e["index"], e["battle_id"]))
+                        key=lambda e: (e["index"], e["battle_id"]),
+                        render=None if full else lambda entry: _catalog_row(entry, tag))
         return {"group": group, "path": str(store.group_dir(group)), "manifest": manifest,
                 "summary": store.compute_summary(group), **paged({}, "catalog", page), "catalog_total": page.total}
 
     @tool(title="Replay a recorded battle", read_only=True, idempotent=True)
     def replay_battle(
         group: GroupName,
-        battle_id: Annotated[str, Strict(), Field(description="A battle_id from the group's catalog "
-                                                              "(inspect_session).")],
+        battle_id: Annotated[str, Strict(), Field(description="From the group's catalog (inspect_session).")],
     ) -> dict[str, Any]:
-        """Re-run a recorded battle and check every state hash: reproduces, or the first divergence.
+        """Re-run a recorded battle, checking every state hash: reproduces, or the first divergence.
 
         Re-run a recorded battle from its trace and check every state hash: reproduces=true, or the
         first divergence (decision index and field).
@@ -490,8 +501,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     # ------------------------------------------------------------------ models
     @tool(title="List models", read_only=True, idempotent=True)
     def list_models(limit: limit_arg(50, "checkpoints") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """What can play: the baseline specs, the registered checkpoints (paged) and the search actor's
-        spec form.
+        """What can play: the baseline specs, the registered checkpoints and the search spec form.
 
         What can play: the baseline specs, a page of the registered checkpoints (name, kind,
         weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
@@ -522,12 +532,11 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         name: Annotated[str, Strict(), Field(description="Checkpoint name (its spec).")],
         path: Annotated[str, Strict(), Field(description="The .onnx file, in the checkpoints or datasets dir.")],
         kind: Annotated[Literal["legacy_onnx", "action_onnx", "v4", "v5"] | None, Field(
-            description="Model kind (default: detected from the ONNX signature).")] = None,
+            description="Default: detected from the ONNX signature.")] = None,
         overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that "
                                                                "name.")] = False,
     ) -> dict[str, Any]:
-        """Register an ONNX file as a named checkpoint (kind detected or checked, weights_hash recorded,
-        the file copied in).
+        """Register an ONNX file as a named checkpoint (kind checked, weights_hash recorded).
 
         Register an ONNX model as a named checkpoint: its kind is detected or checked, its
         weights_hash recorded, and a copy stored in the checkpoints directory. Returns the entry.
@@ -555,7 +564,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         name: Annotated[str, Strict(), Field(description="A baseline, checkpoint or search spec."
                                                          )],
     ) -> dict[str, Any]:
-        """Details of a baseline, checkpoint or search spec (kind, signature, weights_hash, file intact).
+        """A baseline, checkpoint or search spec: kind, signature, weights_hash, file intact.
 
         Details of a model: for a checkpoint its kind, IO signature, weights_hash, file and whether
         the stored file is present and intact; for a baseline its kind; for a search spec its

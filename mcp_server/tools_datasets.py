@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from annotated_types import Ge
 from mcp.server.mcpserver import Context
-from pydantic import ConfigDict, Field, Strict, with_config
+from pydantic import ConfigDict, Field, Strict, WithJsonSchema, with_config
 from typing_extensions import TypedDict
 
 from extrarlhf import datasets
@@ -39,6 +39,13 @@ _Threshold = Annotated[int, Strict(), Ge(0)]
 ReadinessThresholds = with_config(ConfigDict(extra="forbid"))(
     TypedDict("ReadinessThresholds", {f.name: _Threshold for f in fields(ReadinessPolicy)}, total=False))
 Policy = Annotated[ReadinessThresholds | None, Field(description='Threshold overrides, e.g. {"min_v5_battles": 50}.')]
+# tools/list names the thresholds once, in dataset_readiness (DESIGN 8.1: every client reads the listing
+# in every session); the other tools advertise an object of integers >= 0 and validate exactly as above.
+_OVERRIDES_SCHEMA = {"type": ["object", "null"], "additionalProperties": {"minimum": 0, "type": "integer"}}
+
+
+PolicyOverrides = Annotated[ReadinessThresholds | None, WithJsonSchema(_OVERRIDES_SCHEMA), Field(
+    description="Threshold overrides, as dataset_readiness's policy.")]
 
 
 VERSIONS_SHOWN = 20
@@ -101,8 +108,7 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="List datasets", read_only=True, idempotent=True)
     def list_datasets(limit: limit_arg(50, "dataset versions") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The datasets and their versions (kind, rows, size, readiness) and the pointers naming them
-        (paged).
+        """The datasets, their versions (kind, rows, size, readiness) and the pointers naming them.
 
         The datasets in --datasets-dir with their versions (kind, row counts, size, readiness),
         paged by version: a page holds up to `limit` versions, grouped under their dataset (a
@@ -116,7 +122,7 @@ def register(server: "ExtraRLHFServer") -> None:
     @tool(title="Inspect a dataset", read_only=True, idempotent=True)
     def inspect_dataset(dataset: DatasetRef, limit: limit_arg(20, "source groups") = 20,
                         cursor: Cursor = None) -> dict[str, Any]:
-        """One dataset version's manifest and whether its source groups changed since (paged sources).
+        """One dataset version's manifest and whether its source groups changed since.
 
         A dataset's manifest (id, kind, row counts, file hashes, column schemas, readiness) and
         whether its source session groups changed since. The source groups
@@ -128,7 +134,7 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="Validate a dataset", read_only=True, idempotent=True)
     async def validate_dataset(dataset: DatasetRef) -> dict[str, Any]:
-        """Re-hash and re-check a dataset (counts, schemas, invariants); returns valid and every failure.
+        """Re-hash and re-check a dataset (counts, schemas, invariants): valid, and every failure.
 
         Re-hash every file and re-check counts, schemas and invariants (chosen actions legal,
         contiguous decision indexes, no degraded battle in training tables). Returns `valid` and
@@ -145,8 +151,7 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         promote: Promote = None,
     ) -> dict[str, Any]:
-        """Turn session groups into a versioned V5 Parquet dataset (only eligible battles in training
-        tables); progress notifications.
+        """Turn session groups into a versioned V5 Parquet dataset (eligible battles train).
 
         Turn session groups into Parquet tables (decisions, turns, battles) with a manifest;
         only finished, non-degraded, never-peeked battles enter training tables (exclusions are
@@ -157,12 +162,10 @@ def register(server: "ExtraRLHFServer") -> None:
                                      overwrite=overwrite, promote=promote,
                                      progress=progress_bridge(ctx, "materialize_v5_dataset", "battles"), **where)
 
-    @tool(title="Readiness per training contour", read_only=True, idempotent=True)
+    @tool(title="Dataset readiness", read_only=True, idempotent=True)
     async def dataset_readiness(
-        group: Annotated[str | None, Strict(), Field(description="A session group to judge (give group or "
-                                                                 "dataset).")] = None,
-        dataset: Annotated[str | None, Strict(), Field(description="A dataset to judge (give group or "
-                                                                   "dataset).")] = None,
+        group: Annotated[str | None, Strict(), Field(description="A session group (or give dataset).")] = None,
+        dataset: Annotated[str | None, Strict(), Field(description="A dataset (or give group).")] = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
         """Readiness of a group or dataset for each training contour, with the blockers.
@@ -175,16 +178,16 @@ def register(server: "ExtraRLHFServer") -> None:
         return await in_thread(datasets.dataset_readiness, group, dataset, sessions_dir=config.sessions_dir,
                                policy=policy, **where)
 
-    @tool(title="Split a V5 dataset (battle-grouped)")
+    @tool(title="Split a V5 dataset")
     async def split_v5_training_dataset(
         dataset: DatasetRef,
         ctx: Context,
-        name: Annotated[str | None, Strict(), Field(description="Name of the split dataset (default derived "
-                                                                "from the source).")] = None,
+        name: Annotated[str | None, Strict(), Field(description="Split dataset name (default: from the "
+                                                                "source).")] = None,
         fractions: Fractions = None,
         overwrite: Overwrite = False,
         promote: Promote = None,
-        policy: Policy = None,
+        policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
         """A train/val/test split of a V5-ready dataset, grouped by battle (keyed hash).
 
@@ -198,7 +201,7 @@ def register(server: "ExtraRLHFServer") -> None:
                                progress=progress_bridge(ctx, "split_v5_training_dataset", "rows"),
                                **extra, **where)
 
-    @tool(title="Split a Nemesis dataset (battle- or deck-grouped)")
+    @tool(title="Split a Nemesis dataset")
     async def split_nemesis_training_dataset(
         dataset: DatasetRef,
         ctx: Context,
@@ -210,7 +213,7 @@ def register(server: "ExtraRLHFServer") -> None:
         fractions: Fractions = None,
         overwrite: Overwrite = False,
         promote: Promote = None,
-        policy: Policy = None,
+        policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
         """An opponent-modelling split (Lite, or Standard once ready), grouped by battle or opponent deck.
 
@@ -224,7 +227,7 @@ def register(server: "ExtraRLHFServer") -> None:
                                progress=progress_bridge(ctx, "split_nemesis_training_dataset", "rows"),
                                **extra, **where)
 
-    @tool(title="Promote a dataset to a pointer")
+    @tool(title="Promote a dataset")
     def promote_dataset(
         dataset: DatasetRef,
         pointer: Annotated[str, Strict(), Field(description="Pointer name to (re)point at the dataset.")],

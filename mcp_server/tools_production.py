@@ -18,7 +18,7 @@ from extrarlhf.production.reader import MAX_ROWS
 
 from .cancel import run_cancellable
 from .progress import progress_bridge
-from .tools_datasets import DatasetRef, NewName, Overwrite, Policy, Promote
+from .tools_datasets import DatasetRef, NewName, Overwrite, PolicyOverrides, Promote
 
 if TYPE_CHECKING:  # pragma: no cover
     from .app import ExtraRLHFServer
@@ -38,8 +38,7 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="Production plane status", read_only=True, idempotent=True)
     def production_status() -> dict[str, Any]:
-        """Which production variables are set and valid (names only, never values) and whether the gate is
-        open.
+        """Which production variables are set and valid (names, never values): is the gate open.
 
         Whether production exports are enabled in this server's environment: each of the four
         variables (RLHF_ENABLE_PRODUCTION_DATASETS, RLHF_PRODUCTION_DSN, RETURNCLOCK_DATASET_SALT,
@@ -49,21 +48,21 @@ def register(server: "ExtraRLHFServer") -> None:
         """
         return production.production_status()
 
-    @tool(title="Export production battles as a V5 dataset")
+    @tool(title="Export production V5 battles")
     async def export_production_v5_dataset(
         end_at: Instant,
         name: NewName,
         ctx: Context,
-        start_at: Annotated[Instant | None, Field(description="Start of the window (inclusive); default: the "
-                                                              "beginning.")] = None,
+        start_at: Annotated[Instant | None, Field(description="Window start (inclusive; default: the "
+                                                              "beginning).")] = None,
         ingested_before: IngestedBefore = None,
         max_rows: MaxRows = None,
         publish_incomplete: PublishIncomplete = False,
         overwrite: Overwrite = False,
         promote: Promote = None,
-        policy: Policy = None,
+        policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only export of production battles that finished in [start_at, end_at) into a
+        """Opt-in, read-only export of production battles finished in [start_at, end_at) as a
         pseudonymized V5 dataset.
 
         Opt-in, read-only export of the production battles that finished in [start_at, end_at):
@@ -88,7 +87,7 @@ def register(server: "ExtraRLHFServer") -> None:
         name: NewName,
         overwrite: Overwrite = False,
         promote: Promote = None,
-        policy: Policy = None,
+        policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
         """From a production V5 export, the TimeStamp dataset: inputs, labels and audit as separate files.
 
@@ -100,7 +99,7 @@ def register(server: "ExtraRLHFServer") -> None:
         return await run_cancellable(production.export_timestamp_dataset, source, name, overwrite=overwrite,
                                      promote=promote, policy=policy, **where)
 
-    @tool(title="Export ReturnClock sessions (natural return)")
+    @tool(title="Export ReturnClock sessions")
     async def export_returnclock_dataset(
         end_at: Instant,
         name: NewName,
@@ -110,7 +109,7 @@ def register(server: "ExtraRLHFServer") -> None:
         max_rows: MaxRows = None,
         publish_incomplete: PublishIncomplete = False,
         overwrite: Overwrite = False,
-        policy: Policy = None,
+        policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
         """Opt-in, read-only ReturnClock export: one row per player session ended in [start_at, end_at),
         with return event and duration.
@@ -131,16 +130,15 @@ def register(server: "ExtraRLHFServer") -> None:
                                      progress=progress_bridge(ctx, "export_returnclock_dataset", "sessions"),
                                      **where)
 
-    @tool(title="Split a ReturnClock export (organic only)")
+    @tool(title="Split a ReturnClock export")
     async def split_returnclock_training_dataset(
         dataset: DatasetRef,
         name: Annotated[str | None, Strict(), Field(description="Name of the split dataset (default "
                                                                 "<source>-split).")] = None,
         overwrite: Overwrite = False,
-        policy: Policy = None,
+        policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Organic-only train/val/test files of a ReturnClock export (local, already pseudonymized; needs
-        no gate).
+        """Organic-only train/val/test files of a ReturnClock export (local; needs no gate).
 
         Organic-only (treated rows dropped) train/val/test files of a complete ReturnClock export,
         grouped by player pseudonym with the keyed hash (a player never straddles splits), with

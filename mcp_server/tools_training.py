@@ -26,7 +26,7 @@ from extrarlhf.runtime.series import MAX_WORKERS as SERIES_MAX_WORKERS
 from .cancel import run_cancellable, run_long
 from .paging import Cursor, limit_arg, paged, paginate
 from .progress import progress_bridge
-from .tools_datasets import ReadinessThresholds
+from .tools_datasets import PolicyOverrides
 
 log = logging.getLogger("mcp_server")
 
@@ -42,7 +42,7 @@ Target = Annotated[Literal["choice", "search_values"], Field(
 Temperature = Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False,
                                                description="Softmax temperature of search_values.")]
 # extrarlhf.training.bc.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, batch_size 1..65536, lr in (0, 1]
-Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split (1-1000).")]
+Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split.")]
 Width = Annotated[int, Strict(), Ge(1), Le(4096)]
 Pairs = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS),
                   Field(description="Most pairs; the SPRT usually stops earlier.")]
@@ -55,8 +55,6 @@ Workers = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_WORKERS),
 # run_pipeline's workers play the series and the benchmark: within both cores' bounds
 PipelineWorkers = Annotated[int, Strict(), Ge(1), Le(min(SERIES_MAX_WORKERS, benchmarking.MAX_WORKERS)),
                             Field(description="Worker processes.")]
-ReadinessOverrides = Annotated[ReadinessThresholds | None, Field(
-    description='Threshold overrides, e.g. {"min_v5_battles": 5}.')]
 
 
 def _stage_progress(ctx: Context, label: str) -> tuple[Callable[[float, float, str], None], dict[str, Any]]:
@@ -113,20 +111,18 @@ def register(server: Any) -> None:
         seed: Annotated[Seed, Field(description="Training seed (same data + seed: same weights).")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
-        hidden: Annotated[Width, Field(description="First hidden layer width (1-4096).")] = 256,
-        hidden2: Annotated[Width, Field(description="Second hidden layer width (1-4096).")] = 128,
+        hidden: Annotated[Width, Field(description="First hidden layer width.")] = 256,
+        hidden2: Annotated[Width, Field(description="Second hidden layer width.")] = 128,
         lr: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False,
-                                             description="Adam learning rate, in (0, 1].")] = 1e-3,
-        batch_size: Annotated[int, Strict(), Ge(1), Le(1 << 16), Field(description="Decisions per batch "
-                                                                                   "(1-65536).")] = 128,
+                                             description="Adam learning rate.")] = 1e-3,
+        batch_size: Annotated[int, Strict(), Ge(1), Le(1 << 16), Field(description="Decisions per batch.")] = 128,
         target: Target = "choice",
         temperature: Temperature = 0.05,
-        readiness_policy: ReadinessOverrides = None,
+        readiness_policy: PolicyOverrides = None,
         overwrite: Annotated[bool, Strict(),
                              Field(description="Replace an existing checkpoint (never the promoted one).")] = False,
     ) -> dict[str, Any]:
-        """Behaviour cloning on a V5-ready dataset into a registered v5 ONNX checkpoint with a model card;
-        progress per epoch.
+        """Behaviour cloning on a V5-ready dataset into a registered v5 ONNX checkpoint with a model card.
 
         Behaviour cloning on a V5 dataset: a small MLP scores each legal action (softmax over the
         legal set), trained with numpy, exported as a v5 ONNX model (verified against numpy),
@@ -144,7 +140,7 @@ def register(server: Any) -> None:
             datasets_dir=config.datasets_dir, checkpoints_dir=config.checkpoints_dir, policy=readiness_policy,
             overwrite=overwrite, progress=progress_bridge(ctx, "train_policy", "epochs"))
 
-    @tool(title="Benchmark two models (paired seeds, Elo, SPRT)")
+    @tool(title="Benchmark two models")
     async def benchmark_models(
         candidate: ModelSpec,
         ctx: Context,
@@ -159,8 +155,8 @@ def register(server: Any) -> None:
         baseline_pairs: BaselinePairs = 20,
         max_workers: Workers = 1,
     ) -> dict[str, Any]:
-        """Candidate vs incumbent on paired seeds: W/D/L, Elo with a 95% interval and an SPRT that stops
-        early, plus both against the baselines.
+        """Candidate vs incumbent on paired seeds (W/D/L, Elo with 95% interval, early-stopping SPRT), and
+        both against the baselines.
 
         Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
         score, Elo with a 95% interval, and an SPRT (fishtest's trinomial GSPRT) checked after every
@@ -180,10 +176,9 @@ def register(server: Any) -> None:
     def promote_checkpoint(
         name: CheckpointName,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Require the latest benchmark to be against the current incumbent.")] = True,
+            description="Only if its latest benchmark was against the current incumbent.")] = True,
     ) -> dict[str, Any]:
-        """Make a checkpoint the promoted policy, only after its latest benchmark passed against the
-        current incumbent.
+        """Make a checkpoint the promoted policy once its latest benchmark passed against the incumbent.
 
         Make `name` the promoted policy: only when its latest benchmark is valid and passed, its
         played weights_hash equals the registered one, and it was benchmarked against the current
@@ -205,8 +200,7 @@ def register(server: Any) -> None:
 
     @tool(title="Promotion status", read_only=True, idempotent=True)
     def promotion_status(limit: limit_arg(50, "history events") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The promoted checkpoint, the incumbent spec, what a rollback would restore and the history
-        (paged).
+        """The promoted checkpoint, the incumbent spec, what a rollback would restore and the history.
 
         The promoted checkpoint (and whether its registry entry and file are still intact), the
         current incumbent spec, what a rollback would restore, and the promotion history, oldest
@@ -216,22 +210,20 @@ def register(server: Any) -> None:
         page = paginate(status["history"], tool="promotion_status", limit=limit, cursor=cursor)
         return paged(status, "history", page)
 
-    @tool(title="Policy ladder (Elo of every promotion)", idempotent=True)
+    @tool(title="Policy ladder", idempotent=True)
     async def policy_ladder(
         ctx: Context,
         pairs: Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS), Field(
-            description="Pairs of each promoted policy against each baseline (cached).")]
+            description="Pairs per promoted policy and baseline (cached).")]
         = ladder.DEFAULT_PAIRS,
-        seed: Annotated[Seed, Field(description="Base seed of the baseline pairs (the same deals for every "
-                                                "rung).")] = 0,
+        seed: Annotated[Seed, Field(description="Base seed of the baseline pairs (same deals every rung).")] = 0,
         max_workers: Workers = 1,
         measure: Annotated[bool, Strict(), Field(
             description="Play the pairs not cached yet.")] = True,
         limit: limit_arg(50, "rungs") = 50,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        """The Elo of every promotion against its predecessor and against baseline:random and
-        baseline:greedy, with 95% intervals.
+        """The Elo of every promotion against its predecessor and the two baselines, with 95% intervals.
 
         Every promotion in order (rolled-back ones marked rolled_back): its Elo against its
         predecessor with the 95% interval and SPRT decision (recorded by the promotion's benchmark,
@@ -271,12 +263,11 @@ def register(server: Any) -> None:
         promote: Annotated[bool, Strict(), Field(description="Promote the candidate when its benchmark "
                                                              "passed.")] = True,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Require a benchmark against the current incumbent.")] = True,
+            description="Promote only if benchmarked against the current incumbent.")] = True,
         max_workers: PipelineWorkers = 1,
-        readiness_policy: ReadinessOverrides = None,
+        readiness_policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """The whole L0 loop: collect -> materialize -> readiness -> train -> benchmark -> promote, with
-        progress per stage.
+        """The whole L0 loop: collect -> materialize -> readiness -> train -> benchmark -> promote.
 
         The whole L0 loop: collect (run_series) -> materialize -> readiness -> train -> benchmark
         against the incumbent -> promote, with a progress notification per step (stage i of 6 plus
@@ -300,13 +291,12 @@ def register(server: Any) -> None:
             readiness_policy=readiness_policy, sessions_dir=config.sessions_dir, datasets_dir=config.datasets_dir,
             checkpoints_dir=config.checkpoints_dir, progress=progress)
 
-    @tool(title="Check sessions, datasets and checkpoints", idempotent=True)
+    @tool(title="Check the data", idempotent=True)
     async def check_data(
         repair: Annotated[bool, Strict(), Field(
             description="Also repair what is provably safe.")] = False,
     ) -> dict[str, Any]:
-        """List every problem of the sessions, datasets and checkpoints dirs (read-only unless
-        repair=true).
+        """Every problem of the sessions, datasets and checkpoints dirs (read-only unless repair=true).
 
         Walk --sessions-dir, --datasets-dir and --checkpoints-dir and list every problem: damaged
         records (with path, line and field), datasets failing validation, stale or dangling pointers,

@@ -83,7 +83,7 @@ async def play_to_the_end(checked: Checked, match_id: str, max_moves: int = 2000
         text = rationale.format(i=i, description=choice["description"])
         state = await checked.ok("submit_action", {"match_id": match_id, "action_id": choice["action_id"],
                                                    "rationale": text})
-        assert state["your_move"]["action_id"] == choice["action_id"]
+        assert state["board"] and "your_move" not in state  # your own move is not echoed
         rationales.append(text)
     raise AssertionError(f"battle not over after {max_moves} moves")
 

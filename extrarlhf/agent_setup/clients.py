@@ -3,8 +3,9 @@
 Where clients look (STACK.md "Agent skills"): Claude Code reads ``.claude/skills/`` and
 ``.mcp.json`` (user level ``~/.claude/skills/`` and ``~/.claude.json``); Codex reads
 ``.agents/skills/`` and ``[mcp_servers.NAME]`` in ``.codex/config.toml`` (user level
-``~/.agents/skills/``, ``~/.codex/config.toml``); OpenCode reads ``.agents/skills/`` and the
-``"mcp"`` object of ``opencode.json`` (user level ``~/.config/opencode/opencode.json``). The
+``~/.agents/skills/``, ``~/.codex/config.toml``); OpenCode reads ``.agents/skills/`` (and
+``.claude/skills/``: see :attr:`Client.reads`) and the ``"mcp"`` object of ``opencode.json``
+(user level ``~/.config/opencode/opencode.json``). The
 generic target ``agents`` uses ``.agents/skills/`` and the widespread ``mcpServers`` JSON of
 ``.mcp.json``; at user level its config is the filled-in snippet inside the installed skill.
 """
@@ -72,8 +73,8 @@ def codex_server(entry: ServerEntry) -> dict[str, Any]:
 
 
 def opencode_server(entry: ServerEntry, nested: bool) -> dict[str, Any]:
-    """OpenCode has no cwd: the entry's paths are absolute, so the server works from anywhere."""
-    doc = {"type": "local", "command": [entry.command, *entry.args], "environment": dict(entry.env)}
+    """OpenCode's local entry (``cwd`` is read by OpenCode 1.18; the paths are absolute anyway)."""
+    doc = {"type": "local", "command": [entry.command, *entry.args], "cwd": entry.cwd, "environment": dict(entry.env)}
     return {**doc, "disabled": False} if nested else {**doc, "enabled": True}
 
 
@@ -151,7 +152,7 @@ def entry_from_config(target: str, doc: Any) -> ServerEntry | None:
         mcp = doc.get("mcp") or {}
         raw = (mcp.get("servers") or {}).get(SERVER_NAME) if isinstance(mcp.get("servers"), dict) \
             else mcp.get(SERVER_NAME)
-        return None if raw is None else ServerEntry(raw["command"][0], list(raw["command"][1:]), None,
+        return None if raw is None else ServerEntry(raw["command"][0], list(raw["command"][1:]), raw.get("cwd"),
                                                     dict(raw.get("environment") or {}))
     raw = (doc.get("mcpServers") or {}).get(SERVER_NAME)
     return None if raw is None else ServerEntry(raw["command"], list(raw.get("args", [])), raw.get("cwd"),
@@ -168,6 +169,7 @@ class Client:
     fmt: str                     # "json" or "toml"
     setter: Callable[[Any, ServerEntry, str], tuple[list[str], Any]]
     verify: str                  # how to see it from inside the client
+    reads: tuple[str, ...] = ()  # the other skill folders it reads (same relative path in a project and in home)
 
     def skills_dir(self, project: Path, home: Path, user: bool) -> Path:
         return home / self.skills[1] if user else project / self.skills[0]
@@ -182,12 +184,13 @@ class Client:
 
 CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude", "Claude Code", (".claude/skills", ".claude/skills"), (".mcp.json", ".claude.json"), "json",
-           set_mcp_servers, "restart Claude Code and run `/mcp` (approve the project server when asked)"),
+           set_mcp_servers, "run `claude mcp list` (a project server shows `Pending approval` until trusted: "
+           "--trust, or approve it in `/mcp`)"),
     Client("codex", "Codex", (".agents/skills", ".agents/skills"), (".codex/config.toml", ".codex/config.toml"),
            "toml", set_codex, "run `codex mcp list` (a project .codex/config.toml is read in trusted projects)"),
     Client("opencode", "OpenCode", (".agents/skills", ".agents/skills"),
            ("opencode.json", ".config/opencode/opencode.json"), "json", set_opencode,
-           "run `opencode mcp list`"),
+           "run `opencode mcp list`", reads=(".claude/skills",)),
     Client("agents", "a generic MCP client", (".agents/skills", ".agents/skills"), (".mcp.json", None), "json",
            set_mcp_servers, "point your client's MCP settings at the config file above"),
 )}

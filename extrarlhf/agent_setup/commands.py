@@ -1,4 +1,4 @@
-"""CLI: ``python -m extrarlhf skills install --target T [--user] [--dry-run] [--force]`` and
+"""CLI: ``python -m extrarlhf skills install --target T [T ...] [--user] [--trust] [--dry-run] [--force]`` and
 ``python -m extrarlhf doctor [--target T [--user]]``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from .clients import CLIENTS
 from .doctor import run_doctor
-from .install import install_skills
+from .install import install_targets
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -22,24 +22,46 @@ def _scope_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def _cmd_install(args: argparse.Namespace) -> int:
-    report = install_skills(args.target, user=args.user, project=args.project, dry_run=args.dry_run,
-                            force=args.force)
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
+def _print_install(report: dict[str, Any], user: bool) -> None:
     would = "would be " if report["dry_run"] else ""
-    print(f"{report['client']} ({report['scope']} scope){': dry run, nothing written' if args.dry_run else ''}")
+    print(f"{report['client']} ({report['scope']} scope){': dry run, nothing written' if report['dry_run'] else ''}")
+    if not report["skills"]:
+        print(f"  skills in {report['skills_dir']}: as listed above (one copy for both)")
     for skill in report["skills"]:
         print(f"  skill {skill['name']:<24} {would}{skill['action']:<10} {skill['path']}")
+        if skill["files"]:
+            print(f"        files: {', '.join(skill['files'])}")
     config, server = report["config"], report["server"]
     print(f"  mcp config {config['path']}: {'.'.join(config['keys'])} {would}{config['action']}")
     print(f"    command {server['command']}")
     print(f"    args    {shlex.join(server['args'])}")
     print(f"    cwd     {server['cwd']}")
     print(f"    env     {', '.join(f'{k}={v}' for k, v in server['env'].items())}")
-    print(f"  verify: python -m extrarlhf doctor --target {args.target}{' --user' if args.user else ''}; "
+    if config["kept_env"]:
+        print(f"    kept    your own env variables {', '.join(config['kept_env'])}")
+    for setting in report["settings"]:
+        print(f"  setting {setting['path']}: {setting['setting']} {would}{setting['action']}")
+    for skipped in report["skipped"]:
+        print(f"  skipped {skipped['what']}: {skipped['why']}")
+    for warning in report["warnings"]:
+        print(f"  warning: {warning}")
+    print(f"  verify: python -m extrarlhf doctor --target {report['target']}{' --user' if user else ''}; "
           f"then {report['verify']}")
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    reports = install_targets(args.target, user=args.user, project=args.project, dry_run=args.dry_run,
+                              force=args.force, trust=args.trust)
+    if args.json:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
+        return 0
+    seen: set[str] = set()
+    for report in reports:  # a skill folder shared by two targets is printed once, with the first
+        report = {**report, "skills": [s for s in report["skills"] if s["path"] not in seen],
+                  "warnings": [w for w in report["warnings"] if w not in seen]}
+        seen.update(s["path"] for s in report["skills"])
+        seen.update(report["warnings"])
+        _print_install(report, args.user)
     return 0
 
 
@@ -63,8 +85,14 @@ def add_parser(sub: Any) -> None:
     skills = sub.add_parser("skills", help="install the agent skills and the MCP config for a client")
     ssub = skills.add_subparsers(dest="skills_command", required=True)
     install = ssub.add_parser("install", help="copy the skills where the client looks and merge its MCP config")
-    install.add_argument("--target", required=True, choices=list(CLIENTS),
-                         help="claude (Claude Code), codex, opencode or agents (any other MCP client)")
+    install.add_argument("--target", required=True, choices=list(CLIENTS), nargs="+", action="extend",
+                         help="claude (Claude Code), codex, opencode or agents (any other MCP client); several "
+                              "targets of one project share the skill folders they both read")
+    install.add_argument("--trust", action="store_true",
+                         help="also write the settings that let the client use this project's server without "
+                              "asking (Claude Code: enabledMcpjsonServers in .claude/settings.local.json, and "
+                              "hasTrustDialogAccepted in ~/.claude.json outside a git work tree; Codex: "
+                              "trust_level in ~/.codex/config.toml); nothing in the home folder without it")
     install.add_argument("--dry-run", action="store_true", help="show what would be written, write nothing")
     install.add_argument("--force", action="store_true",
                          help="replace a different skill of the same name already in the skills folder")

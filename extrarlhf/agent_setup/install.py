@@ -25,12 +25,14 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.fileio import atomic_write_bytes, writing
 from .clients import (
+    CLIENTS,
     REPO,
     SERVER_NAME,
     SNIPPET,
@@ -40,11 +42,13 @@ from .clients import (
     added_env,
     client,
     dump_config,
+    entry_from_config,
     json_server,
     newline_of,
     parse_config,
     pinned_entry,
 )
+from .trust import Setting, Skipped, trust_plan
 
 MARKER = ".extra-rlhf-install.json"
 PLACEHOLDER = "<REPO_ROOT>"
@@ -66,6 +70,8 @@ class _ConfigStep:
     action: str  # created, added, updated, unchanged
     target: Path  # where it is written: ``path``, or the file a symlink at ``path`` resolves to
     kept_env: list[str]  # names of the variables of the user's own kept in our entry
+    private: bool = False  # a new file is made 0600 (a settings file in the home folder)
+    before: bytes | None = None  # the file's bytes before (None: it did not exist), put back on a failure
 
 
 def source_skills(root: Path = REPO / "skills") -> dict[str, Path]:
@@ -163,23 +169,88 @@ def write_target(path: Path) -> Path:
     return target
 
 
-def _plan_config(c: Client, path: Path, entry: ServerEntry) -> _ConfigStep:
+def _edit(path: Path, fmt: str, edit: Callable[[Any], tuple[list[str], bool]], private: bool = False) -> _ConfigStep:
+    """Plan one merged config file: ``edit`` changes the parsed document and returns the keys it
+    set and whether they are new (``added`` rather than ``updated``)."""
     target = write_target(path)
     _check_writable(target.parent)
     existed = target.exists()
-    doc = parse_config(target, c.fmt)
+    doc = parse_config(target, fmt)
     newline = newline_of(target)
-    before = dump_config(doc, c.fmt, newline) if existed else None
-    keys, previous = c.setter(doc, entry, str(path))
-    text = dump_config(doc, c.fmt, newline)
-    if not existed:
-        action = "created"
-    elif text == before:
-        action = "unchanged"
-    else:
-        action = "added" if previous is None else "updated"
-    return _ConfigStep(path, keys, text, action, target,
-                       added_env(previous, "environment" if c.name == "opencode" else "env", entry.env))
+    before = dump_config(doc, fmt, newline) if existed else None
+    keys, new_key = edit(doc)
+    text = dump_config(doc, fmt, newline)
+    action = "created" if not existed else "unchanged" if text == before else "added" if new_key else "updated"
+    return _ConfigStep(path, keys, text, action, target, [], private, target.read_bytes() if existed else None)
+
+
+def _plan_config(c: Client, path: Path, entry: ServerEntry) -> _ConfigStep:
+    kept: list[str] = []
+
+    def edit(doc: Any) -> tuple[list[str], bool]:
+        keys, previous = c.setter(doc, entry, str(path))
+        kept.extend(added_env(previous, "environment" if c.name == "opencode" else "env", entry.env))
+        return keys, previous is None
+
+    step = _edit(path, c.fmt, edit)
+    step.kept_env = kept
+    return step
+
+
+def _plan_setting(setting: Setting) -> _ConfigStep:
+    return _edit(setting.path, setting.fmt, lambda doc: (setting.apply(doc, str(setting.path)), False),
+                 private=setting.user_level)
+
+
+def _all_ours(folder: Path, names: list[str]) -> bool:
+    """Every skill of ``names`` is in ``folder`` with the marker of a previous install."""
+    return all((folder / name / MARKER).is_file() for name in names)
+
+
+def _skills_dir_for(c: Client, targets: list[str], base: Path, names: list[str]) -> tuple[Path, list[Skipped]]:
+    """Where ``c``'s skills go: its own folder, or, for a client that also reads another
+    target's folder (OpenCode reads ``.claude/skills``), that folder: one copy, so the client
+    sees no duplicate skill names. ``base`` is the project or the home folder (the skill
+    folders have the same relative path in both)."""
+    own = base / c.skills[0]
+    others = [CLIENTS[t] for t in targets if t != c.name]
+    if not c.reads or any(o.skills[0] == c.skills[0] for o in others):
+        return own, []
+    for o in others:
+        if o.skills[0] in c.reads:
+            return base / o.skills[0], [Skipped(f"the {c.label} copy in {own}", f"{c.label} reads {base / o.skills[0]} "
+                                                f"too, where the {o.name} target puts them: one copy, no duplicate "
+                                                f"skill names")]
+    if not others and not _all_ours(own, names):
+        for rel in c.reads:
+            if _all_ours(base / rel, names):
+                return base / rel, [Skipped(f"the {c.label} copy in {own}", f"{c.label} reads {base / rel} too, "
+                                            f"which already holds these skills (an earlier install): one copy, no "
+                                            f"duplicate skill names")]
+    return own, []
+
+
+def _duplicates(base: Path, configs: dict[str, Path], targets: list[str], dests: set[Path],
+                names: list[str]) -> list[str]:
+    """Warnings for a client (installed now, or configured before) that will see the skills in
+    two of the folders it reads; ``configs`` is each client's config file in this scope."""
+    warnings = []
+    for c in CLIENTS.values():
+        if not c.reads:
+            continue
+        config = configs[c.name]
+        try:
+            configured = c.name in targets or entry_from_config(c.name, parse_config(config, c.fmt)) is not None
+        except (SetupError, KeyError, TypeError, AttributeError, IndexError):
+            configured = False
+        holding = [base / rel for rel in (c.skills[0], *c.reads)
+                   if any(base / rel / n in dests for n in names) or _all_ours(base / rel, names)]
+        if configured and len(holding) > 1:
+            warnings.append(f"{c.label} reads both {holding[0]} and {holding[1]} and will warn 'duplicate skill name' "
+                            f"for each skill: remove the copy no other client of this project uses"
+                            + (", or run OpenCode with OPENCODE_DISABLE_CLAUDE_CODE_SKILLS=1 (it then skips "
+                               ".claude/skills)" if c.name == "opencode" else ""))
+    return warnings
 
 
 def _write_skill(step: _SkillStep, source: str) -> Path | None:
@@ -208,54 +279,115 @@ def _write_skill(step: _SkillStep, source: str) -> Path | None:
 
 
 def install_skills(target: str, *, user: bool = False, project: str | os.PathLike[str] = ".",
-                   home: str | os.PathLike[str] | None = None, dry_run: bool = False,
-                   force: bool = False) -> dict[str, Any]:
-    """Install every skill of ``skills/`` and the MCP server config for ``target``.
+                   home: str | os.PathLike[str] | None = None, dry_run: bool = False, force: bool = False,
+                   trust: bool = False) -> dict[str, Any]:
+    """Install every skill of ``skills/`` and the MCP server config for ``target``: the report
+    of :func:`install_targets` for that one target."""
+    return install_targets([target], user=user, project=project, home=home, dry_run=dry_run, force=force,
+                           trust=trust)[0]
 
-    Returns what was (or, with ``dry_run``, would be) written: per skill its destination and
-    action, the config file, the keys set and its action, and the server entry.
+
+def install_targets(targets: list[str], *, user: bool = False, project: str | os.PathLike[str] = ".",
+                    home: str | os.PathLike[str] | None = None, dry_run: bool = False, force: bool = False,
+                    trust: bool = False) -> list[dict[str, Any]]:
+    """Install the skills and the MCP server config for each of ``targets`` in one project (or,
+    with ``user``, the home folder), all or nothing; with ``trust``, also the settings that let
+    each client use the project's server unattended (trust.py). Targets that read the same
+    skill folder share one copy.
+
+    Returns per target what was (or, with ``dry_run``, would be) written: per skill its
+    destination, action and files; the config file, the keys set and its action; each trust
+    setting; the server entry; and what was skipped and why.
     """
-    c = client(target)
+    targets = list(dict.fromkeys(targets))
+    if not targets:
+        raise SetupError("no target given; choose one or more of " + ", ".join(CLIENTS), "invalid_argument")
+    chosen = [client(t) for t in targets]
     project_dir = Path(project).absolute()
     if not user and not project_dir.is_dir():
         raise SetupError(f"the project folder {project_dir} does not exist; pass --project with the folder your "
                          f"client runs in - nothing was written", "not_found")
     home_dir = Path(home if home is not None else Path.home()).absolute()
+    base = home_dir if user else project_dir
     entry = pinned_entry()
-    skills_dir = c.skills_dir(project_dir, home_dir, user)
-    config_path = c.config_path(project_dir, home_dir, user)
-    _check_writable(skills_dir)
-    skills = [_plan_skill(name, src, skills_dir / name, entry, force) for name, src in source_skills().items()]
-    snippet_is_config = config_path == skills_dir / SNIPPET
-    config = None
-    if not snippet_is_config:
-        config = _plan_config(c, config_path, entry)
+    sources = source_skills()
+    names = list(sources)
+    skills: dict[Path, _SkillStep] = {}
+    configs: dict[Path, _ConfigStep] = {}
+    plans = []
+    for c in chosen:
+        skills_dir, skipped = _skills_dir_for(c, targets, base, names)
+        _check_writable(skills_dir)
+        for name, src in sources.items():
+            if skills_dir / name not in skills:
+                skills[skills_dir / name] = _plan_skill(name, src, skills_dir / name, entry, force)
+        config_path = c.config_path(project_dir, home_dir, user)
+        config = None
+        if config_path != skills_dir / SNIPPET:
+            if config_path in configs:
+                raise SetupError(f"{', '.join(targets)}: two of these targets write the server into {config_path}; "
+                                 f"install one of them - nothing was written", "invalid_argument")
+            config = configs[config_path] = _plan_config(c, config_path, entry)
+        settings, not_trusted = trust_plan(c.name, project_dir, home_dir, user, trust)
+        steps = []
+        for setting in settings:
+            if setting.path in configs:
+                raise SetupError(f"{setting.path} is both an MCP config and a trust setting here; install these "
+                                 f"targets one at a time - nothing was written", "invalid_argument")
+            steps.append((setting, configs.setdefault(setting.path, _plan_setting(setting))))
+        plans.append((c, skills_dir, config_path, config, steps, skipped + not_trusted))
+    warnings = _duplicates(base, {t: c.config_path(project_dir, home_dir, user) for t, c in CLIENTS.items()},
+                           targets, set(skills), names)
     if not dry_run:
-        _apply(skills, config)
-    report_config = {"path": str(config_path), "keys": config.keys if config else ["mcpServers", SERVER_NAME],
-                     "action": config.action if config else "written with the skill extra-rlhf",
-                     "format": c.fmt, "written_to": str(config.target if config else config_path),
-                     "kept_env": config.kept_env if config else []}
-    return {"target": target, "client": c.label, "scope": "user" if user else "project",
-            "dry_run": dry_run, "skills_dir": str(skills_dir),
-            "skills": [{"name": s.name, "path": str(s.dest), "action": s.action} for s in skills],
-            "config": report_config,
+        _apply(list(skills.values()), list(configs.values()))
+    return [_report(c, user, dry_run, skills_dir, [skills[skills_dir / n] for n in names], config_path, config, steps,
+                    skipped, warnings, entry)
+            for c, skills_dir, config_path, config, steps, skipped in plans]
+
+
+def _report(c: Client, user: bool, dry_run: bool, skills_dir: Path, skills: list[_SkillStep], config_path: Path,
+            config: _ConfigStep | None, steps: list[tuple[Setting, _ConfigStep]], skipped: list[Skipped],
+            warnings: list[str], entry: ServerEntry) -> dict[str, Any]:
+    return {"target": c.name, "client": c.label, "scope": "user" if user else "project", "dry_run": dry_run,
+            "skills_dir": str(skills_dir),
+            "skills": [{"name": s.name, "path": str(s.dest), "action": s.action,
+                        "files": [] if s.action == "unchanged" else [*s.files, MARKER]} for s in skills],
+            "config": {"path": str(config_path), "keys": config.keys if config else ["mcpServers", SERVER_NAME],
+                       "action": config.action if config else "written with the skill extra-rlhf", "format": c.fmt,
+                       "written_to": str(config.target if config else config_path),
+                       "kept_env": config.kept_env if config else []},
+            "settings": [{"path": str(step.path), "setting": setting.describe, "keys": step.keys,
+                          "action": step.action, "written_to": str(step.target)} for setting, step in steps],
+            "skipped": [{"what": s.what, "why": s.why} for s in skipped],
+            "warnings": warnings,
             "server": {"command": entry.command, "args": entry.args, "cwd": entry.cwd, "env": entry.env},
             "verify": c.verify}
 
 
-def _apply(skills: list[_SkillStep], config: _ConfigStep | None) -> None:
+def _apply(skills: list[_SkillStep], configs: list[_ConfigStep]) -> None:
     moved: list[tuple[_SkillStep, Path | None]] = []
+    written: list[_ConfigStep] = []
     try:
         for step in skills:
             if step.action != "unchanged":
                 moved.append((step, _write_skill(step, str(REPO))))
-        if config is not None and config.action != "unchanged":
+        for config in configs:
+            if config.action == "unchanged":
+                continue
             with writing(config.target.parent, f"writing {config.target.name}"):
                 config.target.parent.mkdir(parents=True, exist_ok=True)
+                written.append(config)
                 atomic_write_bytes(config.target, config.text.encode("utf-8"))
+                if config.private and config.before is None:
+                    os.chmod(config.target, 0o600)  # a new file in the home folder: the user's only
     except BaseException:
-        for step, old in reversed(moved):  # put back what was there
+        for config in reversed(written):  # put back what was there
+            with contextlib.suppress(OSError):
+                if config.before is None:
+                    config.target.unlink(missing_ok=True)
+                else:
+                    atomic_write_bytes(config.target, config.before)
+        for step, old in reversed(moved):
             with contextlib.suppress(OSError):
                 shutil.rmtree(step.dest)
                 if old is not None:

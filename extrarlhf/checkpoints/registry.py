@@ -44,8 +44,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 from adapters import KindMismatch, ModelPolicy
 from adapters.decision import AdapterError
 from adapters.model_files import (
@@ -304,6 +302,8 @@ class CheckpointRegistry:
         tmp, sha, size = self._copy_in(src, st.st_size, cap)
         try:
             data = read_model_file(tmp, max_bytes=cap)  # our private copy, read once for every check
+            import onnx  # here, not at module level: the MCP server starts without it (issue 27)
+
             try:
                 model = onnx.load_from_string(data)
             except Exception as exc:  # noqa: BLE001 - protobuf raises several types for garbage

@@ -27,6 +27,7 @@ import os
 import time
 from typing import Any, Callable
 
+from ..checkpoints.promoted import DEFAULT_INCUMBENT
 from ..checkpoints.registry import CheckpointRegistry
 from ..core.errors import Cancelled, InvalidArgument, RLHFError
 from ..core.names import check_name
@@ -152,10 +153,28 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
             name, checkpoints_dir=checkpoints_dir, require_current_incumbent=require_current_incumbent,
             policy=promotion_policy))
         stages["promote"] = {"promoted": True, "pointer": promoted["promoted"],
-                             "previous": (promoted["previous"] or {}).get("name")}
+                             "previous": (promoted["previous"] or {}).get("name"),
+                             "means": promotion_meaning(name, against, stages["benchmark"])}
         summary["promoted"] = True
     except PromotionRefused as refusal:
         stages["promote"] = {"promoted": False, "refused": str(refusal), "reasons": refusal.reasons}
     report("promote")(1, 1)
     summary["completed"] = True
     return summary
+
+
+def promotion_meaning(name: str, incumbent: str, benchmark: dict[str, Any]) -> str:
+    """What a promotion says about strength, in one sentence an agent cannot misread: it beat the
+    incumbent, which on a first promotion is ``baseline:random``, not greedy; the baseline scores
+    say how it fares against each baseline."""
+    match = benchmark["match"]
+    said = f"{name} beat the incumbent {incumbent} (score {match['score']:.2f} over {match['pairs']} pairs)"
+    if incumbent == DEFAULT_INCUMBENT:
+        said += "; this is the first promotion, so the bar was the random baseline"
+    scores = [f"{b['score']:.2f} against {b['opponent']} ({b['pairs']} pairs)" for b in benchmark["baselines"]]
+    if scores:
+        said += "; it scores " + ", ".join(scores)
+    weaker = [b["opponent"] for b in benchmark["baselines"] if b["score"] < 0.5]
+    if weaker:
+        said += f": it does not beat {', '.join(weaker)}"
+    return said

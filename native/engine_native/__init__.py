@@ -1,7 +1,9 @@
 """The arena-1 rules in C++ (issue 26 phase 1, DESIGN 16): byte-identical to ``engine``.
 
-Built, verified by tests/engine/test_native_differential.py, and not yet used by the engine
-API. The Python engine (``engine``) stays the reference: the card table comes from
+Verified by tests/engine/test_native_differential.py (the rules) and test_native_policies.py
+(the greedy and random baselines and the search actor over a baseline, which
+adapters.baselines.GreedyPolicy and adapters.search.SearchPolicy use on the native backend via
+``from_state``). The Python engine (``engine``) stays the reference: the card table comes from
 ``engine.CARDS`` (so ``engine/cards.json`` is the one source), and bad input is refused with
 the reference's own errors and messages.
 

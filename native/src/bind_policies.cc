@@ -24,6 +24,7 @@ namespace {
 using arena_binding::NativeState;
 
 PyObject* g_format_error = nullptr;  // engine.errors.StateFormatError
+PyObject* g_engine_state = nullptr;  // the class engine.State
 
 // Attribute names of engine.State, engine.state.Player and engine.SplitMix64, interned once.
 struct Attrs {
@@ -170,6 +171,9 @@ class StateArg {
   explicit StateArg(nb::handle h) {
     if (nb::isinstance<NativeState>(h)) {
       ptr_ = &nb::cast<NativeState&>(h).s;
+    } else if (Py_TYPE(h.ptr()) != reinterpret_cast<PyTypeObject*>(g_engine_state)) {
+      throw nb::type_error(("engine_native needs an engine.State or an engine_native.State, got " +
+                            std::string(Py_TYPE(h.ptr())->tp_name)).c_str());
     } else {
       own_ = FromPythonState(h);
       ptr_ = &own_;
@@ -236,6 +240,7 @@ nb::dict BattleResults(const std::vector<arena::BattleResult>& results, bool has
 
 void BindPolicies(nb::module_& m) {
   g_format_error = nb::module_::import_("engine.errors").attr("StateFormatError").inc_ref().ptr();
+  g_engine_state = nb::module_::import_("engine.state").attr("State").inc_ref().ptr();
   InitAttrs();
   m.def("_from_state", [](nb::handle state) {
     NativeState out;
@@ -291,8 +296,9 @@ void BindPolicies(nb::module_& m) {
     arena::SplitMix64 rng{rollout_rng.value_or(0)};
     arena::SearchOutput out;
     {
+      const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
       nb::gil_scoped_release release;
-      arena::SearchWithSeed(*s, search_seed, sims, kind, &rng, &out);
+      arena::SearchWithSeed(copy, search_seed, sims, kind, &rng, &out);
     }
     return SearchResult(out, kind == arena::Rollout::kRandom, rng);
   }, nb::arg("state"), nb::arg("search_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
@@ -305,8 +311,9 @@ void BindPolicies(nb::module_& m) {
     arena::SplitMix64 rng{rollout_rng.value_or(0)};
     arena::SearchOutput out;
     {
+      const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
       nb::gil_scoped_release release;
-      arena::SearchAct(*s, actor_seed, sims, kind, &rng, &out);
+      arena::SearchAct(copy, actor_seed, sims, kind, &rng, &out);
     }
     return SearchResult(out, kind == arena::Rollout::kRandom, rng);
   }, nb::arg("state"), nb::arg("actor_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),

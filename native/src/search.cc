@@ -325,9 +325,12 @@ void SearchWithSeed(const State& state, uint64_t search_seed, int sims, Rollout 
 // SearchPolicy.decide: the generator is SplitMix64(derive_seed(seed, "search:" + digest)).
 void SearchAct(const State& state, uint64_t actor_seed, int sims, Rollout rollout, SplitMix64* random_rollout_rng,
                SearchOutput* out) {
+  ActionList legal;
+  LegalActions(state, &legal);
   const int player = state.active + 1;
+  // A forced move is not searched (SearchPolicy.decide returns it before computing the digest).
   const uint64_t search_seed =
-      DeriveSeed(std::to_string(actor_seed), "search:" + InformationSetDigest(state, player));
+      legal.size == 1 ? 0 : DeriveSeed(std::to_string(actor_seed), "search:" + InformationSetDigest(state, player));
   SearchWithSeed(state, search_seed, sims, rollout, random_rollout_rng, out);
 }
 

@@ -101,12 +101,12 @@ async def test_a_play_call_stops_at_its_rollout_cap_and_advance_bot_goes_on(tmp_
                                    "rollouts": state["paused"]["rollouts"]}
         assert 400 <= state["paused"]["rollouts"] < 400 + 48 * 2  # at most one decision past the cap
         assert "advance_bot" in state["next"]
-        calls = 1
+        calls, match_id = 1, state["match_id"]
         while not state["done"]:
-            state = await c.ok("advance_bot", {"match_id": state["match_id"]})
+            state = await c.ok("advance_bot", {"match_id": match_id})
             calls += 1
             assert calls < 100
-        capped = await c.ok("finish_battle", {"match_id": state["match_id"]})
+        capped = await c.ok("finish_battle", {"match_id": match_id})
     assert calls > 2
     async with Client(stdio_params(tmp_path / "whole")) as client:
         c = Checked(client)

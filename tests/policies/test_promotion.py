@@ -188,6 +188,10 @@ def test_pipeline_end_to_end_on_a_tiny_campaign(tmp_path: Path) -> None:
     assert stages["train"]["dataset_id"] == "tiny/v2"
     assert stages["benchmark"]["passed"] and stages["benchmark"]["incumbent"] == "baseline:random"
     assert stages["promote"]["promoted"] and read_promoted(dirs["checkpoints_dir"])["name"] == "tiny-bc"
+    means = stages["promote"]["means"]  # a first promotion says the bar was random, and how it fares vs baselines
+    assert means.startswith("tiny-bc beat the incumbent baseline:random (score ")
+    assert "this is the first promotion, so the bar was the random baseline" in means
+    assert " against baseline:greedy (2 pairs)" in means
     json.dumps(result)
 
     # a taken checkpoint name is refused before anything is collected

@@ -32,7 +32,7 @@ def render_type(schema: dict[str, Any]) -> str:
     if isinstance(schema.get("type"), list):  # the lean listing's {"type": ["string", "null"]}
         return " or ".join(render_type({**schema, "type": kind}) if kind != "null" else "null"
                            for kind in schema["type"])
-    if "propertyNames" in schema:  # an object of named thresholds sharing one value schema
+    if isinstance(schema.get("additionalProperties"), dict):  # named thresholds sharing one value schema
         return "object of " + render_type(schema["additionalProperties"])
     kind = schema.get("type", "any")
     if "enum" in schema:

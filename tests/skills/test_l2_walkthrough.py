@@ -68,7 +68,7 @@ async def test_following_the_l2_skill_literally_records_a_complete_trace(tmp_pat
             bound["action_id"] = choice["action_id"]
             bound["rationale"] = f"step {len(sent)}: {choice['description']}"
             state = await c.ok(submit.func.id, arguments(submit, bound))
-            assert state["your_move"]["action_id"] == choice["action_id"]
+            assert state["board"] and "your_move" not in state  # your own move is not echoed
             sent.append((choice["action_id"], bound["rationale"]))
             assert len(sent) < 2000
         assert state["winner"] in (0, 1, 2) and state["end_reason"] in ("hero_defeated", "simultaneous_death",

@@ -52,8 +52,8 @@ def _written_entry(target: str, doc: dict[str, Any]) -> tuple[str, list[str], st
         return raw["command"], raw["args"], raw["cwd"], raw["env"]
     if target == "opencode":
         raw = doc["mcp"]["extra-rlhf"]
-        assert raw["type"] == "local" and raw["enabled"] is True and "cwd" not in raw
-        return raw["command"][0], raw["command"][1:], None, raw["environment"]
+        assert raw["type"] == "local" and raw["enabled"] is True
+        return raw["command"][0], raw["command"][1:], raw["cwd"], raw["environment"]
     raw = doc["mcpServers"]["extra-rlhf"]
     assert raw["type"] == "stdio"
     return raw["command"], raw["args"], raw["cwd"], raw["env"]
