@@ -175,7 +175,10 @@ _EMPTY_HANDS = [_EMPTY_CARD_PIECE.tobytes() * n for n in range(HAND_LIMIT + 1)]
 
 def _native(core, state: "State"):
     """The native copy of ``state`` for the features (None when the core cannot hold it: an
-    extreme from_dict state; the Python code below then computes them)."""
+    extreme from_dict state; the Python code below then computes them). A native state is used
+    as it is."""
+    if type(state) is core.State:
+        return state
     try:
         return core.from_state(state)
     except StateFormatError:

@@ -101,6 +101,14 @@ def test_engine_features_on_the_native_backend_match_python(monkeypatch: pytest.
     assert run() == expected
 
 
+def test_engine_features_take_native_states_on_the_native_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    py, nat = engine.new_battle(6), engine_native.new_battle(6)
+    monkeypatch.setenv("EXTRAARENA_ENGINE", "native")
+    got = features.observations([(nat, 1), (nat, 2)]).tobytes(), features.action_features(nat, [0, 5]).tobytes()
+    monkeypatch.setenv("EXTRAARENA_ENGINE", "python")
+    assert got == (features.observations([(py, 1), (py, 2)]).tobytes(), features.action_features(py, [0, 5]).tobytes())
+
+
 def test_a_state_beyond_the_core_falls_back_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
     data = engine.new_battle(3).to_dict()
     data["players"][0]["fatigue"] = 2 ** 60  # valid for the Python engine, beyond the core's range
