@@ -74,12 +74,10 @@ float StatFeature(int64_t v) {
   return v >= 12 ? 1.0f : (v <= -12 ? -1.0f : kStatTable.value[v + 12]);
 }
 
-// creature_features (zeros for an empty slot)
+// creature_features of a present creature; an empty slot's are zeros, which the callers
+// write for a whole row or board at once (cheaper than slot by slot), so it leaves `out` alone.
 void CreaturePiece(const Creature& c, float* out) {
-  if (!c.present()) {
-    std::memset(out, 0, sizeof(float) * kCreatureFeatures);
-    return;
-  }
+  if (!c.present()) return;
   const bool can_attack = c.attack > 0 && !c.attacked && (!c.sick || (c.keywords & kCharge));
   int k = 0;
   out[k++] = 1.0f;
@@ -124,15 +122,15 @@ void Observation(const State& state, int player, float* out) {
   for (int i = 0; i < kGlobalFeatures; ++i) out[i] = static_cast<float>(head[i]);
   float* at = out + kGlobalFeatures;
   const bool room = own_count < kBoardSlots;
-  for (int h = 0; h < kHandLimit; ++h, at += kCardFeatures) {
-    if (h >= me.hand_size) {
-      std::memset(at, 0, sizeof(float) * kCardFeatures);
-      continue;
-    }
+  for (int h = 0; h < me.hand_size; ++h, at += kCardFeatures) {
     const Card& card = Pool().Get(me.hand[h]);
     std::memcpy(at, CachedCardPiece(card, card.cost <= me.mana && (room || !card.creature)),
                 sizeof(float) * kCardFeatures);
   }
+  const size_t empty_cards = static_cast<size_t>(kHandLimit - me.hand_size) * kCardFeatures;
+  std::memset(at, 0, sizeof(float) * empty_cards);  // the empty hand slots, at once
+  at += empty_cards;
+  std::memset(at, 0, sizeof(float) * 2 * kBoardSlots * kCreatureFeatures);
   for (const Player* p : {&me, &opp}) {
     for (const Creature& c : p->board) {
       CreaturePiece(c, at);
