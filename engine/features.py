@@ -195,13 +195,18 @@ def _native_rows(core, items: list[tuple["State", int]]) -> np.ndarray | None:
     return out
 
 
-# On the native backend, observations (a batch) and action_features are computed by the core
-# (engine_native's State.observation / action_features, the same bytes): converting the state
-# and computing there is 1.4-2x faster than the Python code (benchmarks/vector_env.py,
-# "features"). One observation is not: the cached-bytes join below is as fast as the
-# conversion alone, so it stays Python.
+# On the native backend the features are computed by the core (engine_native's
+# State.observation / action_features, the same bytes): converting the state and computing
+# there is faster than the Python code (benchmarks/vector_env.py, "features": about 2x for
+# action_features and a batch of observations; about 1.1x for one observation, where the
+# conversion costs most of what the cached-bytes join below does).
 def observation(state: "State", player: int) -> np.ndarray:
     """One observation, float32 [OBS_DIM]: the same bytes as ``observations([(state, player)])[0]``."""
+    core = backend.native()
+    if core is not None:
+        native = _native(core, state)
+        if native is not None:
+            return native.observation(player)
     if player != 1 and player != 2:
         raise ValueError(f"player must be 1 or 2, got {player!r}")
     me = state.players[player - 1]
