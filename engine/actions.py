@@ -12,6 +12,8 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
+
 from .errors import IllegalActionError
 
 HAND_LIMIT = 8
@@ -69,6 +71,35 @@ def check_action_id(action_id: Any) -> int:
     if not 0 <= value < ACTION_SPACE_SIZE:
         raise IllegalActionError(f"action id {value} is outside the action space 0..{ACTION_SPACE_SIZE - 1}")
     return value
+
+
+def check_action_batch(actions: Any, n: int) -> np.ndarray:
+    """One action id per battle of a batch as int64 [n]; refuses a wrong shape, a non-integer
+    dtype and ids outside 0..162, naming the first bad battle (what a batched step checks first)."""
+    array = np.asarray(actions)
+    if array.shape != (n,):
+        raise ValueError(f"actions must be one action id per battle, shape ({n},); got shape {array.shape}")
+    if array.dtype.kind not in "iu":
+        raise IllegalActionError(f"actions must be integer action ids 0..{ACTION_SPACE_SIZE - 1} "
+                                 f"(an int64 or int32 array); got dtype {array.dtype}")
+    bad = np.flatnonzero((array < 0) | (array >= ACTION_SPACE_SIZE))
+    if bad.size:
+        i = int(bad[0])
+        raise IllegalActionError(f"battle {i}: action id {int(array[i])} is outside the action space "
+                                 f"0..{ACTION_SPACE_SIZE - 1} ({bad.size} such ids); nothing was stepped")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def check_batch_seats(seat: Any, n: int) -> list[int | str]:
+    """The learner's seat for each of ``n`` battles of a batch, from 1, 2, ``"random"`` (per
+    episode, derived from its seed) or a sequence of ``n`` of these."""
+    seats = list(seat) if isinstance(seat, (list, tuple, np.ndarray)) else [seat] * n
+    if len(seats) != n:
+        raise ValueError(f"seat must be 1, 2, 'random' or one of these per battle ({n}); got {len(seats)} seats")
+    for s in seats:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer, str)) or s not in (1, 2, "random"):
+            raise ValueError(f"seat must be 1, 2 or 'random' (or one of these per battle), got {s!r}")
+    return [s if isinstance(s, str) else int(s) for s in seats]
 
 
 def decode_action(action_id: int) -> dict[str, Any]:

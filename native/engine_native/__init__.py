@@ -146,3 +146,4 @@ def play_random_battles(seeds: Iterable[int], hashes: bool = False) -> dict[str,
     ``hashes``, each final ``state_hash``.
     """
     return _core.play_random_battles([int(s) for s in seeds], hashes)
+from . import batch  # noqa: E402  (the batched API, engine_native.batch.BattleBatch)

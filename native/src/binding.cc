@@ -21,6 +21,7 @@
 namespace nb = nanobind;
 
 void BindPolicies(nb::module_& m);  // bind_policies.cc
+void BindBatch(nb::module_& m);  // bind_batch.cc: features and the batched API
 
 namespace {
 
@@ -562,4 +563,5 @@ NB_MODULE(_core, m) {
      "Whole random battles inside the core; see random_battles.h for the generator use.");
 
   BindPolicies(m);
+  BindBatch(m);
 }

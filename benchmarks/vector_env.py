@@ -1,0 +1,203 @@
+"""The batched API and the vector env against the Python engine, one process; prints one JSON object.
+
+    PYTHONPATH=native:. .venv/bin/python -m benchmarks.vector_env [--seconds S] [--rounds R] [--num-envs N]
+
+Figures, per CPU-second of this process (``time.process_time``), medians of interleaved rounds
+(each ratio against its own round's Python figure):
+
+* ``python_engine_steps_per_s``: benchmarks.engine's ``random_steps`` on the Python engine
+  (``legal_actions`` + ``apply``, both sides random).
+* ``batch_random``: ``engine_native.batch.BattleBatch(N, "baseline:random")`` stepped with a
+  masked random learner action per battle (chosen with numpy from the returned masks, as a
+  learner samples), observations + masks returned each step. Learner steps and engine
+  actions (the learner's and the opponent's moves: the unit of the Python engine's steps)
+  per CPU-second, of the whole loop and of the ``step`` calls alone (``api_``: the learner's
+  sampling excluded), each with its ratio to the Python engine (issue 26's target: >= 20).
+* ``single_env_greedy_python``: ``ArenaGymEnv(opponent="baseline:greedy")`` on the Python
+  engine (EXTRAARENA_ENGINE=python), a masked random learner: learner steps/CPU-s (the issue's
+  7.8k). ``vector_env_greedy``: ``ArenaVectorEnv(N, opponent="baseline:greedy")`` on the native
+  core, the same learner vectorized; ``ratio_single_env`` (target >= 20).
+* ``features``: microseconds per state along 40 random battles (Python engine states): the
+  Python code against ``engine_native.from_state`` + the core's, for one observation, the
+  legal actions' features and a batch ``observations`` (why engine.features uses the core
+  for the last two only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+
+import engine
+from benchmarks.engine import _timed, random_steps
+from engine import SplitMix64, features
+
+try:
+    import engine_native
+except ImportError as exc:  # pragma: no cover - depends on the build
+    engine_native, NATIVE_MISSING = None, str(exc)
+
+
+def _rate(fn, seconds: float) -> float:
+    done, elapsed = _timed(fn, seconds, time.process_time)
+    return done / elapsed
+
+
+def _masked_random(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly random legal id per row of ``mask`` (every row has one), vectorized."""
+    rows, cols = np.nonzero(mask)  # row-major: each row's legal ids, ascending
+    counts = np.bincount(rows, minlength=len(mask))
+    return cols[np.cumsum(counts) - counts + rng.integers(counts)]
+
+
+def batch_rates(num_envs: int, opponent: str, seconds: float) -> dict[str, float]:
+    """BattleBatch stepped with masked random learner actions: learner steps and engine actions
+    (learner + opponent) per CPU-second, of the whole loop and of the ``step`` calls alone."""
+    batch = engine_native.batch.BattleBatch(num_envs, opponent=opponent)
+    out, rng = batch.reset(0), np.random.default_rng(0)
+    steps, in_step, start = 0, 0.0, time.process_time()
+    first_actions = batch.actions_applied
+    while True:
+        actions = _masked_random(out["mask"], rng)
+        t0 = time.process_time()
+        out = batch.step(actions)
+        t1 = time.process_time()
+        in_step += t1 - t0
+        steps += num_envs
+        if t1 - start >= seconds:
+            break
+    total, actions_applied = t1 - start, batch.actions_applied - first_actions
+    return {"learner_steps_per_s": steps / total, "api_learner_steps_per_s": steps / in_step,
+            "engine_actions_per_s": actions_applied / total, "api_engine_actions_per_s": actions_applied / in_step}
+
+
+def vector_env_rate(num_envs: int, opponent: str, seconds: float) -> float:
+    from extrarlhf.envs import ArenaVectorEnv
+
+    env = ArenaVectorEnv(num_envs, opponent=opponent)
+    assert env.backend == "native"
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+
+    def chunk(_: int) -> int:
+        for _ in range(20):
+            env.step(_masked_random(env.action_masks(), rng))
+        return 20 * num_envs
+
+    return _rate(chunk, seconds)
+
+
+def single_env_rate(opponent: str, seconds: float) -> float:
+    from extrarlhf.envs import ArenaGymEnv
+
+    env, rng = ArenaGymEnv(opponent=opponent), SplitMix64(0)
+
+    def episode(i: int) -> int:
+        _, info = env.reset(seed=i)
+        steps, done = 0, False
+        while not done:
+            legal = info["action_mask"].nonzero()[0]
+            _, _, done, _, info = env.step(int(legal[rng.below(len(legal))]))
+            steps += 1
+        return steps
+
+    return _rate(episode, seconds)
+
+
+def _python_engine(fn, *args):
+    """``fn(*args)`` with EXTRAARENA_ENGINE=python (the backend is looked up per call)."""
+    saved = os.environ.get("EXTRAARENA_ENGINE")
+    os.environ["EXTRAARENA_ENGINE"] = "python"
+    try:
+        return fn(*args)
+    finally:
+        if saved is None:
+            del os.environ["EXTRAARENA_ENGINE"]
+        else:
+            os.environ["EXTRAARENA_ENGINE"] = saved
+
+
+def feature_costs() -> dict[str, float]:
+    states = []
+    for seed in range(40):
+        s, rng = engine.new_battle(seed), SplitMix64(seed)
+        while not s.is_terminal:
+            states.append(s.clone())
+            legal = s.legal_actions()
+            s.apply(legal[rng.below(len(legal))])
+    items = [(s, s.active + 1) for s in states]
+    conv = engine_native.from_state
+
+    def us(fn) -> float:
+        best = min(_once(fn) for _ in range(5))
+        return round(best / len(states) * 1e6, 2)
+
+    def _once(fn) -> float:
+        start = time.process_time()
+        fn()
+        return time.process_time() - start
+
+    def py_features(s):
+        return features.action_feature_parts(s, s.legal_actions(), [])
+
+    return {
+        "states": len(states),
+        "observation_python_us": us(lambda: [features.observation(s, p) for s, p in items]),
+        "observation_native_us": us(lambda: [conv(s).observation(p) for s, p in items]),
+        "action_features_python_us": _python_engine(us, lambda: [features.action_features(s, s.legal_actions())
+                                                                 for s in states]),
+        "action_features_native_us": us(lambda: [conv(s).action_features(s.legal_actions()) for s in states]),
+        "observations_batch_python_us": _python_engine(us, lambda: features.observations(items)),
+        "observations_batch_native_us": us(lambda: features.observations(items)),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=2.0, help="minimum CPU time per figure and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--num-envs", type=int, default=256)
+    args = parser.parse_args()
+    if engine_native is None:
+        print(json.dumps({"skipped": f"engine_native is not built ({NATIVE_MISSING}); run make setup"}))
+        return 0
+    n = args.num_envs
+    rounds: list[dict[str, float]] = []
+    for _ in range(args.rounds):  # interleaved, so a load change on a shared machine hits both sides
+        py = _python_engine(_rate, random_steps, args.seconds)
+        row = {"python_engine": py, **batch_rates(n, "baseline:random", args.seconds)}
+        row["single_env_greedy_python"] = _python_engine(single_env_rate, "baseline:greedy", args.seconds)
+        row["vector_env_greedy"] = vector_env_rate(n, "baseline:greedy", args.seconds)
+        for key in ("learner_steps_per_s", "api_learner_steps_per_s", "engine_actions_per_s",
+                    "api_engine_actions_per_s"):
+            row[f"ratio_{key}"] = row[key] / py
+        row["ratio_vector"] = row["vector_env_greedy"] / row["single_env_greedy_python"]
+        rounds.append(row)
+    med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    batch = {key: round(med[key]) for key in ("learner_steps_per_s", "api_learner_steps_per_s",
+                                              "engine_actions_per_s", "api_engine_actions_per_s")}
+    batch.update({f"ratio_{key}": round(med[f"ratio_{key}"], 1) for key in list(batch)})
+    out = {
+        "benchmark": "vector_env", "python": platform.python_version(), "machine": platform.machine(),
+        "rounds": args.rounds, "num_envs": n, "unit": "per CPU-second of this process",
+        "python_engine_steps_per_s": round(med["python_engine"]),
+        "batch_random": {**batch, "target": "ratio >= 20 (the issue's Python-engine steps are engine actions)",
+                         "target_met": {key: med[f"ratio_{key}"] >= 20 for key in batch if not key.startswith("ratio")}},
+        "single_env_greedy_python_steps_per_s": round(med["single_env_greedy_python"]),
+        "vector_env_greedy": {"learner_steps_per_s": round(med["vector_env_greedy"]),
+                              "ratio_single_env": round(med["ratio_vector"], 1), "target": 20,
+                              "target_met": med["ratio_vector"] >= 20},
+        "features": feature_costs(),
+    }
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,264 @@
+// engine_native._core: observation/action features on State and the batched API (Batch).
+// Conversion only; the features are features.cc, the batch is batch.cc. Arrays handed to
+// Python are fresh numpy arrays (a caller may keep them across steps).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "batch.h"
+#include "features.h"
+#include "native_state.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+using arena_binding::NativeState;
+
+template <typename T>
+using Array = nb::ndarray<nb::numpy, T>;
+
+// A fresh numpy array of `n` items of T (zeroed), shaped `shape`, owning its buffer.
+template <typename T>
+Array<T> NewArray(std::initializer_list<size_t> shape) {
+  size_t n = 1;
+  for (size_t d : shape) n *= d;
+  T* data = new T[n > 0 ? n : 1]();
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  return Array<T>(data, shape, owner);
+}
+
+int CheckPlayer(nb::handle player) {
+  // features.observation: `player != 1 and player != 2` refuses (so True and 1.0 pass, as there)
+  for (int p : {1, 2}) {
+    nb::int_ value(p);
+    const int eq = PyObject_RichCompareBool(player.ptr(), value.ptr(), Py_EQ);
+    if (eq < 0) throw nb::python_error();
+    if (eq == 1) return p;
+  }
+  throw std::invalid_argument("player must be 1 or 2, got " + nb::cast<std::string>(nb::repr(player)));
+}
+
+Array<float> ObservationArray(const NativeState& self, nb::handle player) {
+  const int p = CheckPlayer(player);
+  Array<float> out = NewArray<float>({static_cast<size_t>(arena::kObsDim)});
+  arena::Observation(self.s, p, out.data());
+  return out;
+}
+
+Array<float> ActionFeaturesArray(NativeState& self, nb::handle action_ids) {
+  std::vector<int> ids;
+  if (action_ids.is_none()) {
+    const arena::ActionList& legal = self.Legal();
+    ids.assign(legal.ids.begin(), legal.ids.begin() + legal.size);
+  } else {
+    for (nb::handle item : nb::iter(action_ids)) {
+      PyObject* index = PyNumber_Index(item.ptr());  // ints and numpy integers, not floats or bools' strangers
+      long long v = -1;
+      if (index != nullptr) {
+        int overflow = 0;
+        v = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+        if (overflow != 0) v = -1;
+      } else {
+        PyErr_Clear();
+      }
+      if (index == nullptr || v < 0 || v >= arena::kActionSpaceSize) {
+        throw std::invalid_argument("action_features: " + nb::cast<std::string>(nb::repr(item)) +
+                                    " is not an action id (an integer 0.." +
+                                    std::to_string(arena::kActionSpaceSize - 1) + ")");
+      }
+      ids.push_back(static_cast<int>(v));
+    }
+  }
+  Array<float> out = NewArray<float>({ids.size(), static_cast<size_t>(arena::kActionFeatureDim)});
+  for (size_t k = 0; k < ids.size(); ++k) {
+    arena::ActionFeatures(self.s, ids[k], out.data() + k * arena::kActionFeatureDim);
+  }
+  return out;
+}
+
+// The outputs of one Batch call: numpy arrays carved out of one block of memory, which goes
+// back to its batch's free list when the last of them is released (a step reuses it instead of
+// asking the kernel for fresh, faulting pages for half a megabyte each time).
+struct BlockPool {
+  size_t bytes = 0;
+  std::vector<char*> free;
+  ~BlockPool() {
+    for (char* p : free) delete[] p;
+  }
+};
+
+struct Block {
+  std::shared_ptr<BlockPool> pool;
+  char* data;
+};
+
+constexpr size_t kAlign = 64;
+size_t Aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct StepArrays {
+  Array<float> obs, reward;
+  Array<int8_t> mask, seat, winner;
+  Array<bool> terminated, illegal;
+  Array<uint64_t> seed, final_seed;
+  arena::BatchOut out;
+
+  static size_t Bytes(size_t n) {
+    return Aligned(n * arena::kObsDim * 4) + Aligned(n * 4) + Aligned(n * arena::kActionSpaceSize) +
+           Aligned(n) * 4 + Aligned(n * 8) * 2;
+  }
+
+  StepArrays(size_t n, const std::shared_ptr<BlockPool>& pool, float* final_scratch, int* num_final) {
+    if (pool->bytes != Bytes(n)) throw std::logic_error("engine_native: a batch's block size changed");
+    Block* block = new Block{pool, nullptr};
+    if (!pool->free.empty()) {
+      block->data = pool->free.back();
+      pool->free.pop_back();
+    } else {
+      block->data = new char[pool->bytes];
+    }
+    nb::capsule owner(block, [](void* p) noexcept {
+      Block* b = static_cast<Block*>(p);
+      if (b->pool->free.size() < 4) {
+        b->pool->free.push_back(b->data);
+      } else {
+        delete[] b->data;
+      }
+      delete b;
+    });
+    char* at = block->data;
+    auto take = [&at](size_t bytes) {
+      char* here = at;
+      at += Aligned(bytes);
+      return here;
+    };
+    const size_t obs_dim = arena::kObsDim, actions = arena::kActionSpaceSize;
+    obs = Array<float>(take(n * obs_dim * 4), {n, obs_dim}, owner);
+    reward = Array<float>(take(n * 4), {n}, owner);
+    mask = Array<int8_t>(take(n * actions), {n, actions}, owner);
+    seat = Array<int8_t>(take(n), {n}, owner);
+    winner = Array<int8_t>(take(n), {n}, owner);
+    terminated = Array<bool>(take(n), {n}, owner);
+    illegal = Array<bool>(take(n), {n}, owner);
+    seed = Array<uint64_t>(take(n * 8), {n}, owner);
+    final_seed = Array<uint64_t>(take(n * 8), {n}, owner);
+    out = {obs.data(), mask.data(), reward.data(), terminated.data(), seed.data(), seat.data(),
+           final_scratch, num_final, winner.data(), illegal.data(), final_seed.data()};
+  }
+
+  // `final_obs`: the scratch's first num_final rows, copied (few: only the battles that ended).
+  nb::dict Dict(bool with_step) const {
+    nb::dict d;
+    d["obs"] = obs;
+    d["mask"] = mask;
+    d["seed"] = seed;
+    d["seat"] = seat;
+    if (with_step) {
+      d["reward"] = reward;
+      d["terminated"] = terminated;
+      const size_t k = static_cast<size_t>(*out.num_final);
+      Array<float> final_obs = NewArray<float>({k, static_cast<size_t>(arena::kObsDim)});
+      if (k > 0) std::memcpy(final_obs.data(), out.final_obs, k * arena::kObsDim * sizeof(float));
+      d["final_obs"] = final_obs;
+      d["winner"] = winner;
+      d["illegal"] = illegal;
+      d["final_seed"] = final_seed;
+    }
+    return d;
+  }
+};
+
+// arena::Batch plus the pool its outputs come from.
+struct PyBatch {
+  arena::Batch batch;
+  std::shared_ptr<BlockPool> pool;
+  std::vector<float> final_scratch;
+  int num_final = 0;
+  PyBatch(const arena::BatchOptions& options)
+      : batch(options), pool(std::make_shared<BlockPool>()),
+        final_scratch(static_cast<size_t>(options.num_battles) * arena::kObsDim) {
+    pool->bytes = StepArrays::Bytes(static_cast<size_t>(options.num_battles));
+  }
+};
+
+using Actions = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+void CheckActions(const arena::Batch& batch, const Actions& actions) {  // the Python side checked; defensive
+  if (actions.shape(0) != static_cast<size_t>(batch.size())) {
+    throw std::invalid_argument("actions must have shape (" + std::to_string(batch.size()) + ",), got (" +
+                                std::to_string(actions.shape(0)) + ",)");
+  }
+}
+
+}  // namespace
+
+void BindBatch(nb::module_& m) {
+  m.attr("OBS_DIM") = arena::kObsDim;
+  m.attr("ACTION_FEATURE_DIM") = arena::kActionFeatureDim;
+
+  nb::handle state_type = nb::type<NativeState>();
+  state_type.attr("observation") = nb::cpp_function(
+      [](const NativeState& self, nb::handle player) { return ObservationArray(self, player); },
+      nb::is_method(), nb::scope(state_type), nb::name("observation"), nb::arg("player").none(),
+      "features.observation(state, player): float32 [OBS_DIM], the same bytes.");
+  state_type.attr("action_features") = nb::cpp_function(
+      [](NativeState& self, nb::handle ids) { return ActionFeaturesArray(self, ids); },
+      nb::is_method(), nb::scope(state_type), nb::name("action_features"), nb::arg("action_ids").none() = nb::none(),
+      "features.action_features(state, ids or the legal actions): float32 [len(ids), ACTION_FEATURE_DIM].");
+
+  nb::class_<PyBatch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
+      .def("__init__", [](PyBatch* self, int num_battles, const std::vector<int>& seats, bool penalize, int opponent,
+                          int sims, int rollout) {
+             if (num_battles < 1) throw std::invalid_argument("num_battles must be at least 1");
+             if (static_cast<int>(seats.size()) != num_battles) throw std::invalid_argument("seats must hold one seat per battle");
+             for (int seat : seats) {
+               if (seat < 0 || seat > 2) throw std::invalid_argument("a seat must be 0 (random), 1 or 2");
+             }
+             if (opponent < 0 || opponent > 2) throw std::invalid_argument("unknown opponent kind " + std::to_string(opponent));
+             if (sims < 1 || sims > 4096) throw std::invalid_argument("sims must be in 1..4096");
+             if (rollout < 0 || rollout > 1) throw std::invalid_argument("unknown rollout kind " + std::to_string(rollout));
+             arena::BatchOptions options;
+             options.num_battles = num_battles;
+             options.seats.assign(seats.begin(), seats.end());
+             options.penalize = penalize;
+             options.opponent = static_cast<arena::OpponentKind>(opponent);
+             options.search_sims = sims;
+             options.search_rollout = static_cast<arena::Rollout>(rollout);
+             new (self) PyBatch(options);
+           }, nb::arg("num_battles"), nb::arg("seats"), nb::arg("penalize"), nb::arg("opponent"), nb::arg("sims"),
+           nb::arg("rollout"), "opponent 0 random, 1 greedy, 2 search (sims, rollout 0 greedy / 1 random).")
+      .def_prop_ro("size", [](const PyBatch& self) { return self.batch.size(); })
+      .def_prop_ro("actions_applied", [](const PyBatch& self) { return self.batch.actions_applied(); },
+                   "Engine actions applied so far (learners' and opponents').")
+      .def("reset", [](PyBatch& self, const std::string& base_seed) {
+             StepArrays a(static_cast<size_t>(self.batch.size()), self.pool, self.final_scratch.data(), &self.num_final);
+             self.batch.Reset(base_seed, a.out);
+             return a.Dict(false);
+           }, nb::arg("base_seed"), "Episode 0 of every battle from base_seed (decimal text of an int >= 0).")
+      .def("first_illegal", [](const PyBatch& self, const Actions& actions) {
+             CheckActions(self.batch, actions);
+             return self.batch.FirstIllegal(actions.data());
+           }, nb::arg("actions"))
+      .def("step", [](PyBatch& self, const Actions& actions) {
+             CheckActions(self.batch, actions);
+             StepArrays a(static_cast<size_t>(self.batch.size()), self.pool, self.final_scratch.data(), &self.num_final);
+             self.batch.Step(actions.data(), a.out);
+             return a.Dict(true);
+           }, nb::arg("actions"))
+      .def("battle", [](const PyBatch& self, int i) {
+             const int n = self.batch.size();
+             if (i < 0 || i >= n) throw std::out_of_range("battle index " + std::to_string(i) + " is outside 0.." + std::to_string(n - 1));
+             NativeState out;
+             out.s = self.batch.battle(i);
+             return out;
+           }, nb::arg("index"), "A copy of battle i's current state (an engine_native.State).");
+}
