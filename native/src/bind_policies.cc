@@ -216,7 +216,33 @@ nb::tuple SearchResult(const arena::SearchOutput& out, bool random, const arena:
   return nb::make_tuple(out.action, visits, means, random ? nb::object(nb::int_(rng.state)) : nb::none());
 }
 
-nb::dict BattleResults(const std::vector<arena::BattleResult>& results, bool hashes) {
+// One search decision (SearchWithSeed or SearchAct, whose third argument is the seed each takes)
+// on a copy of the state without the GIL: (action, visits, means, rollout generator state).
+nb::tuple RunSearch(nb::handle state, uint64_t seed, int sims, const std::string& rollout,
+                    std::optional<uint64_t> rollout_rng,
+                    void (*search)(const arena::State&, uint64_t, int, arena::Rollout, arena::SplitMix64*,
+                                   arena::SearchOutput*)) {
+  StateArg s(state);
+  CheckDeciding(*s, sims);
+  const arena::Rollout kind = RolloutOf(rollout);
+  arena::SplitMix64 rng{rollout_rng.value_or(0)};
+  arena::SearchOutput out;
+  {
+    const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
+    nb::gil_scoped_release release;
+    search(copy, seed, sims, kind, &rng, &out);
+  }
+  return SearchResult(out, kind == arena::Rollout::kRandom, rng);
+}
+
+// Plays the battles without the GIL and returns their results as play_random_battles documents.
+nb::dict BattleResults(const std::vector<uint64_t>& seeds, bool hashes,
+                       std::vector<arena::BattleResult> (*play)(const std::vector<uint64_t>&, bool)) {
+  std::vector<arena::BattleResult> results;
+  {
+    nb::gil_scoped_release release;
+    results = play(seeds, hashes);
+  }
   nb::list winner, reason, turn, steps, health, final_hash;
   for (const arena::BattleResult& r : results) {
     winner.append(r.winner);
@@ -260,13 +286,12 @@ void BindPolicies(nb::module_& m) {
     const int action = arena::RandomAct(*s, rng);
     return std::make_pair(action, rng.state);
   }, nb::arg("state"), nb::arg("rng_state"), "RandomPolicy.act: (action, the generator's state after).");
+  m.def("play_random_battles", [](const std::vector<uint64_t>& seeds, bool hashes) {
+    return BattleResults(seeds, hashes, arena::PlayRandomBattles);
+  }, nb::arg("seeds"), nb::arg("hashes") = false,
+     "Whole random battles inside the core; see random_battles.h for the generator use.");
   m.def("play_greedy_battles", [](const std::vector<uint64_t>& seeds, bool hashes) {
-    std::vector<arena::BattleResult> results;
-    {
-      nb::gil_scoped_release release;
-      results = arena::PlayGreedyBattles(seeds, hashes);
-    }
-    return BattleResults(results, hashes);
+    return BattleResults(seeds, hashes, arena::PlayGreedyBattles);
   }, nb::arg("seeds"), nb::arg("hashes") = false, "Whole greedy-vs-greedy battles inside the core.");
 
   m.def("_set_view_cards", [](const std::vector<std::tuple<int, std::string, std::string, std::string>>& rows) {
@@ -290,32 +315,12 @@ void BindPolicies(nb::module_& m) {
   }, nb::arg("state"), nb::arg("player"), nb::arg("rng_state"), "determinize: (world, the generator's state after).");
   m.def("_search", [](nb::handle state, uint64_t search_seed, int sims, const std::string& rollout,
                       std::optional<uint64_t> rollout_rng) {
-    StateArg s(state);
-    CheckDeciding(*s, sims);
-    const arena::Rollout kind = RolloutOf(rollout);
-    arena::SplitMix64 rng{rollout_rng.value_or(0)};
-    arena::SearchOutput out;
-    {
-      const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
-      nb::gil_scoped_release release;
-      arena::SearchWithSeed(copy, search_seed, sims, kind, &rng, &out);
-    }
-    return SearchResult(out, kind == arena::Rollout::kRandom, rng);
+    return RunSearch(state, search_seed, sims, rollout, rollout_rng, arena::SearchWithSeed);
   }, nb::arg("state"), nb::arg("search_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
      "SearchPolicy.decide's search from its generator seed: (action, visits, means, rollout generator state).");
   m.def("_search_act", [](nb::handle state, uint64_t actor_seed, int sims, const std::string& rollout,
                           std::optional<uint64_t> rollout_rng) {
-    StateArg s(state);
-    CheckDeciding(*s, sims);
-    const arena::Rollout kind = RolloutOf(rollout);
-    arena::SplitMix64 rng{rollout_rng.value_or(0)};
-    arena::SearchOutput out;
-    {
-      const arena::State copy = *s;  // another thread may step a borrowed native state meanwhile
-      nb::gil_scoped_release release;
-      arena::SearchAct(copy, actor_seed, sims, kind, &rng, &out);
-    }
-    return SearchResult(out, kind == arena::Rollout::kRandom, rng);
+    return RunSearch(state, actor_seed, sims, rollout, rollout_rng, arena::SearchAct);
   }, nb::arg("state"), nb::arg("actor_seed"), nb::arg("sims"), nb::arg("rollout"), nb::arg("rollout_rng").none(),
      "arena::SearchAct (the digest and seed in C++): as _search.");
 }

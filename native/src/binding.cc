@@ -484,7 +484,9 @@ NB_MODULE(_core, m) {
       .def_static("from_dict", [](nb::handle data) {
              // The reference validates (same errors, same messages) and normalizes the dict.
              nb::object checked = Reference("engine", "State").attr("from_dict")(data).attr("to_dict")();
-             return NativeState{FromNormalizedDict(checked), {}};
+             NativeState out;
+             out.s = FromNormalizedDict(checked);
+             return out;
            }, nb::arg("data").none(), "Rebuild a state from a to_dict() of either engine.")
       .def_prop_ro("last_events", [](const NativeState& self) { return EventsList(self.last_events); })
       .def_prop_ro("is_terminal", [](const NativeState& self) { return self.s.terminal(); })
@@ -535,32 +537,6 @@ NB_MODULE(_core, m) {
     return out;
   }, nb::arg("seed"), nb::arg("p1_deck").none(), nb::arg("p2_deck").none(), nb::arg("starting_player"),
      "new_battle on checked arguments (decimal seed text, validated decks as lists or None, start 0/1/2).");
-
-  m.def("play_random_battles", [](const std::vector<uint64_t>& seeds, bool hashes) {
-    std::vector<arena::BattleResult> results;
-    {
-      nb::gil_scoped_release release;
-      results = arena::PlayRandomBattles(seeds, hashes);
-    }
-    nb::list winner, reason, turn, steps, health, final_hash;
-    for (const arena::BattleResult& r : results) {
-      winner.append(r.winner);
-      reason.append(arena::EndReasonName(r.end_reason));
-      turn.append(r.turn);
-      steps.append(r.steps);
-      health.append(nb::make_tuple(r.hero_health[0], r.hero_health[1]));
-      if (hashes) final_hash.append(r.final_hash);
-    }
-    nb::dict out;
-    out["winner"] = winner;
-    out["end_reason"] = reason;
-    out["turn"] = turn;
-    out["steps"] = steps;
-    out["hero_health"] = health;
-    if (hashes) out["state_hash"] = final_hash;
-    return out;
-  }, nb::arg("seeds"), nb::arg("hashes") = false,
-     "Whole random battles inside the core; see random_battles.h for the generator use.");
 
   BindPolicies(m);
   BindBatch(m);

@@ -124,24 +124,7 @@ int RandomAct(const State& s, SplitMix64& rng) {
 }
 
 std::vector<BattleResult> PlayGreedyBattles(const std::vector<uint64_t>& seeds, bool with_hashes) {
-  std::vector<BattleResult> results;
-  results.reserve(seeds.size());
-  for (uint64_t seed : seeds) {
-    State s = NewBattle(std::to_string(seed), nullptr, nullptr, 0, nullptr);
-    BattleResult r;
-    while (!s.terminal()) {
-      ApplyAction(s, GreedyAct(s), nullptr);
-      r.steps += 1;
-    }
-    r.winner = s.winner;
-    r.end_reason = s.end_reason;
-    r.turn = s.turn;
-    r.hero_health[0] = s.players[0].hp;
-    r.hero_health[1] = s.players[1].hp;
-    if (with_hashes) r.final_hash = StateHash(s);
-    results.push_back(r);
-  }
-  return results;
+  return PlayBattles(seeds, with_hashes, [](const State& s, SplitMix64&) { return GreedyAct(s); });
 }
 
 }  // namespace arena
