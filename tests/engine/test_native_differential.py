@@ -8,7 +8,6 @@ missing build is a failure. The 10,000-battle run is in benchmarks/engine_native
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import numpy as np
@@ -19,15 +18,9 @@ from hypothesis import strategies as st
 import engine
 from engine import SplitMix64
 from tests import golden
+from tests.native_helpers import require_native
 
-try:
-    import engine_native
-except ImportError as exc:
-    if os.environ.get("RLHF_REQUIRE_NATIVE") == "1":
-        raise RuntimeError(f"RLHF_REQUIRE_NATIVE=1 (make test) but engine_native is not importable ({exc}); "
-                           "run `make setup` and read .venv/native-build.log") from None
-    pytest.skip(f"engine_native is not built ({exc}); `make setup` builds it (needs a C++ compiler)",
-                allow_module_level=True)
+engine_native = require_native()
 
 
 def assert_same_state(py: engine.State, nat: Any, where: str) -> None:

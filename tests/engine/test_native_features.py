@@ -8,23 +8,15 @@ missing build is a failure."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 import engine
 from adapters.baselines import GreedyPolicy
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, features
+from tests.native_helpers import require_native
 
-try:
-    import engine_native
-except ImportError as exc:  # pragma: no cover - depends on the build
-    if os.environ.get("RLHF_REQUIRE_NATIVE") == "1":
-        raise RuntimeError(f"RLHF_REQUIRE_NATIVE=1 (make test) but engine_native is not importable ({exc}); "
-                           "run `make setup` and read .venv/native-build.log") from None
-    pytest.skip(f"engine_native is not built ({exc}); `make setup` builds it (needs a C++ compiler)",
-                allow_module_level=True)
+engine_native = require_native()
 
 ALL_IDS = list(range(ACTION_SPACE_SIZE))
 

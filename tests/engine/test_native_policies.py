@@ -8,7 +8,6 @@ missing build is a failure. Bigger runs: benchmarks/engine_native.py --verify-gr
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import orjson
 import pytest
@@ -17,17 +16,16 @@ from hypothesis import strategies as st
 
 import engine
 from adapters.baselines import GreedyPolicy, RandomPolicy, evaluate
-from adapters.search import SearchPolicy, determinize, information_set, information_set_digest
+from adapters.search import (
+    SearchPolicy,
+    determinize,
+    information_set,
+    information_set_digest,
+)
 from engine import SplitMix64
+from tests.native_helpers import require_native
 
-try:
-    import engine_native
-except ImportError as exc:
-    if os.environ.get("RLHF_REQUIRE_NATIVE") == "1":
-        raise RuntimeError(f"RLHF_REQUIRE_NATIVE=1 (make test) but engine_native is not importable ({exc}); "
-                           "run `make setup` and read .venv/native-build.log") from None
-    pytest.skip(f"engine_native is not built ({exc}); `make setup` builds it (needs a C++ compiler)",
-                allow_module_level=True)
+engine_native = require_native()
 
 
 def continue_both(py: engine.State, seed: int, where: str) -> int:

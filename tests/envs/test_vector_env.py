@@ -8,8 +8,6 @@ RLHF_REQUIRE_NATIVE=1, as in `make test`)."""
 
 from __future__ import annotations
 
-import os
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -18,15 +16,11 @@ from gymnasium.vector import AutoresetMode
 from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError
 from extrarlhf.envs import VECTOR_ENV_ID, ArenaGymEnv, ArenaVectorEnv, ReferenceBatch
 from extrarlhf.envs.vector import episode_seed, make_batch
+from tests.native_helpers import native_or_none
 
-try:
-    import engine_native
+engine_native = native_or_none()
+if engine_native is not None:
     from engine_native.batch import BattleBatch
-except ImportError as exc:  # pragma: no cover - depends on the build
-    if os.environ.get("RLHF_REQUIRE_NATIVE") == "1":
-        raise RuntimeError(f"RLHF_REQUIRE_NATIVE=1 (make test) but engine_native is not importable ({exc}); "
-                           "run `make setup` and read .venv/native-build.log") from None
-    engine_native = None
 
 needs_native = pytest.mark.skipif(engine_native is None, reason="engine_native is not built (`make setup`)")
 KEYS = ("obs", "mask", "seed", "seat")
