@@ -46,6 +46,7 @@ import time
 import engine
 from adapters import GreedyPolicy, SearchPolicy
 from benchmarks.engine import random_steps
+from benchmarks.improve import greedy_states
 from engine import SplitMix64
 
 try:
@@ -115,19 +116,6 @@ def python_greedy_battle(seed: int) -> tuple[int, str]:
 
 def core_greedy_battles(seed: int, batch: int = 20) -> int:
     return len(engine_native.play_greedy_battles(range(seed * batch, (seed + 1) * batch))["steps"])
-
-
-def decision_states(n: int) -> list[engine.State]:
-    """``n`` states with a choice to make (two or more legal actions) from greedy battles."""
-    states, seed, greedy = [], 0, GreedyPolicy()
-    while len(states) < n:
-        state = engine.new_battle(seed)
-        while not state.is_terminal and len(states) < n:
-            if len(state.legal_actions()) > 1:
-                states.append(state.clone())
-            state.apply(greedy.act(state))
-        seed += 1
-    return states
 
 
 SEARCH_SIMS = 32
@@ -224,7 +212,7 @@ def main() -> int:
         "search_native": (lambda k: search_cycle("native", k), 0),
         "search_in_core": (core_search_cycle, 0),
     }
-    _STATES[:] = decision_states(SEARCH_CYCLE)
+    _STATES[:] = greedy_states(SEARCH_CYCLE)
     figures: dict[str, list[float]] = {name: [] for name in runs}
     for r in range(args.rounds):
         for name, (fn, first_seed) in runs.items():
