@@ -24,9 +24,11 @@ not counted), best of R interleaved rounds, with the ratios native / Python:
   and ``search_in_core`` (arena::SearchAct: the digest too in C++, what an in-core opponent
   runs). Every decision both backends made on the same state must agree (``search_verified``).
 
-Then ``--verify-battles`` seeds (default 10,000) are played both ways and every final state
-hash, winner, turn and step count must agree (issue 26's 10,000-battle differential run; the
-per-step comparison of 2,000 battles is in tests/engine/test_native_differential.py);
+Then ``--verify-battles`` random battles (default 10,000; issue 26's differential run) are
+stepped on both engines side by side, comparing at every step the legal actions, the events,
+the state hash and the observation and action-feature bytes, and the core's own loop must end
+each in the same state (tests/engine/test_native_differential.py steps 2,000 battles and
+test_native_features.py 300 the same way in the suite);
 ``--verify-greedy`` greedy-vs-greedy battles (default 1,000) likewise, and ``--verify-search``
 teacher battles (``search:baseline:greedy?sims=8`` against greedy, default 50) decide
 identically at every decision on both backends (tests/engine/test_native_policies.py runs
@@ -47,7 +49,7 @@ import engine
 from adapters import GreedyPolicy, SearchPolicy
 from benchmarks.engine import random_steps
 from benchmarks.improve import greedy_states
-from engine import SplitMix64
+from engine import SplitMix64, features
 
 try:
     import engine_native
@@ -172,20 +174,35 @@ def verify_search(battles: int, sims: int = 8) -> dict:
 
 
 def verify(battles: int) -> dict:
-    """Play seeds 0..battles-1 in the core and on the Python engine; every result must agree."""
+    """Seeds 0..battles-1 with seeded random actions, a Python and a native state side by side:
+    at every step the legal actions (the mask), the events, the state hash, both players'
+    observation bytes and the legal actions' feature bytes must agree; then the core's own
+    loop (play_random_battles) must end each battle in the same state."""
     got = engine_native.play_random_battles(range(battles), hashes=True)
-    mismatches = []
+    mismatches, steps = [], 0
     for seed in range(battles):
-        state, rng, steps = engine.new_battle(seed), SplitMix64(seed), 0
-        while not state.is_terminal:
-            legal = state.legal_actions()
-            state.apply(legal[rng.below(len(legal))])
+        py, nat, rng = engine.new_battle(seed), engine_native.new_battle(seed), SplitMix64(seed)
+        while True:
+            legal = py.legal_actions()
+            with backend("python"):
+                want = (legal, py.state_hash(), [features.observation(py, p).tobytes() for p in (1, 2)],
+                        features.action_features(py, legal).tobytes() if legal else b"")
+            have = (nat.legal_actions(), nat.state_hash(), [nat.observation(p).tobytes() for p in (1, 2)],
+                    nat.action_features(legal).tobytes() if legal else b"")
+            if have != want:
+                mismatches.append((seed, steps))
+                break
+            if py.is_terminal:
+                break
+            action = legal[rng.below(len(legal))]
+            if py.apply(action) != nat.apply(action):
+                mismatches.append((seed, steps))
+                break
             steps += 1
-        if (got["state_hash"][seed], got["winner"][seed], got["turn"][seed], got["steps"][seed]) != \
-                (state.state_hash(), state.winner, state.turn, steps):
-            mismatches.append(seed)
-    return {"battles": battles, "steps": sum(got["steps"]), "identical": not mismatches,
-            "mismatched_seeds": mismatches[:20]}
+        if (got["state_hash"][seed], got["winner"][seed], got["turn"][seed]) != \
+                (py.state_hash(), py.winner, py.turn):
+            mismatches.append((seed, "play_random_battles"))
+    return {"battles": battles, "steps": steps, "identical": not mismatches, "mismatched": mismatches[:20]}
 
 
 def main() -> int:
