@@ -19,11 +19,21 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from ..mcp_helpers import REPO, Checked, stdio_params
 
-HEAVY = "search:baseline:greedy?sims=4096"  # ~3 s per decision: a whole battle is minutes
+# ~3 s per decision on the Python engine, so a whole battle is minutes. The native core decides
+# it in about 50 ms (a battle in seconds, over before the test cancels it), so the servers that
+# play HEAVY run on the Python engine, whose search checks cancellation at every rollout; on the
+# native core a search decision is one call, checked between decisions (run_series is cancelled
+# on it below: the end-of-input test's series plays greedy battles in the core).
+HEAVY = "search:baseline:greedy?sims=4096"
+
+
+def python_engine(params: StdioServerParameters) -> StdioServerParameters:
+    params.env["EXTRAARENA_ENGINE"] = "python"
+    return params
 
 
 @pytest.fixture
@@ -65,7 +75,7 @@ async def _cpu_over(pid: int, seconds: float) -> float:
 @pytest.mark.anyio
 async def test_cancelling_a_search_battle_stops_its_work_and_ping_answers_meanwhile(tmp_path):
     sessions = tmp_path / "sessions"
-    async with Client(stdio_params(sessions, "--max-rollouts-per-call", "100000000")) as client:
+    async with Client(python_engine(stdio_params(sessions, "--max-rollouts-per-call", "100000000"))) as client:
         c = Checked(client)
         pid = _server_pid(sessions)
         async with anyio.create_task_group() as group:
@@ -160,8 +170,8 @@ def test_at_the_end_of_input_running_work_is_stopped_and_every_request_answered(
     command = [sys.executable, "-m", "mcp_server", "--sessions-dir", str(tmp_path / "s"), "--long-slots", "2",
                "--drain-seconds", "2", "--log-level", "INFO"]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=stdio_params(tmp_path).env, input=payload, capture_output=True,
-                          timeout=120, check=False)
+    done = subprocess.run(command, cwd=REPO, env=python_engine(stdio_params(tmp_path)).env, input=payload,
+                          capture_output=True, timeout=120, check=False)
     elapsed = time.monotonic() - started
     stderr = done.stderr.decode()
     assert done.returncode == 0, stderr[-2000:]
