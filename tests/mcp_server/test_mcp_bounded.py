@@ -26,8 +26,8 @@ from ..mcp_helpers import REPO, Checked, stdio_params
 # ~3 s per decision on the Python engine, so a whole battle is minutes. The native core decides
 # it in about 50 ms (a battle in seconds, over before the test cancels it), so the servers that
 # play HEAVY run on the Python engine, whose search checks cancellation at every rollout; on the
-# native core a search decision is one call, checked between decisions (run_series is cancelled
-# on it below: the end-of-input test's series plays greedy battles in the core).
+# native core a search decision is one call, checked between decisions (a cancelled native series:
+# tests/runtime/test_work_bounds.py::test_a_cancelled_series_stops_within_a_decision).
 HEAVY = "search:baseline:greedy?sims=4096"
 
 
