@@ -45,7 +45,7 @@ from .paths import DatasetsDir
 from .splits import _battle_chunks, _source
 from .tables import fixed_vectors, iter_batches
 
-__all__ = ["offline_rl_episodes", "export_minari"]
+__all__ = ["export_minari", "offline_rl_episodes"]
 
 _ACTOR_COLUMNS = ["actor_spec", "actor_kind", "actor_weights_hash", "opponent_spec", "opponent_kind",
                   "opponent_weights_hash"]

@@ -17,8 +17,8 @@ import pytest
 
 import engine
 from extrarlhf.datasets import materialize_v5_dataset
-from extrarlhf.envs.observations import MASK_DTYPE, action_mask
 from extrarlhf.datasets.offline_rl import export_minari, offline_rl_episodes
+from extrarlhf.envs.observations import MASK_DTYPE, action_mask
 from tests.datasets_helpers import GREEDY, RANDOM, expect_error, shared_sessions
 
 
@@ -129,7 +129,7 @@ def test_minari_dataset_carries_masks_actors_and_the_recording_conditions(
     assert both["env_kwargs"] == {"seat": "random", "opponent": ["baseline:greedy", "baseline:random"]}
     assert only["env_kwargs"] == {"seat": 2, "opponent": "baseline:greedy"}
     run = subprocess.run([sys.executable, "-c", _LOAD, "extraarena/mixed-v0", "extraarena/random-only-v0"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
                          env={**os.environ, "MINARI_DATASETS_PATH": str(root), "PYTHONPATH": ""})
     assert run.returncode == 0, run.stderr
     loaded = json.loads(run.stdout)
