@@ -14,6 +14,9 @@ actions ended by END_TURN, so the same agent is usually selected several times i
 * Rewards: +1 win / -1 loss / 0 draw, given when the battle ends; 0 otherwise.
 * Terminations: both agents when the battle ends. Truncations are always False: the
   engine's turn limit is a real end of the game (a draw), not a time limit.
+* ``step`` takes an int, a numpy integer scalar or a one-element numpy integer array
+  (floats, bools, strings and longer arrays are refused, the error saying what was got):
+  :mod:`extrarlhf.envs.actions`.
 * An illegal action raises :class:`engine.IllegalActionError` naming the legal ids; it is
   never replaced. For "illegal move loses" semantics wrap the env in PettingZoo's
   ``pettingzoo.utils.wrappers.TerminateIllegalWrapper(env, illegal_reward=-1)``, which
@@ -37,8 +40,8 @@ from pettingzoo.utils import wrappers
 
 import engine
 from engine import ACTION_SPACE_SIZE, IllegalActionError, State
-from engine.actions import check_action_id
 
+from .actions import env_action_id
 from .observations import action_mask, check_observation_mode, dict_observation, dict_space, mask_space, vector_space
 from .render import RENDER_MODES, check_render_mode, render_view
 
@@ -52,11 +55,10 @@ def draw_battle_seed(rng: np.random.Generator) -> int:
 
 
 def is_legal(state: State, action: Any) -> bool:
-    """Whether ``action`` is a legal action id for the player to move (False for non-ids)."""
-    if action is None:
-        return False
+    """Whether ``action`` is a legal action id for the player to move (False for non-ids;
+    the accepted forms of an id: :mod:`extrarlhf.envs.actions`)."""
     try:
-        action_id = check_action_id(action)
+        action_id = env_action_id(action)
     except IllegalActionError:
         return False
     return action_id in state.legal_actions()  # a short cached list: cheaper than building the mask
@@ -65,14 +67,12 @@ def is_legal(state: State, action: Any) -> bool:
 def illegal_action_message(state: State, action: Any, who: str) -> str:
     """Why ``action`` is refused, always ending with the legal ids (shared by both envs)."""
     legal = state.legal_actions()
-    if action is None:
-        return f"{who}: action None is only valid for an agent that is done; legal action ids now: {legal}"
     try:
-        check_action_id(action)
-    except IllegalActionError as exc:  # not an id at all (wrong type or outside 0..162)
+        action_id = env_action_id(action)
+    except IllegalActionError as exc:  # not an id at all (a refused form or outside 0..162)
         return f"{who}: {exc}; legal action ids now: {legal}"
     try:
-        state.clone().apply(action)
+        state.clone().apply(action_id)
     except IllegalActionError as exc:  # the engine's reason already ends with the legal ids
         return f"{who}: {exc}"
     raise AssertionError(f"action {action!r} is legal")  # callers only ask about refused actions
@@ -143,7 +143,7 @@ class ArenaAECEnv(AECEnv):
             return dict_observation(state, player)
         return {"observation": state.observation(player), "action_mask": action_mask(state, player)}
 
-    def step(self, action: int | None) -> None:
+    def step(self, action: Any) -> None:
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)  # the API's way: a done agent steps with None and leaves
@@ -155,7 +155,7 @@ class ArenaAECEnv(AECEnv):
             raise IllegalActionError(illegal_action_message(state, action, f"{agent} (player {player})"))
         self._cumulative_rewards[agent] = 0
         self._clear_rewards()
-        state.apply(action)
+        state.apply(action if type(action) is int else env_action_id(action))
         if state.is_terminal:
             other = self._agent[3 - player]
             for a in self.agents:

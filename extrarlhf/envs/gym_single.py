@@ -22,8 +22,11 @@ so the legal actions are computed once per learner decision, as by the raw engin
   ``info["illegal_action"]`` holds the reason, which lists the legal ids). This is what
   generic tools expect: ``check_env`` (Gymnasium's and Stable-Baselines3's) and
   unmasked algorithms step with ``env.action_space.sample()``, which cannot know the mask.
-  Values that are not action ids at all (wrong type, outside 0..162) still raise: they are
-  bugs, not moves.
+  Values that are not action ids at all (a refused form, outside 0..162) still raise: they
+  are bugs, not moves. ``step`` takes an int, a numpy integer scalar or a one-element numpy
+  integer array of any shape (``np.array([5])`` steps as ``5``); floats (even ``3.0``), bools,
+  strings, ``None`` and longer arrays are refused, the error saying what was got
+  (:mod:`extrarlhf.envs.actions`).
 * ``illegal_action="raise"``: an illegal id raises :class:`engine.IllegalActionError`
   whose message gives the reason and the legal ids; the state is unchanged. Use it with a
   masked learner, so a masking bug surfaces at once instead of as a lost episode.
@@ -45,8 +48,8 @@ from gymnasium import spaces
 import engine
 from adapters import Policy
 from engine import ACTION_SPACE_SIZE, IllegalActionError, State, derive_seed
-from engine.actions import check_action_id
 
+from .actions import env_action_id
 from .aec import draw_battle_seed, illegal_action_message
 from .observations import MASK_DTYPE, action_mask, check_observation_mode, dict_observation, dict_space, \
     vector_space
@@ -59,7 +62,7 @@ ILLEGAL_ACTION_MODES = ("raise", "penalize")
 
 def _is_action_id(action: Any) -> bool:
     try:
-        check_action_id(action)
+        env_action_id(action)
     except IllegalActionError:
         return False
     return True
@@ -138,13 +141,15 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
         opponent_actions = self._play_opponent()
         return self._decision_point(opponent_actions)
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         state = self._state
         if state is None:
             raise RuntimeError("call reset() before using the environment")
         if self._done:
             raise RuntimeError("the episode is over (terminated); call reset() before step()")
         try:
+            if type(action) is not int:
+                action = env_action_id(action)  # a numpy integer or a one-element integer array
             state.apply(action)  # checks the id and its legality first; a refused action changes nothing
         except IllegalActionError:
             return self._refuse(action)
