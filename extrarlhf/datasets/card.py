@@ -4,7 +4,8 @@ The dataset folder ``datasets/<name>/`` is laid out like a Hugging Face dataset 
 one folder per version, Parquet files inside. The card is that repository's ``README.md``:
 YAML metadata (``configs`` with ``data_files`` per version and split, so
 ``datasets.load_dataset(folder, "v2")`` finds the files; ``dataset_info`` with the features and
-split sizes; a license *placeholder* to set before publishing anywhere) followed by the
+each split's ``num_examples`` and ``num_bytes``, the fields ``datasets`` requires of a split, or
+it ignores them with a warning; a license *placeholder* to set before publishing anywhere) followed by the
 provenance each manifest records (sources, code version, ruleset, observation version, the
 manifest's own sha256 and every file's, readiness, split rules). It is derived data: rewritten
 whole, atomically, by :func:`write_dataset_card` at every publication (publish.py, under the
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
-from ..core.errors import NotFound, RLHFError
+from ..core.errors import IntegrityError, NotFound, RLHFError
 from ..core.fileio import atomic_write_bytes
 from .manifest import MANIFEST, read_manifest
 from .paths import DatasetsDir, check_dataset_name
@@ -59,9 +61,12 @@ def _feature(name: str, typ: pa.DataType) -> dict[str, Any]:
     return {"name": name, **_feature_type(typ)}
 
 
-def _configs(version: int, manifest: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+def _configs(version: int, manifest: dict[str, Any],
+             sizes: dict[str, tuple[int, int]]) -> tuple[list[dict], list[dict]]:
     """(configs, dataset_info) entries of one version: one config with train/validation/test for
-    a split dataset, else one config per table (split ``train``), ``decisions`` first."""
+    a split dataset, else one config per table (split ``train``), ``decisions`` first. An empty
+    table or split is left out (``load_dataset`` fails on a split of no rows); the provenance
+    names it."""
     tables = manifest["tables"]
     groups = ([(f"v{version}", [t for t in SPLIT_TABLES if t in tables])] if all(t in tables for t in SPLIT_TABLES)
               else [(f"v{version}-{t}", [t]) for t in sorted(tables, key=lambda t: (t != "decisions", t))
@@ -69,13 +74,40 @@ def _configs(version: int, manifest: dict[str, Any]) -> tuple[list[dict], list[d
     configs, infos = [], []
     for config, members in groups:
         split_of = (lambda t: _HF_SPLITS[t]) if len(members) > 1 else (lambda t: "train")
+        members = [t for t in members if tables[t]["rows"]]  # datasets cannot load a split of no rows
+        if not members:
+            continue
         configs.append({"config_name": config,
                         "data_files": [{"split": split_of(t), "path": f"v{version}/{tables[t]['file']}"}
                                        for t in members]})
         layout = TABLES[tables[members[0]]["table"]]
+        splits = [{"name": split_of(t), "num_bytes": sizes[t][0], "num_examples": tables[t]["rows"]}
+                  for t in members]
         infos.append({"config_name": config, "features": [_feature(n, typ) for n, typ, *_ in layout],
-                      "splits": [{"name": split_of(t), "num_examples": tables[t]["rows"]} for t in members]})
+                      "splits": splits, "download_size": sum(sizes[t][1] for t in members),
+                      "dataset_size": sum(s["num_bytes"] for s in splits)})
     return configs, infos
+
+
+def _table_sizes(folder: Path, manifest: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """Table -> (``num_bytes``, file bytes) of one version. ``num_bytes`` as ``datasets`` means it:
+    the uncompressed Arrow size of the rows (``datasets`` sums ``Table.nbytes`` of the batches it
+    writes to its cache, one per row group), not the Parquet file's size (that is the config's
+    ``download_size``); read one row group at a time, so memory stays bounded. ``datasets``
+    checks only ``num_examples`` against what it loads; its own cast of a fixed-size list adds a
+    validity bitmap (ceil(rows / 8) bytes per such column), so the size it records can exceed
+    this by that much. A file that cannot be read is an ``integrity_error``."""
+    sizes = {}
+    for table, info in manifest["tables"].items():
+        path = folder / info["file"]
+        try:
+            file = pq.ParquetFile(path)
+            sizes[table] = (sum(file.read_row_group(i).nbytes for i in range(file.metadata.num_row_groups)),
+                            path.stat().st_size)
+        except (OSError, pa.ArrowException) as exc:
+            raise IntegrityError(f"{folder.name}/{info['file']} cannot be read as Parquet ({type(exc).__name__}); "
+                                 f"run `python -m extrarlhf datasets validate` on this version") from None
+    return sizes
 
 
 def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]:
@@ -87,6 +119,9 @@ def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]
              f"action features {m['action_feature_dim']} floats",
              f"- `v{version}/{MANIFEST}` sha256 `{manifest_sha}`",
              f"- rows: " + ", ".join(f"{t} {n}" for t, n in sorted(m["row_counts"].items()))]
+    empty = sorted(t for t, info in m["tables"].items() if not info["rows"] and t != "assignments")
+    if empty:
+        lines.append(f"- empty, so in no config (`datasets` cannot load a split of no rows): {', '.join(empty)}")
     sources = m.get("sources") or {}
     if sources.get("kind") == "dataset":
         lines.append(f"- made from `{sources['dataset_id']}` (manifest sha256 `{sources['manifest_sha256']}`)")
@@ -111,12 +146,13 @@ def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]
 
 
 def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas: dict[int, str],
-                 unreadable: dict[int, str] | None = None) -> str:
-    """The card text for ``name`` given its manifests (and their sha256) by version (newest is
-    the default config); ``unreadable`` versions (version -> error code) are named, not described."""
+                 sizes: dict[int, dict[str, tuple[int, int]]], unreadable: dict[int, str] | None = None) -> str:
+    """The card text for ``name`` given its manifests (and their sha256) and table sizes
+    (:func:`_table_sizes`) by version (newest is the default config); ``unreadable`` versions
+    (version -> error code) are named, not described."""
     configs, infos = [], []
     for version in sorted(manifests, reverse=True):
-        c, i = _configs(version, manifests[version])
+        c, i = _configs(version, manifests[version], sizes[version])
         configs += c
         infos += i
     if configs:
@@ -133,7 +169,8 @@ def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas:
         body += _provenance(version, manifests[version], manifest_shas[version])
     if unreadable:
         body += ["## Versions not described", ""] + [
-            f"- `v{v}`: its manifest cannot be read by this ExtraRLHF (`{code}`, e.g. an older dataset format); "
+            f"- `v{v}`: its manifest or files cannot be read by this ExtraRLHF (`{code}`, e.g. an older dataset "
+            f"format or a damaged file); "
             f"rebuild it, then regenerate this card" for v, code in sorted(unreadable.items())] + [""]
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body)
 
@@ -148,15 +185,17 @@ def write_dataset_card(name: str, *, datasets_dir: Any = "datasets") -> dict[str
     versions = dirs.versions(name)
     if not versions:
         raise NotFound(f"dataset {name!r} has no published version in {dirs.root}; nothing to describe")
-    manifests, shas, unreadable = {}, {}, {}
+    manifests, shas, sizes, unreadable = {}, {}, {}, {}
     for v in versions:
         try:
-            manifests[v] = read_manifest(dirs.version_dir(name, v))
+            manifest = read_manifest(dirs.version_dir(name, v))
             shas[v] = manifest_sha256(dirs.version_dir(name, v))
+            sizes[v] = _table_sizes(dirs.version_dir(name, v), manifest)
+            manifests[v] = manifest
         except RLHFError as exc:
             unreadable[v] = exc
     path = dirs.dataset_dir(name) / CARD
-    text = dataset_card(name, manifests, shas, {v: exc.code for v, exc in unreadable.items()})
+    text = dataset_card(name, manifests, shas, sizes, {v: exc.code for v, exc in unreadable.items()})
     atomic_write_bytes(path, text.encode("utf-8"))
     return {"name": name, "path": str(path), "versions": versions,
             "unreadable": {v: str(exc) for v, exc in unreadable.items()}}

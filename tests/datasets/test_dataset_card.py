@@ -59,14 +59,23 @@ def test_card_metadata_is_what_the_files_hold(datasets: Path) -> None:
     assert meta["license"] == "other" and "placeholder" in body
     [config] = meta["configs"]
     assert config["config_name"] == "v1" and config["default"] is True
-    assert [f["split"] for f in config["data_files"]] == ["train", "validation", "test"]
     manifest = json.loads((datasets / "src-v5split" / "v1" / "manifest.json").read_text())
+    names = {"train": "train", "val": "validation", "test": "test"}
+    non_empty = [names[t] for t in ("train", "val", "test") if manifest["tables"][t]["rows"]]
+    assert [f["split"] for f in config["data_files"]] == non_empty and len(non_empty) < 3, \
+        "this small split has an empty split, left out of the configs (load_dataset fails on one)"
+    empty = sorted(t for t in ("train", "val", "test") if not manifest["tables"][t]["rows"])
+    assert f"- empty, so in no config (`datasets` cannot load a split of no rows): {', '.join(empty)}" in body
     [info] = meta["dataset_info"]
-    for entry, split in zip(config["data_files"], info["splits"]):
+    for entry, split in zip(config["data_files"], info["splits"], strict=True):
         path = datasets / "src-v5split" / entry["path"]
         assert path.is_file() and split["name"] == entry["split"]
         assert split["num_examples"] == pq.ParquetFile(path).metadata.num_rows
+        assert split["num_bytes"] == pq.read_table(path).nbytes  # Arrow bytes, not the file's
         assert [f["name"] for f in info["features"]] == pq.read_schema(path).names
+    assert info["download_size"] == sum((datasets / "src-v5split" / e["path"]).stat().st_size
+                                         for e in config["data_files"])
+    assert info["dataset_size"] == sum(s["num_bytes"] for s in info["splits"])
     observation = next(f for f in info["features"] if f["name"] == "observation")
     assert observation == {"name": "observation", "list": "float32", "length": engine.OBS_DIM}
     features = next(f for f in info["features"] if f["name"] == "legal_action_features")
@@ -85,7 +94,9 @@ def test_card_of_a_v5_dataset_has_one_config_per_table_newest_first_and_no_local
     meta, body = _card(Path(write_dataset_card("src", datasets_dir=datasets)["path"]))
     names = [c["config_name"] for c in meta["configs"]]
     assert names[0] == "v2-decisions" and meta["configs"][0]["default"] is True
-    assert set(names) == {f"v{v}-{t}" for v in (1, 2) for t in ("decisions", "turns", "battles", "excluded")}
+    # no battle is excluded from this data: the empty excluded table is in no config (load_dataset fails on one)
+    assert set(names) == {f"v{v}-{t}" for v in (1, 2) for t in ("decisions", "turns", "battles")}
+    assert body.count("- empty, so in no config (`datasets` cannot load a split of no rows): excluded") == 2
     assert "### v2 (v5_decisions)" in body and "### v1 (v5_decisions)" in body
     assert "session group `greedy`" in body
     assert str(shared_sessions()) not in body and "sessions_dir" not in body
@@ -110,8 +121,7 @@ def test_every_publication_writes_the_card_beside_its_versions(tmp_path: Path) -
     card = root / "pub" / "README.md"
     assert first["card"] == {"path": str(card), "error": None}
     meta, body = _card(card)
-    assert {c["config_name"] for c in meta["configs"]} == {f"v1-{t}" for t in ("decisions", "turns", "battles",
-                                                                              "excluded")}
+    assert {c["config_name"] for c in meta["configs"]} == {f"v1-{t}" for t in ("decisions", "turns", "battles")}
     second = materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
     assert second["version"] == 2 and second["card"]["error"] is None
     meta, body = _card(card)
@@ -119,7 +129,8 @@ def test_every_publication_writes_the_card_beside_its_versions(tmp_path: Path) -
     [decisions] = [i for i in meta["dataset_info"] if i["config_name"] == "v2-decisions"]
     path = root / "pub" / "v2" / "decisions.parquet"
     assert decisions["features"] == [_expected_feature(f) for f in pq.read_schema(path)]
-    assert decisions["splits"] == [{"name": "train", "num_examples": pq.ParquetFile(path).metadata.num_rows}]
+    assert decisions["splits"] == [{"name": "train", "num_bytes": pq.read_table(path).nbytes,
+                                    "num_examples": pq.ParquetFile(path).metadata.num_rows}]
     for version in (1, 2):  # the card ties itself to the checksums: every manifest's sha256 and every file's
         manifest = json.loads((root / "pub" / f"v{version}" / "manifest.json").read_text())
         assert f"`v{version}/manifest.json` sha256 `{sha256(root / 'pub' / f'v{version}' / 'manifest.json')}`" in body
@@ -128,7 +139,9 @@ def test_every_publication_writes_the_card_beside_its_versions(tmp_path: Path) -
     # a split publishes its own card
     split = split_v5_training_dataset("pub", datasets_dir=root, policy=LENIENT)
     meta, _ = _card(Path(split["card"]["path"]))
-    assert [s["name"] for s in meta["dataset_info"][0]["splits"]] == ["train", "validation", "test"]
+    tables = json.loads((root / "pub-v5split" / "v1" / "manifest.json").read_text())["tables"]
+    assert [s["name"] for s in meta["dataset_info"][0]["splits"]] == [
+        name for t, name in (("train", "train"), ("val", "validation"), ("test", "test")) if tables[t]["rows"]]
     assert validate_dataset("pub", datasets_dir=root)["valid"] and validate_dataset("pub/v1", datasets_dir=root)["valid"]
 
 
@@ -170,6 +183,20 @@ def test_a_version_the_card_cannot_read_is_named_not_described(tmp_path: Path) -
     assert result["card"]["error"] is None
     meta, body = _card(root / "pub" / "README.md")
     assert {c["config_name"].split("-")[0] for c in meta["configs"]} == {"v2"}
-    assert "- `v1`: its manifest cannot be read by this ExtraRLHF (`unsupported_schema`" in body
+    assert "- `v1`: its manifest or files cannot be read by this ExtraRLHF (`unsupported_schema`" in body
     assert str(root) not in body  # the error's local path stays out of the card
     assert write_dataset_card("pub", datasets_dir=root)["unreadable"].keys() == {1}
+
+
+def test_a_version_whose_parquet_is_damaged_is_named_not_described(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    materialize_v5_dataset([GREEDY], "pub", sessions_dir=shared_sessions(), datasets_dir=root)
+    damaged = root / "pub" / "v1" / "turns.parquet"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # its sizes cannot be read
+    result = write_dataset_card("pub", datasets_dir=root)
+    assert result["versions"] == [1, 2] and "v1/turns.parquet cannot be read as Parquet" in result["unreadable"][1]
+    assert "datasets validate" in result["unreadable"][1] and str(root) not in result["unreadable"][1]
+    meta, body = _card(Path(result["path"]))
+    assert {c["config_name"].split("-")[0] for c in meta["configs"]} == {"v2"}
+    assert "- `v1`: its manifest or files cannot be read by this ExtraRLHF (`integrity_error`" in body
