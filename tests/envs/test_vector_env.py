@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError
+from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, backend
 from extrarlhf.envs import VECTOR_ENV_ID, ArenaGymEnv, ArenaVectorEnv, ReferenceBatch
 from extrarlhf.envs.vector import episode_seed, make_batch
 from tests.native_helpers import native_or_none
@@ -170,7 +170,7 @@ def test_bad_construction_and_call_order_are_clear_errors() -> None:
 def test_vector_env_api_masks_and_same_step_autoreset() -> None:
     env = gym.make_vec(VECTOR_ENV_ID, num_envs=4, opponent="baseline:random", seat="random")
     assert isinstance(env, ArenaVectorEnv) and env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
-    assert env.backend == ("python" if engine_native is None else "native")
+    assert env.backend == backend.name()  # native when built, python under EXTRAARENA_ENGINE=python
     assert env.observation_space.shape == (4, OBS_DIM) and env.single_action_space.n == ACTION_SPACE_SIZE
     obs, info = env.reset(seed=3)
     again, _ = ArenaVectorEnv(4, opponent="baseline:random", seat="random").reset(seed=3)
