@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import time
@@ -36,6 +35,7 @@ import numpy as np
 
 import engine
 from benchmarks.engine import _timed, random_steps
+from benchmarks.engine_native import backend
 from engine import SplitMix64, features
 
 try:
@@ -112,15 +112,8 @@ def single_env_rate(opponent: str, seconds: float) -> float:
 
 def _python_engine(fn, *args):
     """``fn(*args)`` with EXTRAARENA_ENGINE=python (the backend is looked up per call)."""
-    saved = os.environ.get("EXTRAARENA_ENGINE")
-    os.environ["EXTRAARENA_ENGINE"] = "python"
-    try:
+    with backend("python"):
         return fn(*args)
-    finally:
-        if saved is None:
-            del os.environ["EXTRAARENA_ENGINE"]
-        else:
-            os.environ["EXTRAARENA_ENGINE"] = saved
 
 
 def feature_costs() -> dict[str, float]:
