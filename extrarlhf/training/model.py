@@ -1,0 +1,131 @@
+"""The ``v5`` policy network in PyTorch: an action scorer with a separate value head.
+
+Architecture (``depth`` scoring layers after the first; ``depth=1`` is the network every
+earlier checkpoint had)::
+
+    h1[a]    = relu(obs W1o + features[a] W1a + b1)            # = relu([obs, features[a]] W1 + b1)
+    h[a]     = relu(... relu(h1[a] W2 + b2) ...)              # depth layers of width hidden2
+    logit[a] = h[a] w3                                         # one score per legal action
+    value    = tanh(relu(obs Wv + bv) wv2 + bv2)               # outcome estimate in [-1, 1]
+
+Two forms of the same parameters:
+
+* :meth:`ActionScorer.flat_logits` scores *flat* action rows (``features[r]`` belongs to
+  decision ``seg[r]``), what training and the policy-gradient fine-tune feed it: no padding
+  goes through the network;
+* :meth:`ActionScorer.forward` is the ``v5`` contract (padded ``action_features`` [N, A, F]
+  and ``action_mask`` [N, A] -> ``logits`` [N, A] with masked positions pushed to about
+  -1e9, and ``value`` [N, 1]): what :mod:`.export` writes through ``torch.onnx``.
+
+Determinism (:func:`deterministic`): ``torch.use_deterministic_algorithms(True)`` and a fixed
+intra-op thread count for the block, every random draw from a ``torch.Generator`` seeded by
+the run; the same data, seed and thread count give bit-identical weights on the same machine
+and torch build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+import engine
+
+MASK_PENALTY = 1e9
+_LOCK = threading.RLock()  # trainings in one process take turns (each sets the thread count)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The network's sizes (recorded in the model card)."""
+
+    hidden: int = 256
+    hidden2: int = 128
+    depth: int = 1
+    value_hidden: int = 64
+
+
+class ActionScorer(nn.Module):
+    """See the module docstring."""
+
+    def __init__(self, arch: Architecture) -> None:
+        super().__init__()
+        self.arch = arch
+        self.obs_in = nn.Linear(engine.OBS_DIM, arch.hidden, bias=False)
+        self.action_in = nn.Linear(engine.ACTION_FEATURE_DIM, arch.hidden)
+        layers: list[nn.Module] = []
+        width = arch.hidden
+        for _ in range(arch.depth):
+            layers += [nn.Linear(width, arch.hidden2), nn.ReLU()]
+            width = arch.hidden2
+        self.trunk = nn.Sequential(*layers)
+        self.score = nn.Linear(width, 1, bias=False)
+        self.value_head = nn.Sequential(nn.Linear(engine.OBS_DIM, arch.value_hidden), nn.ReLU(),
+                                        nn.Linear(arch.value_hidden, 1), nn.Tanh())
+
+    def reset_parameters(self, generator: torch.Generator) -> None:
+        """He-normal weights for the ReLU layers, small output layers, zero biases; every draw
+        from ``generator``."""
+        fan_first = engine.OBS_DIM + engine.ACTION_FEATURE_DIM
+        with torch.no_grad():
+            for layer, fan_in, gain in ((self.obs_in, fan_first, 2.0 ** 0.5), (self.action_in, fan_first, 2.0 ** 0.5),
+                                        *((m, m.in_features, 2.0 ** 0.5) for m in self.trunk
+                                          if isinstance(m, nn.Linear)),
+                                        (self.score, self.score.in_features, 0.1),
+                                        (self.value_head[0], engine.OBS_DIM, 2.0 ** 0.5),
+                                        (self.value_head[2], self.value_head[2].in_features, 0.1)):
+                layer.weight.normal_(0.0, gain / fan_in ** 0.5, generator=generator)
+                if layer.bias is not None:
+                    layer.bias.zero_()
+
+    def flat_logits(self, obs: torch.Tensor, features: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
+        """Scores [R] of flat action rows; ``seg[r]`` is the decision (row of ``obs``) of row ``r``."""
+        h = torch.relu(self.action_in(features) + self.obs_in(obs)[seg])
+        return self.score(self.trunk(h)).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Outcome estimates [N] in [-1, 1]."""
+        return self.value_head(obs).squeeze(-1)
+
+    def forward(self, obs: torch.Tensor, action_features: torch.Tensor, action_mask: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The v5 contract (module docstring)."""
+        h = torch.relu(self.action_in(action_features) + self.obs_in(obs).unsqueeze(1))
+        raw = self.score(self.trunk(h)).squeeze(-1)
+        return raw + (action_mask - 1.0) * MASK_PENALTY, self.value_head(obs)
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def segment_log_softmax(scores: torch.Tensor, seg: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities [R] of flat rows within their decision's legal set (``counts[d]``
+    rows of decision ``d``, rows grouped by decision)."""
+    n, width = int(counts.numel()), int(counts.max()) if counts.numel() else 0
+    starts = torch.cumsum(counts, 0) - counts
+    position = torch.arange(scores.numel()) - starts[seg]
+    padded = torch.full((n, width), float("-inf"), dtype=scores.dtype)
+    padded = padded.index_put((seg, position), scores)
+    return torch.log_softmax(padded, dim=1)[seg, position]
+
+
+@contextlib.contextmanager
+def deterministic(threads: int = 1) -> Iterator[dict[str, Any]]:
+    """Deterministic algorithms and ``threads`` intra-op threads for the block (both restored
+    after); yields what is in force."""
+    with _LOCK:
+        before_threads = torch.get_num_threads()
+        before_det = torch.are_deterministic_algorithms_enabled()
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(True)
+        try:
+            yield {"threads": torch.get_num_threads(), "deterministic_algorithms": True,
+                   "torch": torch.__version__}
+        finally:
+            torch.use_deterministic_algorithms(before_det)
+            torch.set_num_threads(before_threads)
