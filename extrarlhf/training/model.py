@@ -103,6 +103,42 @@ class ActionScorer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+# The names of the numpy trainer's ONNX initializers (checkpoints trained before PyTorch) and the
+# ActionScorer parameter each one is (transposed where torch stores [out, in]), depth 1.
+_NUMPY_NAMES = {"W1o": ("obs_in.weight", True), "W1a": ("action_in.weight", True), "b1": ("action_in.bias", False),
+                "W2": ("trunk.0.weight", True), "b2": ("trunk.0.bias", False), "w3": ("score.weight", False),
+                "Wv": ("value_head.0.weight", True), "bv": ("value_head.0.bias", False),
+                "wv2": ("value_head.2.weight", True), "bv2": ("value_head.2.bias", False)}
+
+
+def from_onnx(model: Any) -> ActionScorer:
+    """The network of a ``v5`` checkpoint this project trained (an ``onnx.ModelProto``), to
+    train further: initializers named like the parameters (``torch.onnx.export`` with
+    ``do_constant_folding=False``) or the numpy trainer's (``W1o`` ...). Raises ValueError for
+    any other graph."""
+    from onnx import numpy_helper
+
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    if "W1o" in weights:
+        weights = {new: weights[old].T if transpose else weights[old]
+                   for old, (new, transpose) in _NUMPY_NAMES.items() if old in weights}
+        weights["score.weight"] = weights["score.weight"].reshape(1, -1)  # w3 is a vector
+    needed = ("obs_in.weight", "action_in.weight", "score.weight", "value_head.0.weight")
+    if any(k not in weights for k in needed):
+        raise ValueError("not a v5 checkpoint of this project's trainer (its initializers are not the ActionScorer's "
+                         "parameters); only checkpoints trained by train_policy can be trained further")
+    depth = sum(1 for k in weights if k.startswith("trunk.") and k.endswith(".weight"))
+    arch = Architecture(hidden=int(weights["obs_in.weight"].shape[0]),
+                        hidden2=int(weights["score.weight"].shape[1]), depth=depth,
+                        value_hidden=int(weights["value_head.0.weight"].shape[0]))
+    net = ActionScorer(arch)
+    state = net.state_dict()
+    if set(state) != set(weights) or any(tuple(state[k].shape) != tuple(weights[k].shape) for k in state):
+        raise ValueError("the checkpoint's weights do not match an ActionScorer of their sizes")
+    net.load_state_dict({k: torch.from_numpy(weights[k].copy()) for k in state})
+    return net
+
+
 def segment_log_softmax(scores: torch.Tensor, seg: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """Log-probabilities [R] of flat rows within their decision's legal set (``counts[d]``
     rows of decision ``d``, rows grouped by decision)."""
