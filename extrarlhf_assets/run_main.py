@@ -30,6 +30,8 @@ import time
 import warnings
 from pathlib import Path
 
+from extrarlhf.core.extras import MissingExtra, require
+
 TEACHER = "search:baseline:greedy?sims=32"
 ROUND_BATTLES = 150
 DAGSTER_YAML = """\
@@ -213,9 +215,13 @@ def write_log(instance, run_id: str, home: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        dg = require("dagster", "make run (python -m extrarlhf_assets.run_main)")
+    except MissingExtra as error:  # before anything is written
+        print(f"error [{error.code}]: {error}", file=sys.stderr)
+        return 2
     home = prepare_home(args.dagster_home)
     warnings.filterwarnings("ignore", module="dagster")
-    import dagster as dg
 
     from .definitions import defs
 

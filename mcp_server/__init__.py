@@ -11,10 +11,25 @@ See DESIGN section 8 for the contract. Modules:
 - transport.py, conformance.py  stdio on pipes, and answers to malformed JSON-RPC
 - paging.py, progress.py  paged results, progress notifications
 - resources.py   the resources (extrarlhf://rules, cards, data-format) and the prompts
+
+The names below are imported lazily, so ``python -m mcp_server`` without the ``mcp`` extra gets
+one line naming it (``__main__.py``), not a traceback.
 """
 
-from .app import ExtraRLHFServer, ServerConfig
-from .envelope import ENVELOPE_SCHEMA
-from .server import build_server
+from __future__ import annotations
 
-__all__ = ["ENVELOPE_SCHEMA", "ExtraRLHFServer", "ServerConfig", "build_server"]
+import importlib
+from typing import Any
+
+_EXPORTS = {"ExtraRLHFServer": "app", "ServerConfig": "app", "ENVELOPE_SCHEMA": "envelope", "build_server": "server"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcp_server' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -9,6 +9,8 @@ import argparse
 import logging
 import sys
 
+from extrarlhf.core.extras import MissingExtra, require
+
 from .limits import Limits
 
 
@@ -73,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    try:
+        require("mcp", "the MCP server (python -m mcp_server)")
+    except MissingExtra as error:
+        print(f"error [{error.code}]: {error}", file=sys.stderr)
+        return 2
     from .server import build_server  # after logging is set up
 
     limits = Limits(long_slots=args.long_slots, long_waiting=args.long_waiting,

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 from ..core.errors import Cancelled, RLHFError
+from ..core.extras import require
 from .gate import DSN_VAR, LOCK_TIMEOUT_VAR, STATEMENT_TIMEOUT_VAR, ProductionAccess
 from .schema import TABLE_COLUMNS
 
@@ -432,7 +433,7 @@ class SnapshotReader:
 async def connect_production(access: ProductionAccess) -> Any:
     """One asyncpg connection to the production database, with the gate's statement and lock
     timeouts; failures name the exception class (and SQLSTATE) only, never the DSN."""
-    import asyncpg
+    asyncpg = require("asyncpg", "reading the production database")
 
     settings = {"application_name": APPLICATION_NAME, "statement_timeout": str(access.statement_timeout_ms),
                 "lock_timeout": str(access.lock_timeout_ms)}
