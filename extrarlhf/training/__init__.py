@@ -1,10 +1,13 @@
-"""Behaviour-cloning training of ``v5`` policies (DESIGN section 11). Imports ``engine``,
-``adapters`` and extrarlhf's core, checkpoints, runtime and datasets.
+"""Behaviour-cloning training of ``v5`` policies in PyTorch (DESIGN sections 11, 11.1). Imports
+``engine``, ``adapters`` and extrarlhf's core, checkpoints, runtime and datasets; torch only
+when a training runs (``import extrarlhf.training`` and the MCP server stay light).
 
-- data.py     decisions of a V5 dataset as dense numpy arrays; which ones are imitated
-- bc.py       the MLP action scorer, its forward/backward pass in numpy, Adam, the epoch loop
-- blas.py     one BLAS thread while training (bit-identical weights, steady timings)
-- export.py   weights -> v5 ONNX graph (onnx.helper), verified against numpy in onnxruntime
+- data.py     one batch of decisions as numpy arrays; which ones are imitated; soft targets
+- stream.py   a dataset's splits streamed in bounded batches, a seeded bounded shuffle
+- hyper.py    the hyper-parameters, the training cost cap, the torch/device checks (no torch)
+- model.py    the v5 action scorer network in torch (flat rows to train, padded to export)
+- bc.py       the epoch loop: losses, AdamW, metrics (torch)
+- export.py   model -> v5 ONNX through torch.onnx, verified against torch in onnxruntime
 - card.py     the model card written next to the checkpoint
 - train.py    ``train_policy``: checks, training, export, registration, card
 - commands.py the ``train`` CLI subcommand (and the option helpers the policies' commands share)
@@ -12,9 +15,8 @@
 
 from __future__ import annotations
 
-from .bc import HyperParams, train_bc
 from .card import read_card
-from .export import build_model, export_onnx, verify_export
+from .hyper import HyperParams
 from .train import train_policy
 
-__all__ = ["HyperParams", "build_model", "export_onnx", "read_card", "train_bc", "train_policy", "verify_export"]
+__all__ = ["HyperParams", "read_card", "train_policy"]

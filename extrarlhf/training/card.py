@@ -48,17 +48,20 @@ def card_path(checkpoints_dir: str | os.PathLike[str], name: str) -> Path:
 
 def build_card(*, name: str, checkpoint: dict[str, Any], dataset: dict[str, Any], seed: int, imitate: str,
                hyperparameters: dict[str, Any], data: dict[str, Any], history: list[dict[str, Any]],
-               final: dict[str, Any], export: dict[str, Any], blas_threads: int | None,
+               final: dict[str, Any], export: dict[str, Any], architecture: Any, runtime: dict[str, Any],
                seconds: float) -> dict[str, Any]:
-    """The card as a JSON-ready dict (see the module docstring)."""
+    """The card as a JSON-ready dict (see the module docstring); ``architecture`` is the
+    model.Architecture trained, ``runtime`` what model.deterministic put in force."""
+    arch = {k: getattr(architecture, k) for k in ("hidden", "hidden2", "depth", "value_hidden")}
     return {
         "schema_version": CARD_SCHEMA_VERSION,
         "kind": "model_card",
         "name": name,
         "created_at": utc_now(),
-        "model": {"kind": "v5", "architecture": "mlp_action_scorer",
-                  "description": "h1 = relu(obs W1o + action_features W1a + b1); h2 = relu(h1 W2 + b2); "
-                                 "logit = h2 w3 (masked actions -1e9); value = tanh(relu(obs Wv + bv) wv2 + bv2)",
+        "model": {"kind": "v5", "architecture": "mlp_action_scorer", **arch,
+                  "description": "h1 = relu(obs W1o + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
+                                 f"{arch['depth']} layer(s) of width {arch['hidden2']}; logit = h w3 (masked actions "
+                                 "-1e9); value = tanh(relu(obs Wv + bv) wv2 + bv2)",
                   "inputs": {"obs": ["N", engine.OBS_DIM], "action_features": ["N", "A", engine.ACTION_FEATURE_DIM],
                              "action_mask": ["N", "A"]},
                   "outputs": {"logits": ["N", "A"], "value": ["N", 1]}, "obs_version": engine.OBS_VERSION,
@@ -74,14 +77,21 @@ def build_card(*, name: str, checkpoint: dict[str, Any], dataset: dict[str, Any]
                               if hyperparameters.get("target") == "search_values" else
                               "cross-entropy of the chosen action")
                      + " under the softmax over its decision's legal actions; value: squared error to the outcome",
-                     "imitate": imitate, "seed": seed, "rng": "numpy.random.Generator(PCG64(seed))",
-                     "optimizer": "adam", "hyperparameters": hyperparameters, "data": data,
-                     "blas_threads": blas_threads, "seconds": round(seconds, 3)},
+                     "imitate": imitate, "seed": seed,
+                     "rng": "torch.Generator().manual_seed(seed) (initial weights), "
+                            "numpy.random.Generator(PCG64(seed)) (streaming shuffle)",
+                     "library": "torch", "torch": runtime["torch"], "threads": runtime["threads"],
+                     "deterministic_algorithms": runtime["deterministic_algorithms"],
+                     "device": hyperparameters.get("device"),
+                     "optimizer": "torch.optim.AdamW (decoupled weight decay on weight matrices only; lr x lr_decay "
+                                  "per epoch)",
+                     "hyperparameters": hyperparameters, "data": data, "seconds": round(seconds, 3)},
         "metrics": {"per_epoch": history, "final": final,
                     "top1_definition": "share of imitated decisions with more than one legal action where the "
                                        "model's highest logit is the recorded choice"},
         "export": export,
-        "environment": {"python": platform.python_version(), "numpy": np.__version__, "onnx": onnx.__version__,
+        "environment": {"python": platform.python_version(), "torch": runtime["torch"], "numpy": np.__version__,
+                        "onnx": onnx.__version__,
                         "onnxruntime": onnxruntime.__version__, "engine": engine.ENGINE_VERSION,
                         "machine": platform.machine()},
     }

@@ -1,10 +1,10 @@
-"""Decisions of a V5 dataset as dense numpy arrays for behaviour cloning.
+"""Decisions of a V5 dataset as numpy arrays: one record batch (or row group) at a time.
 
-A decision has a variable number of legal actions, so its action features are stored
+The trainer never holds a whole dataset: stream.py reads it in bounded batches and turns each
+into a :class:`Decisions` with :func:`from_table`. A decision has a variable number of legal actions, so its action features are stored
 *flat*: ``features[offsets[d]:offsets[d + 1]]`` are the rows of decision ``d`` (in
 ``legal_action_ids`` order) and ``labels[d]`` is the position of the chosen action among
-them. Everything is read column by column from the Parquet files with pyarrow (no Python
-object per row), so loading 100k decisions takes well under a second.
+them. Everything is read column by column with pyarrow (no Python object per row).
 
 Which decisions are imitated (``imitate``):
 
@@ -27,7 +27,7 @@ probability between equally good actions and ranks the rest. Decisions without a
 values keep the one-hot target. For a labelling search (``search:...&play=<spec>``, DAgger)
 the recorded choice is the play policy's move, so only the soft target carries the teacher.
 When *no* imitated decision has action values, the soft target asked for is the one-hot choice
-everywhere: :func:`target_fallback` says so (what was asked, what was used, why), and the
+everywhere: :func:`target_fallback` (given the train split's counts, stream.SplitStats) says so (what was asked, what was used, why), and the
 training result, the CLI report, the model card and the Dagster metadata show it.
 """
 
@@ -74,22 +74,9 @@ class Decisions:
     def counts(self) -> np.ndarray:
         return np.diff(self.offsets)
 
-    @property
-    def nbytes(self) -> int:
-        return int(self.obs.nbytes + self.features.nbytes + self.offsets.nbytes + self.labels.nbytes)
-
     def policy_rows(self) -> np.ndarray:
         """Indexes of imitated decisions that had a choice (a forced move teaches nothing)."""
         return np.flatnonzero(self.imitated & (self.counts > 1))
-
-    def describe(self) -> dict[str, Any]:
-        counts = self.counts
-        rows = self.policy_rows()
-        return {"decisions": len(self), "battles": int(len(set(self.battle_ids.tolist()))),
-                "imitated_decisions": int(self.imitated.sum()), "imitated_with_choice": int(rows.size),
-                "legal_actions": int(self.features.shape[0]),
-                "mean_legal_actions": round(float(counts.mean()), 3) if len(self) else 0.0,
-                "memory_mb": round(self.nbytes / 1e6, 1), "actors": dict(sorted(self.actors.items()))}
 
 
 def check_imitate(imitate: Any) -> str:
@@ -134,16 +121,16 @@ def search_targets(policy_json: pa.ChunkedArray, offsets: np.ndarray, labels: np
     return targets, valued
 
 
-def target_fallback(data: Decisions, target: str) -> dict[str, Any] | None:
-    """None when ``data`` (a train split) is learnt with the ``target`` asked for; for
-    ``"search_values"`` on decisions of which no imitated one has search action values, what
-    happened instead: ``{"asked", "used", "decisions", "decisions_with_values", "why"}``."""
-    if target != "search_values" or data.valued is None:
+def target_fallback(stats: Any, target: str) -> dict[str, Any] | None:
+    """None when a train split (``stats``: its stream.SplitStats) is learnt with the ``target``
+    asked for; for ``"search_values"`` on decisions of which no imitated one has search action
+    values, what happened instead: ``{"asked", "used", "decisions", "decisions_with_values", "why"}``."""
+    if target != "search_values" or stats.valued_with_choice is None:
         return None
-    rows = data.policy_rows()
-    if rows.size == 0 or data.valued[rows].any():
+    if stats.imitated_with_choice == 0 or stats.valued_with_choice:
         return None
-    return {"asked": "search_values", "used": "choice", "decisions": int(rows.size), "decisions_with_values": 0,
+    return {"asked": "search_values", "used": "choice", "decisions": stats.imitated_with_choice,
+            "decisions_with_values": 0,
             "why": "no imitated decision of the train split carries a search's action values (only decisions of a "
                    "search actor, search:..., record them), so every target is the recorded choice, as with "
                    "target 'choice'; to learn a teacher's values collect with a search actor (or label battles "
@@ -175,7 +162,8 @@ def from_table(table: pa.Table, imitate: str, temperature: float | None = None) 
 
 
 def read_decisions(path: Path, imitate: str, temperature: float | None = None) -> Decisions:
-    """Read a Parquet file with the ``decisions`` layout (``temperature``: module docstring)."""
+    """Read a whole Parquet file with the ``decisions`` layout (``temperature``: module docstring);
+    for a reader's own use, the trainer streams (stream.py)."""
     columns = COLUMNS if temperature is None else [*COLUMNS, "policy_json"]
     return from_table(pq.read_table(path, columns=columns, use_threads=False), imitate, temperature)
 
@@ -192,6 +180,23 @@ def take(data: Decisions, index: np.ndarray) -> Decisions:
                      outcome=data.outcome[index], imitated=data.imitated[index], battle_ids=ids,
                      actors=dict(data.actors), targets=None if data.targets is None else data.targets[rows],
                      valued=None if data.valued is None else data.valued[index])
+
+
+def concat(parts: list[Decisions]) -> Decisions:
+    """The decisions of ``parts``, in order, as one :class:`Decisions`."""
+    if len(parts) == 1:
+        return parts[0]
+    counts = np.concatenate([p.counts for p in parts])
+    offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    soft = parts[0].targets is not None
+    return Decisions(obs=np.concatenate([p.obs for p in parts]), features=np.concatenate([p.features for p in parts]),
+                     offsets=offsets, labels=np.concatenate([p.labels for p in parts]),
+                     outcome=np.concatenate([p.outcome for p in parts]),
+                     imitated=np.concatenate([p.imitated for p in parts]),
+                     battle_ids=np.concatenate([p.battle_ids for p in parts]), actors={},
+                     targets=np.concatenate([p.targets for p in parts]) if soft else None,
+                     valued=np.concatenate([p.valued for p in parts]) if soft else None)
 
 
 def row_index(offsets: np.ndarray, index: np.ndarray, new_offsets: np.ndarray) -> np.ndarray:

@@ -17,7 +17,8 @@ from extrarlhf.policies.improve import improve_policy, round_groups
 from extrarlhf.policies.promotion import DEFAULT_INCUMBENT, current_incumbent, read_promoted
 from extrarlhf.runtime.sessions import SessionStore
 from extrarlhf.training.data import search_targets, target_fallback
-from extrarlhf.training.train import check_dataset, load_splits
+from extrarlhf.training.stream import DatasetStream
+from extrarlhf.training.train import check_dataset
 from tests.mcp_helpers import read_jsonl
 from tests.training_helpers import datasets_dir, train_small
 
@@ -110,13 +111,13 @@ def test_improve_policy_rounds_promote_and_continue(tmp_path: Path) -> None:
     # the dataset holds every round's battles; the students learned the teacher's decisions only
     info = check_dataset("exit", tmp_path / "datasets")
     assert info["manifest"]["row_counts"]["battles"] == 40
-    splits, _ = load_splits(info, "search", 0.05)
-    assert splits["train"].imitated.sum() < len(splits["train"]) and splits["train"].targets is not None
+    train = DatasetStream(info, "search", 0.05).scan()["train"]
+    assert train.imitated_decisions < train.decisions and train.valued_with_choice
     card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
     assert card["training"]["imitate"] == "search"
     assert card["training"]["hyperparameters"]["target"] == "search_values"
     assert card["training"]["data"]["target_fallback"] is None  # the teacher's values were learnt
-    assert target_fallback(splits["train"], "search_values") is None
+    assert target_fallback(train, "search_values") is None
 
     # a second call continues the numbering and trains on every earlier group; the time budget
     # stops it after the round it could estimate
@@ -143,8 +144,8 @@ def test_improve_policy_refuses_bad_arguments_before_playing(tmp_path: Path) -> 
 
 def test_imitate_search_selects_every_search_actor() -> None:
     info = check_dataset("mixed", datasets_dir())
-    splits, _ = load_splits(info, "search")
-    assert splits["train"].imitated.sum() == 0  # the shared data has no search decision
+    train = DatasetStream(info, "search").scan()["train"]
+    assert train.imitated_decisions == 0 < train.decisions  # the shared data has no search decision
 
 
 def test_round_seconds_counts_collection_per_new_battle_and_the_rest_per_battle_held() -> None:

@@ -14,7 +14,7 @@ from extrarlhf.core.errors import WorkCapExceeded
 from extrarlhf.core.work_caps import MAX_SEARCH_SIMS_BATTLES
 from extrarlhf.policies.benchmarking import benchmark_models
 from extrarlhf.runtime.series import run_series
-from extrarlhf.training.bc import MAX_TRAINING_COST
+from extrarlhf.training.hyper import MAX_TRAINING_COST
 
 from ..training_helpers import train_small
 

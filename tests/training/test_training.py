@@ -1,12 +1,16 @@
-"""Behaviour cloning: determinism, the numpy gradients, ONNX export == numpy, the refusals of
-train_policy, imitation selection, the model card, the CLI, and (slow) the acceptance bar:
-trained on greedy-vs-greedy traces the policy beats baseline:random in >= 90% of battles and
-scores >= 40% against baseline:greedy."""
+"""Behaviour cloning in PyTorch: determinism, the streamed data (every decision once per epoch,
+seeded, a bounded buffer), ONNX export == torch (and tampering caught), a deeper net, the
+refusals of train_policy, imitation selection, the model card, the CLI, and (slow) the
+acceptance bar: trained on greedy-vs-greedy traces the policy beats baseline:random in >= 90%
+of battles and scores >= 40% against baseline:greedy."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +18,7 @@ import onnx
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+import torch
 from onnx import numpy_helper
 
 import engine
@@ -24,20 +29,15 @@ from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import materialize_v5_dataset, split_nemesis_training_dataset, split_v5_training_dataset
 from extrarlhf.runtime.series import run_series
 from extrarlhf.training import HyperParams, read_card, train_policy
-from extrarlhf.training.bc import (
-    PARAM_ORDER,
-    _policy_grads,
-    _value_grads,
-    forward_padded,
-    init_params,
-    make_batch,
-    policy_forward,
-    segment_softmax,
-    value_forward,
-)
+from extrarlhf.training.bc import train_bc
 from extrarlhf.training.data import read_decisions, take
-from extrarlhf.training.export import ExportMismatch, padded_sample, verify_export
-from tests.training_helpers import SMALL, copy_datasets, datasets_dir, train_small
+from extrarlhf.training.export import ExportMismatch, export_onnx, padded_sample, torch_forward, verify_export
+from extrarlhf.training.model import deterministic, from_onnx
+from extrarlhf.training.stream import DatasetStream, batches
+from extrarlhf.training.train import check_dataset
+from tests.training_helpers import SMALL, copy_datasets, datasets_dir, shared_data, train_small
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _expect(code: str, fn, *args, **kwargs) -> RLHFError:
@@ -47,114 +47,189 @@ def _expect(code: str, fn, *args, **kwargs) -> RLHFError:
     return info.value
 
 
-def _params_of(path: Path) -> dict[str, np.ndarray]:
-    model = onnx.load(str(path))
-    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    return {name: inits[name] for name in PARAM_ORDER}
+def _initializers(path: Path) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+
+
+def _key(data, i: int) -> tuple:
+    """One decision, identified by its battle, observation and legal actions."""
+    lo, hi = data.offsets[i], data.offsets[i + 1]
+    return (data.battle_ids[i], hashlib.sha256(data.obs[i].tobytes() + data.features[lo:hi].tobytes()).hexdigest(),
+            int(data.labels[i]))
+
+
+@pytest.fixture(scope="module")
+def small_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared gg battles materialized in row groups of 300 decisions (several groups to shuffle)."""
+    root = tmp_path_factory.mktemp("rg") / "datasets"
+    materialize_v5_dataset(["gg"], "gg300", sessions_dir=shared_data() / "sessions", datasets_dir=root,
+                           row_group_rows=300, workers=1)
+    return root
 
 
 # ---------------------------------------------------------------------------- determinism
-def test_same_dataset_and_seed_give_the_same_weights_hash(tmp_path: Path) -> None:
+def test_same_dataset_seed_and_threads_give_the_same_weights_hash(tmp_path: Path) -> None:
     a = train_small(tmp_path / "a", "bc", seed=5)
     b = train_small(tmp_path / "b", "bc", seed=5)
     c = train_small(tmp_path / "c", "bc", seed=6)
     assert a["weights_hash"] == b["weights_hash"]
-    assert (tmp_path / "a" / Path(a["checkpoint"]["path"]).name).read_bytes() != b""
     assert [m["train_loss"] for m in a["history"]] == [m["train_loss"] for m in b["history"]]
     assert c["weights_hash"] != a["weights_hash"]
     # the registered files hold bit-identical weights
-    pa_, pb = _params_of(Path(a["checkpoint"]["path"])), _params_of(Path(b["checkpoint"]["path"]))
-    assert all(np.array_equal(pa_[k], pb[k]) for k in PARAM_ORDER)
+    pa_, pb = _initializers(Path(a["checkpoint"]["path"])), _initializers(Path(b["checkpoint"]["path"]))
+    assert pa_.keys() == pb.keys() and len(pa_) >= 10
+    assert all(np.array_equal(pa_[k], pb[k]) for k in pa_)
+    card = read_card(tmp_path / "a", "bc")["training"]
+    assert (card["library"], card["threads"], card["device"], card["torch"]) == ("torch", 1, "cpu", torch.__version__)
+    assert card["deterministic_algorithms"] is True and card["optimizer"].startswith("torch.optim.AdamW")
+    # the thread count and deterministic flag of this process are restored after training
+    assert not torch.are_deterministic_algorithms_enabled()
 
 
-# ---------------------------------------------------------------------------- the math
-def test_backprop_matches_finite_differences() -> None:
-    """The hand-written gradients of bc.py against central differences, in float64."""
-    data = read_decisions(datasets_dir() / "gg" / "v1" / "decisions.parquet", "all")
-    rows = data.policy_rows()[:12]
-    small = take(data, rows)
-    hp = HyperParams(hidden=6, hidden2=5, value_hidden=4)
-    params = {k: v.astype(np.float64) for k, v in init_params(hp, np.random.Generator(np.random.PCG64(1))).items()}
-    small.obs = small.obs.astype(np.float64)
-    small.features = small.features.astype(np.float64)
-    index = np.arange(len(small))
-
-    def loss(p: dict[str, np.ndarray]) -> float:
-        b = make_batch(small, index)
-        logits, _ = policy_forward(p, b.obs, b.features, b.seg)
-        probs, _ = segment_softmax(logits, b.starts, b.seg)
-        v, _ = value_forward(p, b.obs)
-        return float(-np.log(probs[b.label_rows]).mean() + 0.7 * np.mean((v - small.outcome) ** 2))
-
-    b = make_batch(small, index)
-    logits, cache = policy_forward(params, b.obs, b.features, b.seg)
-    probs, _ = segment_softmax(logits, b.starts, b.seg)
-    g = probs.copy()
-    g[b.label_rows] -= 1.0
-    g /= len(small)
-    grads = _policy_grads(params, b.obs, b.features, b.seg, b.starts, cache, g)
-    _, vcache = value_forward(params, b.obs)
-    vgrads, _ = _value_grads(params, b.obs, vcache, small.outcome.astype(np.float64), 0.7)
-    grads.update({k: v.astype(np.float64) for k, v in vgrads.items()})
-    rng = np.random.Generator(np.random.PCG64(2))
-    checked = 0
-    for name in PARAM_ORDER:
-        flat = params[name].reshape(-1)
-        analytic = grads[name].reshape(-1)
-        for k in rng.choice(flat.size, size=min(6, flat.size), replace=False):
-            old = flat[k]
-            flat[k] = old + 1e-6
-            up = loss(params)
-            flat[k] = old - 1e-6
-            down = loss(params)
-            flat[k] = old
-            numeric = (up - down) / 2e-6
-            assert abs(numeric - analytic[k]) <= 1e-6 + 1e-4 * abs(numeric), (name, k, numeric, analytic[k])
-            checked += 1
-    assert checked >= 40
+# ---------------------------------------------------------------------------- streaming
+def test_an_epoch_streams_every_decision_of_the_split_exactly_once_seeded_in_a_bounded_buffer(
+        small_groups: Path) -> None:
+    info = check_dataset("gg300", small_groups)
+    stream = DatasetStream(info, "all")
+    assert len(stream.units["train"]) >= 4  # several row groups to shuffle
+    in_order = [_key(part, i) for part in stream.chunks("train") for i in range(len(part))]
+    watermark = [0]
+    epoch = list(batches(stream.epoch("train", np.random.Generator(np.random.PCG64(3)), 256, watermark), 32))
+    shuffled = [_key(b, i) for b in epoch for i in range(len(b))]
+    assert Counter(shuffled) == Counter(in_order) and len(shuffled) == len(in_order)  # each one exactly once
+    assert shuffled != in_order
+    meta = pq.ParquetFile(small_groups / "gg300" / "v1" / "decisions.parquet").metadata
+    largest = max(meta.row_group(g).num_rows for g in range(meta.num_row_groups))
+    assert 256 <= watermark[0] < 256 + largest < len(in_order)  # the buffer plus one row group, never the split
+    # every batch has batch_size policy decisions but the last, and the split has no other decision
+    policy = [int(b.policy_rows().size) for b in epoch]
+    assert set(policy[:-1]) == {32} and 0 < policy[-1] <= 32
+    # the same seed gives the same order, another seed another one
+    again = [_key(b, i) for b in batches(stream.epoch("train", np.random.Generator(np.random.PCG64(3)), 256), 32)
+             for i in range(len(b))]
+    other = [_key(b, i) for b in batches(stream.epoch("train", np.random.Generator(np.random.PCG64(4)), 256), 32)
+             for i in range(len(b))]
+    assert again == shuffled and other != shuffled
+    # the splits partition the dataset's decisions by battle (the keyed hash of split_v5_training_dataset)
+    stats = stream.scan()
+    total = pq.ParquetFile(small_groups / "gg300" / "v1" / "decisions.parquet").metadata.num_rows
+    assert sum(stats[s].decisions for s in ("train", "val", "test")) == total
+    assert not stats["train"].battle_ids & stats["val"].battle_ids and not stats["val"].battle_ids & \
+        stats["test"].battle_ids
+    # training on these row groups with a small buffer says what it held
+    result = train_policy("gg300", "streamed", 0, datasets_dir=small_groups, checkpoints_dir=small_groups.parent / "ck",
+                          shuffle_buffer=256, **SMALL)
+    card = read_card(small_groups.parent / "ck", "streamed")["training"]["data"]["streaming"]
+    assert card["shuffle_buffer"] == 256 and 256 <= card["buffer_peak_decisions"] < 256 + largest
+    assert result["history"][0]["train_decisions"] == stats["train"].imitated_with_choice
 
 
-def test_onnx_export_equals_numpy_on_real_decisions_and_states(tmp_path: Path) -> None:
-    result = train_small(tmp_path / "ck")
-    path = Path(result["checkpoint"]["path"])
-    params = _params_of(path)
+# ---------------------------------------------------------------------------- export
+def _trained(depth: int = 1):
+    info = check_dataset("gg", datasets_dir())
+    stream = DatasetStream(info, "all")
+    hp = HyperParams(epochs=1, hidden=32, hidden2=16, depth=depth, value_hidden=8, lr=3e-3)
+    with deterministic(1):
+        return stream, train_bc(stream, hp, 0).model
+
+
+def test_onnx_export_equals_torch_on_real_decisions_and_states_and_a_tampered_file_is_refused(tmp_path: Path) -> None:
+    stream, model = _trained()
+    path = tmp_path / "bc.onnx"
+    exported = export_onnx(model, path, stream.sample("val", 64), metadata={"extrarlhf.seed": "0"})
+    proto = onnx.load(str(path))
+    assert {p.key: p.value for p in proto.metadata_props} == {"extrarlhf.seed": "0"}
+    assert [i.name for i in proto.graph.input] == ["obs", "action_features", "action_mask"]
+    assert [o.name for o in proto.graph.output] == ["logits", "value"]
+    assert exported["verification"]["max_abs_logit_diff"] <= 1e-4 and exported["verification"]["decisions"] == 64
+    # one initializer per parameter, named for it (the fine-tune reads the network back with from_onnx)
+    back = from_onnx(proto).state_dict()
+    assert back.keys() == model.state_dict().keys() and all(torch.equal(back[k], v) for k, v in model.state_dict().items())
     session = new_session(path.read_bytes())
     data = read_decisions(datasets_dir() / "gg" / "v1" / "decisions.parquet", "all")
     # padded batches of several sizes, including N=1 and a batch with a single legal action (A=1)
     forced = int(np.flatnonzero(data.counts == 1)[0])
     for index in (np.arange(64), np.array([forced]), np.arange(100, 103)):
-        sample = take(data, index)
-        obs, feats, mask = padded_sample(sample, len(index))
+        obs, feats, mask = padded_sample(take(data, index), len(index))
         logits, value = session.run(["logits", "value"], {"obs": obs, "action_features": feats, "action_mask": mask})
-        ref_logits, ref_value = forward_padded(params, obs, feats, mask)
+        ref_logits, ref_value = torch_forward(model, obs, feats, mask)
         legal = mask > 0
         assert logits.shape == mask.shape and value.shape == (len(index), 1)
         assert np.abs(logits[legal] - ref_logits[legal]).max() <= 1e-4
         assert np.abs(value - ref_value).max() <= 1e-4
         if (~legal).any():
             assert logits[~legal].max() < -1e8  # padded positions are pushed far down
-        # and the same logits as the training-time (flat, unpadded) forward pass
-        b = make_batch(sample, np.arange(len(index)))
-        flat, _ = policy_forward(params, b.obs, b.features, b.seg)
-        assert np.abs(logits[legal] - flat).max() <= 1e-4
-    # export verification refuses a file that does not compute the given weights
-    other = {k: v.copy() for k, v in params.items()}
-    other["w3"] = other["w3"] + np.float32(0.5)
+    # a file that does not compute the model's weights is refused: a tampered initializer ...
+    tampered = onnx.load(str(path))
+    biggest = max(tampered.graph.initializer, key=lambda t: np.prod(t.dims))
+    weights = numpy_helper.to_array(biggest).copy()
+    weights.flat[:50] += 0.5
+    biggest.CopyFrom(numpy_helper.from_array(weights, biggest.name))
+    onnx.save(tampered, str(tmp_path / "tampered.onnx"))
+    sample = take(data, np.arange(32))
+    with pytest.raises(ExportMismatch, match=r"does not reproduce the torch forward pass: max \|onnx - torch\|"):
+        verify_export(tmp_path / "tampered.onnx", model, sample)
+    # ... or weights changed after the export
+    with torch.no_grad():
+        model.score.weight.add_(0.5)
     with pytest.raises(ExportMismatch):
-        verify_export(path, other, take(data, np.arange(32)))
-    assert verify_export(path, params, take(data, np.arange(32)))["max_abs_logit_diff"] <= 1e-4
-    # the adapter plays the numpy argmax on live states
-    policy = CheckpointRegistry(tmp_path / "ck").policy("bc", seed=1)
+        verify_export(path, model, sample)
+    with torch.no_grad():
+        model.score.weight.sub_(0.5)
+    assert verify_export(path, model, sample)["max_abs_logit_diff"] <= 1e-4
+    # the adapter plays the torch argmax on live states
+    registry = CheckpointRegistry(tmp_path / "ck")
+    registry.register("bc", path, "v5")
+    policy = registry.policy("bc", seed=1)
     state = engine.new_battle(77)
     for _ in range(40):
         if state.is_terminal:
             break
         feeds, (legal_ids,) = build_inputs("v5", [state])
-        numpy_logits, _ = forward_padded(params, feeds["obs"], feeds["action_features"], feeds["action_mask"])
+        logits, _ = torch_forward(model, feeds["obs"], feeds["action_features"], feeds["action_mask"])
         decision = policy.decide(state)
         assert decision.warning is None
-        assert decision.action_id == legal_ids[int(np.argmax(numpy_logits[0]))]
+        assert decision.action_id == legal_ids[int(np.argmax(logits[0]))]
         state.apply(decision.action_id)
+
+
+def test_a_deeper_net_trains_exports_and_plays(tmp_path: Path) -> None:
+    from extrarlhf.policies.benchmarking import benchmark_models
+
+    result = train_small(tmp_path / "ck", "deep", depth=2, epochs=4)
+    card = read_card(tmp_path / "ck", "deep")
+    assert card["model"]["depth"] == 2 and card["training"]["hyperparameters"]["depth"] == 2
+    shallow = train_small(tmp_path / "ck", "shallow", epochs=4)
+    n_deep, n_shallow = (len(_initializers(Path(r["checkpoint"]["path"]))) for r in (result, shallow))
+    assert n_deep == n_shallow + 2  # one more Linear layer (its weight and bias)
+    assert result["history"][-1]["train_loss"] < result["history"][0]["train_loss"]
+    report = benchmark_models("deep", "baseline:random", n_pairs=20, baseline_pairs=0, stop_early=False, seed=2,
+                              checkpoints_dir=tmp_path / "ck", write=False)
+    assert report["valid"] and report["match"]["battles"] == 40 and report["match"]["win_rate"] >= 0.7
+
+
+def test_cuda_without_a_gpu_and_a_missing_torch_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present")
+    error = _expect("invalid_argument", train_small, tmp_path / "ck", "gpu", device="cuda")
+    assert "device 'cuda' was asked for but torch sees no CUDA GPU here" in str(error) and "use device 'cpu'" in str(error)
+    _expect("invalid_argument", train_small, tmp_path / "ck", "tpu", device="tpu")
+    assert not (tmp_path / "ck").exists() or CheckpointRegistry(tmp_path / "ck").specs() == []
+    # without torch, importing the package works and train_policy says what to install
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import extrarlhf.training as t\n"
+            "from extrarlhf.core.errors import RLHFError\n"
+            "try:\n"
+            f"    t.train_policy('gg', 'x', datasets_dir={str(datasets_dir())!r}, checkpoints_dir={str(tmp_path / 'ck')!r})\n"
+            "except RLHFError as e:\n"
+            "    print(e.code, e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("missing_extra ") and "pip install 'extrarlhf[train]'" in done.stdout
+    # and importing the training package (what the MCP server and the CLI do) does not import torch
+    done = subprocess.run([sys.executable, "-c", "import sys, extrarlhf.training, extrarlhf.training.commands; "
+                           "print('torch' in sys.modules)"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
 
 
 # ---------------------------------------------------------------------------- refusals
@@ -250,7 +325,7 @@ def test_model_card_describes_the_registered_weights(tmp_path: Path) -> None:
             assert 0.0 <= m[key] <= 1.0
     assert epochs[1]["train_loss"] < epochs[0]["train_loss"]
     assert card["export"]["verification"]["max_abs_logit_diff"] <= 1e-4
-    assert card["training"]["blas_threads"] in (1, None)
+    assert card["training"]["threads"] == 1 and card["model"]["depth"] == 1
     json.dumps(card)  # JSON-able, and the summary too
     json.dumps(result)
 
@@ -273,7 +348,8 @@ def test_cli_train_benchmark_and_promote(tmp_path: Path, capsys: pytest.CaptureF
     assert _cli(["train", "gg", "--name", "cli-sv", "--epochs", "1", "--target", "search_values", "--datasets-dir",
                  str(datasets_dir()), "--checkpoints-dir", ck]) == 0
     assert "warning: target search_values fell back to choice: no imitated decision" in capsys.readouterr().out
-    code = _cli(["benchmark", "cli-bc", "baseline:random", "--pairs", "60", "--baseline-pairs", "0",
+    # (100 pairs: the SPRT at 60 stopped on the boundary for a policy scoring 0.93, with either trainer)
+    code = _cli(["benchmark", "cli-bc", "baseline:random", "--pairs", "100", "--baseline-pairs", "0",
                  "--checkpoints-dir", ck])
     out = capsys.readouterr().out
     assert code == 0 and "PASSED" in out and "| cli-bc vs baseline:random |" in out
