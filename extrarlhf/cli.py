@@ -17,7 +17,6 @@ import engine
 from .agent_setup.commands import add_parser as add_agent_setup_parser
 from .core.echo import safe_text
 from .core.errors import RLHFError
-from .core.extras import missing_extra
 from .datasets.commands import add_parser as add_datasets_parser
 from .maintenance.check import add_parser as add_check_parser
 from .maintenance.cleanup import add_parser as add_gc_parser
@@ -45,10 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        try:
-            return args.func(args)
-        except ModuleNotFoundError as exc:  # a framework of an extra a slim install leaves out (torch, ...)
-            raise missing_extra(exc, f"extrarlhf {args.command}") or exc
+        return args.func(args)  # a feature missing its extra raises MissingExtra (core/extras.py)
     except (RLHFError, engine.EngineError) as exc:
         code = getattr(exc, "code", "invalid_argument")
         print(f"error [{code}]: {safe_text(str(exc))}", file=sys.stderr)  # engine errors are not the core's

@@ -31,25 +31,17 @@ class MissingExtra(RLHFError):
     code = "missing_extra"
 
 
-def missing_extra(exc: ModuleNotFoundError, feature: str) -> MissingExtra | None:
-    """The error to show for ``exc`` when the module it misses is one an extra brings (``feature``
-    names what needed it, e.g. ``"extrarlhf production export-v5"``); ``None`` for any other
-    missing module (a broken install, a bug), which the caller re-raises."""
-    module = (exc.name or "").partition(".")[0]
-    extra = EXTRA_OF.get(module)
-    if extra is None:
-        return None
-    return MissingExtra(f"{feature} needs {module}, which this install leaves out: "
-                        f"pip install 'extrarlhf[{extra}]' (in a checkout: pip install -e '.[{extra}]', "
-                        "or make setup for everything)")
-
-
 def require(module: str, feature: str) -> ModuleType:
-    """``import module``, or :class:`MissingExtra` naming the extra that installs it."""
+    """``import module``, or :class:`MissingExtra` naming the extra that installs it (``feature``
+    names what needs it, e.g. ``"reading the production database"``). A missing module that no
+    extra brings (a broken install: one of the framework's own dependencies) is re-raised."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        error = missing_extra(exc, feature)
-        if error is None:
+        missing = (exc.name or "").partition(".")[0]
+        extra = EXTRA_OF.get(missing)
+        if extra is None:
             raise
-        raise error from None
+        raise MissingExtra(f"{feature} needs {missing}, which this install leaves out: "
+                           f"pip install 'extrarlhf[{extra}]' (in a checkout: pip install -e '.[{extra}]', "
+                           "or make setup for everything)") from None
