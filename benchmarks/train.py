@@ -79,7 +79,7 @@ def main() -> None:
         "training": {"hyperparameters": trained["hyperparameters"],
                      "decisions_per_s_per_epoch": trained["decisions_per_s_per_epoch"],
                      "seconds": trained["seconds"], "val_top1": final["val_top1"], "test_top1": final.get("test_top1"),
-                     "note": "decisions = imitated decisions with more than one legal action, one BLAS thread"},
+                     "note": "decisions = imitated decisions with more than one legal action, one torch thread"},
         "benchmark_throughput": {"matchup": "bc vs bc-seed1 (both v5 ONNX, batched inference)",
                                  "pairs": args.pairs, **throughput,
                                  "speedup_2_workers": round(throughput["battles_per_s_2_workers"]

@@ -41,7 +41,8 @@ Target = Annotated[Literal["choice", "search_values"], Field(
     description="'choice' or 'search_values' (a teacher's values).")]
 Temperature = Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False,
                                                description="Softmax temperature of search_values.")]
-# extrarlhf.training.bc.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, batch_size 1..65536, lr in (0, 1]
+# extrarlhf.training.hyper.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, depth 1..16, batch_size
+# 1..65536, lr in (0, 1], threads 1..256, device cpu|cuda
 Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split.")]
 Width = Annotated[int, Strict(), Ge(1), Le(4096)]
 Pairs = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS),
@@ -112,21 +113,26 @@ def register(server: Any) -> None:
         imitate: Imitate = "all",
         epochs: Epochs = 5,
         hidden: Annotated[Width, Field(description="First hidden layer width.")] = 256,
-        hidden2: Annotated[Width, Field(description="Second hidden layer width.")] = 128,
+        hidden2: Annotated[Width, Field(description="Width of the scoring layers after the first.")] = 128,
+        depth: Annotated[int, Strict(), Ge(1), Le(16), Field(description="Scoring layers of width hidden2.")] = 1,
         lr: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False,
                                              description="Adam learning rate.")] = 1e-3,
         batch_size: Annotated[int, Strict(), Ge(1), Le(1 << 16), Field(description="Decisions per batch.")] = 128,
         target: Target = "choice",
         temperature: Temperature = 0.05,
+        threads: Annotated[int, Strict(), Ge(1), Le(256), Field(
+            description="torch threads (same data, seed and threads: same weights).")] = 1,
+        device: Annotated[Literal["cpu", "cuda"], Field(description="'cuda' needs a GPU torch can see.")] = "cpu",
         readiness_policy: PolicyOverrides = None,
         overwrite: Annotated[bool, Strict(),
                              Field(description="Replace an existing checkpoint (never the promoted one).")] = False,
     ) -> dict[str, Any]:
         """Behaviour cloning on a V5-ready dataset into a registered v5 ONNX checkpoint with a model card.
 
-        Behaviour cloning on a V5 dataset: a small MLP scores each legal action (softmax over the
-        legal set), trained with numpy, exported as a v5 ONNX model (verified against numpy),
-        registered as checkpoint `name` and described by a model card next to it. Refuses a dataset
+        Behaviour cloning on a V5 dataset: an MLP scores each legal action (softmax over the legal
+        set), trained with PyTorch on the dataset streamed in bounded batches, exported through
+        torch.onnx as a v5 ONNX model (verified against torch), registered as checkpoint `name` and
+        described by a model card next to it. Refuses a dataset
         that fails validation (validation_failed) or is not V5-ready (not_ready, with blockers).
         Sends a progress notification per epoch; cancellable (stops within a batch). One call may ask
         for at most 4e12 epochs x parameters x training decisions (work_cap_exceeded names the cap).
@@ -136,7 +142,8 @@ def register(server: Any) -> None:
 
         return await run_long(
             "train_policy", core_train, dataset, name, seed, imitate=imitate, epochs=epochs, hidden=hidden,
-            hidden2=hidden2, lr=lr, batch_size=batch_size, target=target, temperature=temperature,
+            hidden2=hidden2, depth=depth, lr=lr, batch_size=batch_size, target=target, temperature=temperature,
+            threads=threads, device=device,
             datasets_dir=config.datasets_dir, checkpoints_dir=config.checkpoints_dir, policy=readiness_policy,
             overwrite=overwrite, progress=progress_bridge(ctx, "train_policy", "epochs"))
 

@@ -3,7 +3,7 @@
 Search is where a valid request turns into hours: ``sims`` rollouts per decision, every
 decision of every battle. One call (a series, a benchmark) may ask for at most
 :data:`MAX_SEARCH_SIMS_BATTLES` search sims x battles; the training cost cap lives with the
-trainer (``training/bc.py``). A refusal is ``work_cap_exceeded`` naming the cap, its value,
+trainer (``training/hyper.py``). A refusal is ``work_cap_exceeded`` naming the cap, its value,
 what was asked and how to split the work.
 """
 

@@ -16,7 +16,7 @@ rule of the loop (readiness, the SPRT, the promotion checks) is the pipeline's o
    group so far: the data aggregates, as in DAgger/ExIt, and each student sees more of the
    teacher than the last;
 3. **train** the student on the teacher's decisions only (``imitate="search"``), with the
-   search's action values as soft targets (``target="search_values"``, bc.py): measured on
+   search's action values as soft targets (``target="search_values"``, training/data.py): measured on
    the same 1,300 battles, 0.53 against greedy with soft targets against 0.45 with the
    one-hot choice;
 4. **benchmark** the student against the incumbent (the promoted policy, else the

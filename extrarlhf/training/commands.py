@@ -20,7 +20,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .train import train_policy
 
     result = train_policy(args.dataset, args.name, args.seed, imitate=args.imitate, epochs=args.epochs,
-                          hidden=args.hidden, hidden2=args.hidden2, value_hidden=args.value_hidden, lr=args.lr,
+                          hidden=args.hidden, hidden2=args.hidden2, depth=args.depth, value_hidden=args.value_hidden,
+                          lr=args.lr, threads=args.threads, device=args.device,
                           lr_decay=args.lr_decay, batch_size=args.batch_size, weight_decay=args.weight_decay,
                           target=args.target, temperature=args.temperature, datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
                           policy=parse_policy_overrides(args.policy), overwrite=args.overwrite,
@@ -74,15 +75,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--name", required=True, help="checkpoint name to register")
     add_training_options(p)
     p.add_argument("--hidden", type=int, default=256, help="first hidden layer width (default 256)")
-    p.add_argument("--hidden2", type=int, default=128, help="second hidden layer width (default 128)")
+    p.add_argument("--hidden2", type=int, default=128, help="width of the scoring layers after the first (default 128)")
+    p.add_argument("--depth", type=int, default=1, help="scoring layers of width hidden2 (default 1)")
     p.add_argument("--value-hidden", type=int, default=64, help="value head hidden width (default 64)")
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
     p.add_argument("--lr-decay", type=float, default=0.8, help="learning rate factor per epoch (default 0.8)")
     p.add_argument("--batch-size", type=int, default=128, help="decisions per batch (default 128)")
     p.add_argument("--weight-decay", type=float, default=0.0, help="decoupled weight decay (default 0)")
     p.add_argument("--target", default="choice", choices=("choice", "search_values"),
                    help="imitate the recorded choice, or a search teacher's action values (soft targets)")
     p.add_argument("--temperature", type=float, default=0.05, help="of the search_values target (default 0.05)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (same data + seed + threads: same weights)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where to train (cuda needs a GPU)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
     add_dir_options(p, datasets=True)

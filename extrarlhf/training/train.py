@@ -11,9 +11,9 @@ Steps (each refusal is an :class:`~extrarlhf.core.errors.RLHFError` with a stabl
    policy contour ready (``not_ready``, with the blockers);
 3. stream the decisions (stream.py: train/val/test are the split's files, or for a
    ``v5_decisions`` dataset the same keyed-hash battle assignment ``split_v5_training_dataset``
-   uses; test is held out and only scored at the end), a first pass counting them; the
-   dataset's manifest must not change while it is read (``dataset_changed``, checked after
-   the count and after training);
+   uses; test is held out and only scored at the end), one pass counting them and spooling
+   them for the epochs; the dataset's manifest must not change while it is read
+   (``dataset_changed``);
 4. behaviour cloning in PyTorch (bc.py, model.py) under model.deterministic (``threads``
    intra-op threads, deterministic algorithms), on ``device``;
 5. export through torch.onnx and verify it against torch in onnxruntime (export.py),
@@ -128,40 +128,39 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
     from .stream import DatasetStream, check_split_sizes
 
     info = check_dataset(dataset, datasets_dir, policy)
-    stream = DatasetStream(info, imitate, temperature if target == "search_values" else None)
-    stats = stream.scan()
-    _same_manifest(info)
-    check_split_sizes(stats, info["dataset_id"], imitate)
-    check_training_cost(hp, stats["train"].decisions)
-
-    from .bc import policy_metrics, train_bc
-    from .export import export_onnx
-    from .model import deterministic
-
-    with deterministic(hp.threads) as runtime:
-        result = train_bc(stream, hp, seed, validate=stats["val"].decisions > 0,
-                          progress=(lambda done, total, _m: progress(done, total)) if progress else None)
-        final = dict(result.history[-1])
-        if stats["test"].decisions:
-            tm = policy_metrics(result.model, stream.chunks("test"), next(result.model.parameters()).device)
-            final.update({"test_loss": round(tm["loss"], 5) if tm["decisions"] else None,
-                          "test_top1": round(tm["top1"], 5) if tm["decisions"] else None,
-                          "test_decisions": tm["decisions"],
-                          "test_value_mse": round(tm["value_mse"], 5)})
-        held_out = next(s for s in ("val", "test", "train") if stats[s].decisions)
-        sample = stream.sample(held_out, 64)
+    with DatasetStream(info, imitate, temperature if target == "search_values" else None) as stream:
+        stats = stream.scan()
         _same_manifest(info)
+        check_split_sizes(stats, info["dataset_id"], imitate)
+        check_training_cost(hp, stats["train"].decisions)
 
-        root.mkdir(parents=True, exist_ok=True)
-        # named like fileio's temp files (.<target>.<pid>-<random>.tmp): `gc` can tell a dead trainer's export
-        tmp = root / f".train-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-        try:
-            exported = export_onnx(result.model, tmp, sample,
-                                   metadata={"extrarlhf.dataset_id": info["dataset_id"], "extrarlhf.seed": str(seed),
-                                             "extrarlhf.imitate": imitate})
-            checkpoint = registry.register(name, tmp, "v5", overwrite=overwrite)
-        finally:
-            tmp.unlink(missing_ok=True)
+        from .bc import policy_metrics, train_bc
+        from .export import export_onnx
+        from .model import deterministic
+
+        with deterministic(hp.threads) as runtime:
+            result = train_bc(stream, hp, seed, validate=stats["val"].decisions > 0,
+                              progress=(lambda done, total, _m: progress(done, total)) if progress else None)
+            final = dict(result.history[-1])
+            if stats["test"].decisions:
+                tm = policy_metrics(result.model, stream.chunks("test"), next(result.model.parameters()).device)
+                final.update({"test_loss": round(tm["loss"], 5) if tm["decisions"] else None,
+                              "test_top1": round(tm["top1"], 5) if tm["decisions"] else None,
+                              "test_decisions": tm["decisions"],
+                              "test_value_mse": round(tm["value_mse"], 5)})
+            held_out = next(s for s in ("val", "test", "train") if stats[s].decisions)
+            sample = stream.sample(held_out, 64)
+
+            root.mkdir(parents=True, exist_ok=True)
+            # named like fileio's temp files (.<target>.<pid>-<random>.tmp): `gc` can tell a dead trainer's export
+            tmp = root / f".train-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+            try:
+                metadata = {"extrarlhf.dataset_id": info["dataset_id"], "extrarlhf.seed": str(seed),
+                            "extrarlhf.imitate": imitate}
+                exported = export_onnx(result.model, tmp, sample, metadata=metadata)
+                checkpoint = registry.register(name, tmp, "v5", overwrite=overwrite)
+            finally:
+                tmp.unlink(missing_ok=True)
     if checkpoint.weights_hash != exported["weights_hash"]:  # the registry hashes the same initializers
         raise RLHFError(f"registered weights_hash {checkpoint.weights_hash} differs from the exported "
                         f"{exported['weights_hash']}", "integrity_error")

@@ -14,7 +14,11 @@ import pytest
 
 from extrarlhf.core.errors import InvalidArgument, RLHFError
 from extrarlhf.policies.improve import improve_policy, round_groups
-from extrarlhf.policies.promotion import DEFAULT_INCUMBENT, current_incumbent, read_promoted
+from extrarlhf.policies.promotion import (
+    DEFAULT_INCUMBENT,
+    current_incumbent,
+    read_promoted,
+)
 from extrarlhf.runtime.sessions import SessionStore
 from extrarlhf.training.data import search_targets, target_fallback
 from extrarlhf.training.stream import DatasetStream
@@ -111,7 +115,8 @@ def test_improve_policy_rounds_promote_and_continue(tmp_path: Path) -> None:
     # the dataset holds every round's battles; the students learned the teacher's decisions only
     info = check_dataset("exit", tmp_path / "datasets")
     assert info["manifest"]["row_counts"]["battles"] == 40
-    train = DatasetStream(info, "search", 0.05).scan()["train"]
+    with DatasetStream(info, "search", 0.05) as stream:
+        train = stream.scan()["train"]
     assert train.imitated_decisions < train.decisions and train.valued_with_choice
     card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
     assert card["training"]["imitate"] == "search"
@@ -144,7 +149,8 @@ def test_improve_policy_refuses_bad_arguments_before_playing(tmp_path: Path) -> 
 
 def test_imitate_search_selects_every_search_actor() -> None:
     info = check_dataset("mixed", datasets_dir())
-    train = DatasetStream(info, "search").scan()["train"]
+    with DatasetStream(info, "search") as stream:
+        train = stream.scan()["train"]
     assert train.imitated_decisions == 0 < train.decisions  # the shared data has no search decision
 
 
