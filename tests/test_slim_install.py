@@ -3,9 +3,10 @@ brings the engine, the envs, the ONNX adapters and the dataset readers and write
 Dagster, its web server, mcp, asyncpg or torch. In that venv the Gymnasium quickstart of
 docs/rl.md runs as written (its output is the one the page shows), a registered ONNX checkpoint
 plays a series whose dataset is materialized and read back, every core module imports (or
-misses only its own extra's framework), and the commands that need an extra name it in one line.
+misses only its own extra's framework), and the commands that need an extra (the MCP server,
+`make run`, a production export, training) name it in one line.
 
-The venv is built once per module (about 25 s with pip's cache) from a copy of the checkout's
+The venv is built once per module (about 30 s with pip's cache) from a copy of the checkout's
 packages, so pip's build/ and *.egg-info land in tmp, not in the checkout. native/ is not part
 of the slim set: the engine runs on its Python backend there."""
 
@@ -222,7 +223,8 @@ GATE_OPEN = {"RLHF_ENABLE_PRODUCTION_DATASETS": "1", "RLHF_PRODUCTION_DSN": "pos
     (("-m", "extrarlhf_assets.run_main", "--dagster-home", "dagster-home"), "pipeline", {}),
     (("-m", "extrarlhf", "production", "export-v5", "--end-at", "2026-01-01T00:00:00Z", "--name", "prod"),
      "production", GATE_OPEN),
-], ids=["mcp-server", "dagster-run", "production-export"])
+    (("-m", "extrarlhf", "train", "some-dataset", "--name", "candidate"), "train", {}),
+], ids=["mcp-server", "dagster-run", "production-export", "train"])
 def test_a_command_that_needs_an_extra_names_it_in_one_line(slim: SlimVenv, tmp_path: Path, args: tuple[str, ...],
                                                             extra: str, env: dict[str, str]) -> None:
     done = slim.run(*args, env=env, cwd=tmp_path, timeout=30)
