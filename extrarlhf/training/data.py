@@ -182,6 +182,16 @@ def take(data: Decisions, index: np.ndarray) -> Decisions:
                      valued=None if data.valued is None else data.valued[index])
 
 
+def window(data: Decisions, start: int, stop: int) -> Decisions:
+    """Decisions ``start:stop`` as views of ``data``'s arrays (no copy)."""
+    lo, hi = int(data.offsets[start]), int(data.offsets[stop])
+    return Decisions(obs=data.obs[start:stop], features=data.features[lo:hi], offsets=data.offsets[start:stop + 1] - lo,
+                     labels=data.labels[start:stop], outcome=data.outcome[start:stop],
+                     imitated=data.imitated[start:stop], battle_ids=data.battle_ids[start:stop], actors={},
+                     targets=None if data.targets is None else data.targets[lo:hi],
+                     valued=None if data.valued is None else data.valued[start:stop])
+
+
 def concat(parts: list[Decisions]) -> Decisions:
     """The decisions of ``parts``, in order, as one :class:`Decisions`."""
     if len(parts) == 1:

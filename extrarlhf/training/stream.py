@@ -54,7 +54,7 @@ import engine
 
 from ..core.errors import InvalidArgument
 from ..core.fileio import writing
-from .data import COLUMNS, Decisions, concat, from_table, take
+from .data import COLUMNS, Decisions, concat, from_table, take, window
 
 SPLITS = ("train", "val", "test")
 READ_ROWS = 4096  # decisions per record batch read (a row group of the writers, at most)
@@ -262,21 +262,22 @@ def _from_batch(batch: pa.RecordBatch, soft: bool) -> Decisions:
 
 def batches(stream: Iterator[Decisions], batch_size: int) -> Iterator[Decisions]:
     """Training batches: ``batch_size`` policy decisions each (the last may have fewer) with the
-    other decisions streamed between them; every decision of ``stream`` in exactly one batch."""
-    carry: Decisions | None = None
+    other decisions streamed between them; every decision of ``stream`` in exactly one batch.
+    A batch within one part is a view of it; only one spanning two parts is copied."""
+    carry: list[Decisions] = []
     for part in stream:
-        pool = part if carry is None else concat([carry, part])
-        counted = np.cumsum(pool.imitated & (pool.counts > 1))
-        # cut after the decision that completes each batch_size-th policy decision
-        ends = np.searchsorted(counted, np.arange(batch_size, int(counted[-1]) + 1, batch_size)) + 1 \
-            if len(pool) else np.zeros(0, np.int64)
+        policy = np.cumsum(part.imitated & (part.counts > 1))
+        need = batch_size - sum(int(c.policy_rows().size) for c in carry)
         start = 0
-        for end in ends:
-            yield take(pool, np.arange(start, int(end)))
-            start = int(end)
-        carry = take(pool, np.arange(start, len(pool))) if start < len(pool) else None
-    if carry is not None and len(carry):
-        yield carry
+        while len(part) and need <= int(policy[-1]) - (int(policy[start - 1]) if start else 0):
+            # the batch ends at the decision that completes its need-th policy decision
+            end = int(np.searchsorted(policy, (int(policy[start - 1]) if start else 0) + need)) + 1
+            yield concat([*carry, window(part, start, end)]) if carry else window(part, start, end)
+            carry, need, start = [], batch_size, end
+        if start < len(part):
+            carry.append(window(part, start, len(part)))
+    if carry:
+        yield concat(carry)
 
 
 def prefetched(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:

@@ -287,6 +287,9 @@ def test_other_dataset_kinds_unknown_actors_and_taken_names_are_refused(tmp_path
     _expect("already_exists", train_small, tmp_path / "ck", "taken")
     again = train_small(tmp_path / "ck", "taken", seed=9, overwrite=True)
     assert CheckpointRegistry(tmp_path / "ck").get("taken").weights_hash == again["weights_hash"]
+    error = _expect("not_found", train_small, tmp_path / "ck", "nods", dataset="no-such-dataset")
+    assert "dataset 'no-such-dataset' has no published version" in str(error)
+    assert "nods" not in CheckpointRegistry(tmp_path / "ck").specs()
     _expect("invalid_argument", train_small, tmp_path / "ck", "../x")
     _expect("invalid_argument", train_small, tmp_path / "ck", "hp", epochs=0)
 
