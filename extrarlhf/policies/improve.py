@@ -56,7 +56,7 @@ from ..core.names import check_name
 from ..datasets.paths import check_positive_int
 from ..runtime.actors import resolve_actor
 from ..runtime.sessions import SessionStore
-from .pipeline import PipelineProgress, SprtProgress, run_pipeline
+from .pipeline import PipelineProgress, SprtProgress, run_finetune, run_pipeline
 from .promotion import DEFAULT_INCUMBENT, current_incumbent
 
 DEFAULT_SIMS = 32
@@ -65,6 +65,9 @@ TEMPERATURE = 0.05
 # so a cap of 1,000 saved seconds and cost promotions: a 60-minute loop's last student, +21 Elo
 # [+6, +36] over the incumbent and 0.617 against greedy, stopped undecided at LLR 2.66 of 2.94.
 ROUND_PAIRS = 10_000
+FINETUNE_ROUND_MINUTES = 8.0
+MIN_FINETUNE_MINUTES = 1.0
+FINETUNE_CONTEST_SECONDS = 90.0
 _ROUND = re.compile(r"-r(\d{2,})$")
 
 
@@ -91,6 +94,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
                    opponent: str = "baseline:greedy", seed: int = 0, epochs: int = 6,
                    temperature: float = TEMPERATURE, dagger: bool = True, n_pairs: int = ROUND_PAIRS,
                    baseline_pairs: int = 20,
+                   finetune_minutes: float = 0.0, finetune_round_minutes: float = FINETUNE_ROUND_MINUTES,
+                   finetune_options: dict[str, Any] | None = None,
                    max_workers: int = 2, sessions_dir: str | os.PathLike[str] = "sessions",
                    datasets_dir: str | os.PathLike[str] = "datasets",
                    checkpoints_dir: str | os.PathLike[str] = "checkpoints",
@@ -106,6 +111,12 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         raise InvalidArgument(f"minutes must be a positive number, got {minutes!r}")
     if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not 1.0 <= growth <= 10.0:
         raise InvalidArgument(f"growth must be a number in [1, 10], got {growth!r}")
+    if isinstance(finetune_minutes, bool) or not isinstance(finetune_minutes, (int, float)) \
+            or not 0 <= finetune_minutes <= minutes:
+        raise InvalidArgument(f"finetune_minutes must be a number in [0, minutes], got {finetune_minutes!r}")
+    if isinstance(finetune_round_minutes, bool) or not isinstance(finetune_round_minutes, (int, float)) \
+            or not finetune_round_minutes > 0:
+        raise InvalidArgument(f"finetune_round_minutes must be a positive number, got {finetune_round_minutes!r}")
     for name, value in (("max_rounds", max_rounds), ("first_battles", first_battles),
                         ("battles_per_round", battles_per_round), ("epochs", epochs), ("n_pairs", n_pairs),
                         ("max_workers", max_workers)):
@@ -115,9 +126,10 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     teacher = search_spec(rollout, sims)
     resolve_actor(teacher, "teacher", checkpoints_dir)  # a bad rollout spec fails here, before anything is played
     earlier = round_groups(sessions_dir, prefix)
-    start_round = int(_ROUND.search(earlier[-1]).group(1)) + 1 if earlier else 1
+    start_round = last_round(prefix, earlier, checkpoints_dir) + 1
     started = time.perf_counter()
     budget = 60.0 * minutes
+    imitation_budget = budget - 60.0 * finetune_minutes
     rounds: list[dict[str, Any]] = []
     groups = list(earlier)
     stop_reason = f"max_rounds ({max_rounds}) reached"
@@ -126,8 +138,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     for k in range(start_round, start_round + max_rounds):
         battles = first_battles if k == 1 else int(battles_per_round * growth ** (k - 2))
         elapsed = time.perf_counter() - started
-        if cost is not None and elapsed + round_seconds(cost, held, battles) > budget:
-            fits = int((budget - elapsed - cost[1] * held) / (cost[0] + cost[1]))
+        if cost is not None and elapsed + round_seconds(cost, held, battles) > imitation_budget:
+            fits = int((imitation_budget - elapsed - cost[1] * held) / (cost[0] + cost[1]))
             if fits < first_battles:
                 stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; a round of "
                                f"{first_battles} battles (about "
@@ -156,7 +168,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         cost = (collect / battles, max(seconds - collect, 0.0) / held)
         groups.append(group)
         stages = result["stages"]
-        entry: dict[str, Any] = {"round": k, "group": group, "battles": battles, "collector": collector,
+        entry: dict[str, Any] = {"round": k, "kind": "imitation", "group": group, "battles": battles,
+                                 "collector": collector,
                                  "groups_trained_on": len(groups),
                                  "incumbent": incumbent, "student": group, "seconds": round(seconds, 1),
                                  "promoted": result["promoted"], "stopped_at": result["stopped_at"]}
@@ -164,19 +177,89 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
             t = stages["train"]
             entry["train"] = {"decisions": t["data"]["train"]["imitated_with_choice"],
                               "val_top1": t["final"].get("val_top1"), "weights_hash": t["weights_hash"]}
-        if "benchmark" in stages:
-            b = stages["benchmark"]
-            entry["benchmark"] = {"verdict": b["verdict"], "passed": b["passed"], **b["match"],
-                                  "baselines": b["baselines"]}
-        if not result["promoted"]:
-            p = stages.get("promote", {})
-            entry["not_promoted"] = result.get("reason") or p.get("refused") or p.get("skipped")
+        _outcome(entry, result)
         rounds.append(entry)
         if round_done is not None:
             round_done(entry)
         if cancel is not None and cancel():
             raise Cancelled(f"improvement cancelled after round {k}")
+    if finetune_minutes > 0 and not stop_reason.startswith("max_rounds"):
+        stop_reason = _finetune_rounds(
+            rounds, prefix, start_round + len(rounds), start_round + max_rounds, started, budget,
+            finetune_round_minutes, dict(finetune_options or {}), seed=seed, n_pairs=n_pairs,
+            baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
+            progress=progress, sprt_progress=sprt_progress, round_done=round_done, cancel=cancel)
     promotions = [r["student"] for r in rounds if r["promoted"]]
     return {"prefix": prefix, "teacher": teacher, "opponent": opponent, "rounds": rounds, "promotions": promotions,
             "promoted": promotions[-1] if promotions else None, "incumbent": current_incumbent(checkpoints_dir),
             "seconds": round(time.perf_counter() - started, 1), "stop_reason": stop_reason}
+
+
+def last_round(prefix: str, groups: list[str], checkpoints_dir: str | os.PathLike[str]) -> int:
+    """The highest round number of ``prefix`` so far: its groups' and its checkpoints' (a
+    fine-tune round has a checkpoint and no group); 0 when none."""
+    from ..checkpoints.registry import CheckpointRegistry
+
+    numbers = [0]
+    for name in [*groups, *CheckpointRegistry(checkpoints_dir).specs()]:
+        match = _ROUND.search(name)
+        if match and name[:match.start()] == prefix:
+            numbers.append(int(match.group(1)))
+    return max(numbers)
+
+
+def _outcome(entry: dict[str, Any], result: dict[str, Any]) -> None:
+    """A round's benchmark and promotion, from its pipeline summary, into ``entry``."""
+    stages = result["stages"]
+    if "benchmark" in stages:
+        b = stages["benchmark"]
+        entry["benchmark"] = {"verdict": b["verdict"], "passed": b["passed"], **b["match"],
+                              "baselines": b["baselines"]}
+    if not result["promoted"]:
+        p = stages.get("promote", {})
+        entry["not_promoted"] = result.get("reason") or p.get("refused") or p.get("skipped")
+
+
+def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop: int, started: float,
+                     budget: float, round_minutes: float, options: dict[str, Any], *, seed: int, n_pairs: int,
+                     baseline_pairs: int, max_workers: int, checkpoints_dir: str | os.PathLike[str],
+                     progress: PipelineProgress | None, sprt_progress: SprtProgress | None,
+                     round_done: Callable[[dict[str, Any]], None] | None,
+                     cancel: Callable[[], bool] | None) -> str:
+    """Policy-gradient rounds until ``budget`` (module docstring); returns the stop reason."""
+    contest = FINETUNE_CONTEST_SECONDS  # seconds kept for a round's benchmark, then what the last one took
+    for k in range(first, stop):
+        left = budget - (time.perf_counter() - started)
+        minutes = min(round_minutes, (left - contest) / 60.0)
+        if minutes < MIN_FINETUNE_MINUTES:
+            return (f"time budget: {budget / 60:g} min, {(budget - left) / 60:.1f} used; a fine-tune round of "
+                    f"{MIN_FINETUNE_MINUTES:g} min and its benchmark (about {contest:.0f} s) would not fit")
+        incumbent = current_incumbent(checkpoints_dir)
+        if incumbent == DEFAULT_INCUMBENT:
+            return "nothing promoted to fine-tune (the imitation rounds promoted no policy)"
+        name = f"{prefix}-r{k:02d}"
+
+        def stage(label: str, done: int, total: int, tag: str = f"r{k:02d}") -> None:
+            if progress is not None:
+                progress(f"{tag} {label}", done, total)
+
+        t0 = time.perf_counter()
+        result = run_finetune(incumbent, name, minutes=minutes, seed=seed + k, finetune_options=options,
+                              n_pairs=n_pairs, baseline_pairs=baseline_pairs, max_workers=max_workers,
+                              checkpoints_dir=checkpoints_dir, progress=stage, sprt_progress=sprt_progress,
+                              cancel=cancel)
+        seconds = time.perf_counter() - t0
+        contest = max(seconds - result["seconds"].get("finetune", 0.0), 1.0)
+        tuned = result["stages"]["finetune"]
+        entry: dict[str, Any] = {"round": k, "kind": "finetune", "base": incumbent, "incumbent": incumbent,
+                                 "student": name, "minutes": round(minutes, 2), "seconds": round(seconds, 1),
+                                 "promoted": result["promoted"], "stopped_at": result["stopped_at"],
+                                 "finetune": {key: tuned[key] for key in ("updates", "start", "best", "improved",
+                                                                          "weights_hash")}}
+        _outcome(entry, result)
+        rounds.append(entry)
+        if round_done is not None:
+            round_done(entry)
+        if cancel is not None and cancel():
+            raise Cancelled(f"improvement cancelled after round {k}")
+    return "max_rounds reached (imitation and fine-tune rounds)"

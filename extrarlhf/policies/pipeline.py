@@ -36,6 +36,7 @@ from .benchmarking import SprtProgress, benchmark_models
 from .promotion import PromotionPolicy, PromotionRefused, current_incumbent, promote_checkpoint
 
 STAGES = ("collect", "materialize", "readiness", "train", "benchmark", "promote")
+FINETUNE_STAGES = ("finetune", "benchmark", "promote")  # run_finetune's
 PipelineProgress = Callable[[str, int, int], None]
 
 
@@ -80,23 +81,8 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
     if name in CheckpointRegistry(checkpoints_dir).specs():  # fail before collecting, not after
         raise RLHFError(f"checkpoint {name!r} already exists; give the pipeline a new checkpoint name",
                         "already_exists")
-    stages: dict[str, Any] = {}
-    seconds: dict[str, float] = {}
-    summary: dict[str, Any] = {"group": group, "name": name, "completed": False, "stopped_at": None,
-                               "promoted": False, "stages": stages, "seconds": seconds}
-
-    def report(stage: str) -> Callable[[int, int], None]:
-        def call(done: int, total: int) -> None:
-            if progress is not None:
-                progress(stage, done, total)
-        return call
-
-    def timed(stage: str, fn: Callable[[], Any]) -> Any:
-        report(stage)(0, 1)
-        t0 = time.perf_counter()
-        out = fn()
-        seconds[stage] = round(time.perf_counter() - t0, 3)
-        return out
+    run = _Run({"group": group, "name": name}, progress)
+    summary, stages, report, timed = run.summary, run.stages, run.report, run.timed
 
     collected = timed("collect", lambda: run_series(
         sessions_dir, group, n_battles, p1_model=p1_model, opponent=opponent, seed=seed, max_workers=max_workers,
@@ -131,6 +117,42 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                                                "seconds", "decisions_per_s_per_epoch", "target_fallback")}
 
     against = incumbent if incumbent is not None else current_incumbent(checkpoints_dir)
+    return _contest(run, name, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
+                    baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
+                    sprt_progress=sprt_progress, promotion_policy=promotion_policy, cancel=cancel, promote=promote,
+                    require_current_incumbent=require_current_incumbent)
+
+
+class _Run:
+    """A pipeline run's summary, its stages' results and seconds, and its progress reports."""
+
+    def __init__(self, head: dict[str, Any], progress: PipelineProgress | None) -> None:
+        self.stages: dict[str, Any] = {}
+        self.seconds: dict[str, float] = {}
+        self.summary: dict[str, Any] = {**head, "completed": False, "stopped_at": None, "promoted": False,
+                                        "stages": self.stages, "seconds": self.seconds}
+        self.progress = progress
+
+    def report(self, stage: str) -> Callable[[int, int], None]:
+        def call(done: int, total: int) -> None:
+            if self.progress is not None:
+                self.progress(stage, done, total)
+        return call
+
+    def timed(self, stage: str, fn: Callable[[], Any]) -> Any:
+        self.report(stage)(0, 1)
+        t0 = time.perf_counter()
+        out = fn()
+        self.seconds[stage] = round(time.perf_counter() - t0, 3)
+        return out
+
+
+def _contest(run: _Run, name: str, against: str, *, n_pairs: int, seed: int, elo0: float, elo1: float, alpha: float,
+             beta: float, baseline_pairs: int, max_workers: int, checkpoints_dir: str | os.PathLike[str],
+             sprt_progress: SprtProgress | None, promotion_policy: PromotionPolicy, cancel: Callable[[], bool] | None,
+             promote: bool, require_current_incumbent: bool) -> dict[str, Any]:
+    """The benchmark and promote stages: candidate ``name`` against ``against``."""
+    summary, stages, report, timed = run.summary, run.stages, run.report, run.timed
     bench = timed("benchmark", lambda: benchmark_models(
         name, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
         baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
@@ -178,3 +200,34 @@ def promotion_meaning(name: str, incumbent: str, benchmark: dict[str, Any]) -> s
     if weaker:
         said += f": it does not beat {', '.join(weaker)}"
     return said
+
+
+def run_finetune(base: str, name: str, *, minutes: float = 10.0, seed: int = 0,
+                 finetune_options: dict[str, Any] | None = None, n_pairs: int = 200, baseline_pairs: int = 20,
+                 elo0: float = 0.0, elo1: float = 10.0, alpha: float = 0.05, beta: float = 0.05,
+                 promote: bool = True, max_workers: int = 1, promotion_policy: PromotionPolicy | None = None,
+                 checkpoints_dir: str | os.PathLike[str] = "checkpoints", progress: PipelineProgress | None = None,
+                 sprt_progress: SprtProgress | None = None,
+                 cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """The loop's other way to a candidate: fine-tune checkpoint ``base`` with policy gradient
+    (``finetune_policy``) into ``name``, then benchmark it against ``base`` and promote it when
+    it passes, as :func:`run_pipeline` does; stages ``finetune``, ``benchmark``, ``promote``."""
+    from ..training.finetune import finetune_policy
+
+    check_name(name, "checkpoint")
+    if not isinstance(promote, bool):
+        raise InvalidArgument(f"promote must be true or false, got {promote!r}")
+    promotion_policy = PromotionPolicy.coerce(promotion_policy)
+    checkpoints_dir = os.path.abspath(checkpoints_dir)
+    run = _Run({"base": base, "name": name}, progress)
+    tuned = run.timed("finetune", lambda: finetune_policy(
+        base, name, seed, minutes=minutes, checkpoints_dir=checkpoints_dir,
+        progress=lambda done, _figures: run.report("finetune")(done, 0), **(finetune_options or {})))
+    run.stages["finetune"] = {k: tuned[k] for k in ("name", "weights_hash", "card_path", "base", "start", "best",
+                                                    "improved", "updates", "seconds")}
+    if cancel is not None and cancel():
+        raise Cancelled(f"the fine-tune of {base} into {name} was cancelled before its benchmark")
+    return _contest(run, name, base, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
+                    baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
+                    sprt_progress=sprt_progress, promotion_policy=promotion_policy, cancel=cancel, promote=promote,
+                    require_current_incumbent=True)

@@ -46,29 +46,47 @@ def card_path(checkpoints_dir: str | os.PathLike[str], name: str) -> Path:
     return Path(checkpoints_dir) / f"{name}{CARD_SUFFIX}"
 
 
+def model_block(architecture: Any) -> dict[str, Any]:
+    """The card's ``model`` block for a model.Architecture."""
+    arch = {k: getattr(architecture, k) for k in ("hidden", "hidden2", "depth", "value_hidden")}
+    return {"kind": "v5", "architecture": "mlp_action_scorer", **arch,
+            "description": "h1 = relu(obs W1o + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
+                           f"{arch['depth']} layer(s) of width {arch['hidden2']}; logit = h w3 (masked actions "
+                           "-1e9); value = tanh(relu(obs Wv + bv) wv2 + bv2)",
+            "inputs": {"obs": ["N", engine.OBS_DIM], "action_features": ["N", "A", engine.ACTION_FEATURE_DIM],
+                       "action_mask": ["N", "A"]},
+            "outputs": {"logits": ["N", "A"], "value": ["N", 1]}, "obs_version": engine.OBS_VERSION,
+            "ruleset": engine.RULESET}
+
+
+def checkpoint_block(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The card's ``checkpoint`` block for a registered checkpoint (``Checkpoint.as_dict()``)."""
+    return {**{k: checkpoint[k] for k in ("name", "kind", "weights_hash", "sha256", "size_bytes", "registered_at")},
+            "file": Path(checkpoint["path"]).name}
+
+
+def environment_block() -> dict[str, Any]:
+    """The card's ``environment`` block: the versions that produced the weights."""
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+            "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "engine": engine.ENGINE_VERSION,
+            "machine": platform.machine()}
+
+
 def build_card(*, name: str, checkpoint: dict[str, Any], dataset: dict[str, Any], seed: int, imitate: str,
                hyperparameters: dict[str, Any], data: dict[str, Any], history: list[dict[str, Any]],
                final: dict[str, Any], export: dict[str, Any], architecture: Any, runtime: dict[str, Any],
                seconds: float) -> dict[str, Any]:
     """The card as a JSON-ready dict (see the module docstring); ``architecture`` is the
     model.Architecture trained, ``runtime`` what model.deterministic put in force."""
-    arch = {k: getattr(architecture, k) for k in ("hidden", "hidden2", "depth", "value_hidden")}
     return {
         "schema_version": CARD_SCHEMA_VERSION,
         "kind": "model_card",
         "name": name,
         "created_at": utc_now(),
-        "model": {"kind": "v5", "architecture": "mlp_action_scorer", **arch,
-                  "description": "h1 = relu(obs W1o + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
-                                 f"{arch['depth']} layer(s) of width {arch['hidden2']}; logit = h w3 (masked actions "
-                                 "-1e9); value = tanh(relu(obs Wv + bv) wv2 + bv2)",
-                  "inputs": {"obs": ["N", engine.OBS_DIM], "action_features": ["N", "A", engine.ACTION_FEATURE_DIM],
-                             "action_mask": ["N", "A"]},
-                  "outputs": {"logits": ["N", "A"], "value": ["N", 1]}, "obs_version": engine.OBS_VERSION,
-                  "ruleset": engine.RULESET},
-        "checkpoint": {**{k: checkpoint[k] for k in ("name", "kind", "weights_hash", "sha256", "size_bytes",
-                                                     "registered_at")},
-                       "file": Path(checkpoint["path"]).name},
+        "model": model_block(architecture),
+        "checkpoint": checkpoint_block(checkpoint),
         "weights_hash": checkpoint["weights_hash"],
         "dataset": dataset,
         "training": {"method": "behaviour_cloning",
@@ -90,10 +108,7 @@ def build_card(*, name: str, checkpoint: dict[str, Any], dataset: dict[str, Any]
                     "top1_definition": "share of imitated decisions with more than one legal action where the "
                                        "model's highest logit is the recorded choice"},
         "export": export,
-        "environment": {"python": platform.python_version(), "torch": runtime["torch"], "numpy": np.__version__,
-                        "onnx": onnx.__version__,
-                        "onnxruntime": onnxruntime.__version__, "engine": engine.ENGINE_VERSION,
-                        "machine": platform.machine()},
+        "environment": environment_block(),
     }
 
 

@@ -161,3 +161,30 @@ def test_round_seconds_counts_collection_per_new_battle_and_the_rest_per_battle_
     assert round_seconds((0.4, 0.02), 1000, 200) == pytest.approx(0.4 * 200 + 0.02 * 1200)
     # the fixed cost of retraining on what is held does not shrink with a smaller round
     assert round_seconds((0.4, 0.02), 8000, 0) == pytest.approx(160.0)
+
+
+def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from extrarlhf.policies import improve
+    from tests.native_helpers import require_native
+
+    require_native()
+    monkeypatch.setattr(improve, "FINETUNE_CONTEST_SECONDS", 5.0)  # a tiny loop's benchmark reserve
+    monkeypatch.setattr(improve, "MIN_FINETUNE_MINUTES", 0.01)
+    tiny = {"num_envs": 8, "horizon": 8, "minibatch": 32, "eval_every": 1, "eval_battles": 16, "max_updates": 1,
+            "threads": 1}
+    result, rounds, _ = _loop(tmp_path, max_rounds=3, minutes=1.0, finetune_minutes=0.95, finetune_round_minutes=0.1,
+                              finetune_options=tiny, first_battles=20, n_pairs=150)
+    assert [r["kind"] for r in result["rounds"]] == ["imitation", "finetune", "finetune"], result["stop_reason"]
+    assert [r["kind"] for r in result["rounds"]] == [r["kind"] for r in rounds]
+    first, tune1, tune2 = result["rounds"]
+    assert first["promoted"] and first["student"] == "exit-r01"
+    # each fine-tune starts from the incumbent of its round and is benchmarked against it
+    assert tune1["base"] == tune1["incumbent"] == "exit-r01" and tune1["student"] == "exit-r02"
+    assert tune2["base"] == tune2["incumbent"] == ("exit-r02" if tune1["promoted"] else "exit-r01")
+    assert tune1["finetune"]["updates"] == 1 and "verdict" in tune1["benchmark"]
+    card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
+    assert card["training"]["method"] == "ppo_finetune" and card["training"]["base"]["name"] == "exit-r01"
+    assert result["stop_reason"] == "max_rounds reached (imitation and fine-tune rounds)"
+    # a second call numbers its rounds after the fine-tune rounds too (they have a checkpoint, no group)
+    assert improve.last_round("exit", round_groups(tmp_path / "sessions", "exit"), tmp_path / "checkpoints") == 3

@@ -1,0 +1,293 @@
+"""PPO: policy-gradient fine-tuning of a ``v5`` network against opponents the native core plays.
+
+Behaviour cloning learns what the search teacher does and stops below it. The fine-tune
+optimizes the score itself: PPO (Schulman et al. 2017, clipped surrogate, GAE with
+gamma = 1, reward +1 win / 0 draw / -1 loss at the end of a battle) on battles stepped by the
+batched API (``engine_native.batch.BattleBatch``: the opponent's moves are played inside the
+core, seats drawn per battle), starting from a trained network (``from_onnx``) whose value
+head (fitted to battle outcomes) is the critic from the first update.
+
+Each update plays ``horizon`` learner decisions in each of ``num_envs`` battles per opponent
+(sampling from the softmax over the legal actions), then takes ``epochs`` passes of
+minibatches over them. Every ``eval_every`` updates the network plays its *argmax* policy
+(what a checkpoint plays) against the first opponent on ``eval_battles`` fixed battles of its
+own seeds (never the benchmark's); the best-scoring network so far is what
+:func:`finetune` returns, so an update that makes play worse is never kept.
+
+Determinism: one ``torch.Generator`` (sampling, minibatch order) seeded by the run, the
+battle seeds derived from it, and :func:`.model.deterministic`; the same network, settings,
+seed and thread count give the same result on the same machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from adapters import work
+
+from ..core.errors import InvalidArgument
+from .model import ActionScorer, deterministic, segment_log_softmax
+
+Progress = Callable[[int, dict[str, Any]], None]  # (updates done, the last update's figures)
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """What a fine-tune is configured with (recorded with its result)."""
+
+    opponents: tuple[str, ...] = ("baseline:greedy",)
+    num_envs: int = 128          # battles per opponent stepped at once
+    horizon: int = 32            # learner decisions per battle per update
+    epochs: int = 4
+    minibatch: int = 1024        # decisions
+    lr: float = 1e-4             # measured: 3e-4 made play worse, 3e-5 hardly moved it
+    temperature: float = 0.3     # the policy played and optimized is softmax(logits / temperature)
+    clip: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    gae_lambda: float = 0.95
+    max_grad_norm: float = 0.5
+    eval_battles: int = 1024
+    eval_every: int = 10
+    threads: int = 2
+    max_updates: int = 1_000_000  # a cap besides the time budget (tests: a fixed number of updates)
+
+    def __post_init__(self) -> None:
+        from engine_native.batch import native_opponent
+
+        if not self.opponents or any(native_opponent(o) is None for o in self.opponents):
+            raise InvalidArgument(f"opponents must be specs the native core plays (baseline:greedy, baseline:random, "
+                                  f"search:baseline:greedy?sims=N), got {list(self.opponents)!r}")
+        for name in ("num_envs", "horizon", "epochs", "minibatch", "eval_battles", "eval_every", "threads",
+                     "max_updates"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgument(f"{name} must be an integer >= 1, got {value!r}")
+        # name -> (low, high): lr, clip, temperature and the grad norm above low, the others at least low
+        for name, (low, high) in {"lr": (0.0, 1.0), "clip": (0.0, 1.0), "temperature": (0.0, 10.0),
+                                  "max_grad_norm": (0.0, 1e6), "value_coef": (0.0, 100.0),
+                                  "entropy_coef": (0.0, 1.0), "gae_lambda": (0.0, 1.0)}.items():
+            value = getattr(self, name)
+            strict = name in ("lr", "clip", "temperature", "max_grad_norm")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not (low < value if strict else low <= value) or value > high:
+                raise InvalidArgument(f"{name} must be a number in {'(' if strict else '['}{low}, {high}], "
+                                      f"got {value!r}")
+
+
+@dataclass
+class Rollout:
+    """The decisions of one update, in (step, battle) order; ``features`` are flat rows."""
+
+    obs: np.ndarray       # float32 [D, OBS_DIM]
+    features: np.ndarray  # float32 [R, ACTION_FEATURE_DIM]
+    counts: np.ndarray    # int64 [D]
+    chosen: np.ndarray    # int64 [D], position of the action taken among its decision's rows
+    logp: np.ndarray      # float32 [D]
+    advantage: np.ndarray  # float32 [D]
+    returns: np.ndarray   # float32 [D]
+
+
+def _decision_points(batch: Any) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
+    """Each battle's legal ids, their flat action features and counts."""
+    ids, rows = [], []
+    for i in range(batch.num_battles):
+        state = batch.battle(i)
+        legal = state.legal_actions()
+        ids.append(legal)
+        rows.append(state.action_features(legal))
+    return ids, np.concatenate(rows), np.array([len(x) for x in ids], dtype=np.int64)
+
+
+def _segments(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(decision of each flat row, first row of each decision)."""
+    starts = torch.cumsum(counts, 0) - counts
+    return torch.repeat_interleave(torch.arange(counts.numel()), counts), starts
+
+
+def _choose(net: ActionScorer, obs: np.ndarray, features: np.ndarray, counts: np.ndarray,
+            generator: torch.Generator | None, temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chosen positions, their log-probabilities, values): a draw from the softmax with
+    ``generator`` (Gumbel-max), the argmax without one."""
+    with torch.no_grad():
+        c = torch.from_numpy(counts)
+        seg, starts = _segments(c)
+        o = torch.from_numpy(obs)
+        logp = segment_log_softmax(net.flat_logits(o, torch.from_numpy(features), seg) / temperature, seg, c)
+        keys = logp if generator is None else \
+            logp - torch.log(-torch.log(torch.rand(logp.shape, generator=generator).clamp_min(1e-20)))
+        width = int(c.max())
+        padded = torch.full((c.numel(), width), float("-inf")).index_put((seg, torch.arange(seg.numel()) - starts[seg]),
+                                                                           keys)
+        chosen = padded.argmax(dim=1)
+        return chosen.numpy(), logp[starts + chosen].numpy(), net.value(o).numpy()
+
+
+def _play(net: ActionScorer, batch: Any, out: dict[str, np.ndarray], horizon: int, generator: torch.Generator,
+          lam: float, temperature: float) -> tuple[Rollout, dict[str, np.ndarray], dict[str, float]]:
+    obs_l, feat_l, count_l, chosen_l, logp_l, value_l, reward_l, done_l = ([] for _ in range(8))
+    wins = losses = ended = 0
+    for _ in range(horizon):
+        work.check()
+        ids, features, counts = _decision_points(batch)
+        obs = out["obs"]
+        chosen, logp, value = _choose(net, obs, features, counts, generator, temperature)
+        actions = np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64)
+        out = batch.step(actions)
+        obs_l.append(obs.copy()); feat_l.append(features); count_l.append(counts); chosen_l.append(chosen)
+        logp_l.append(logp); value_l.append(value); reward_l.append(out["reward"].copy())
+        done_l.append(out["terminated"].copy())
+        ended += int(out["terminated"].sum())
+        wins += int((out["reward"] > 0).sum())
+        losses += int((out["reward"] < 0).sum())
+    with torch.no_grad():
+        last = net.value(torch.from_numpy(out["obs"])).numpy()
+    values, rewards, dones = np.stack(value_l), np.stack(reward_l), np.stack(done_l).astype(np.float32)
+    advantage = np.zeros_like(values)
+    running = np.zeros(values.shape[1], np.float32)
+    for t in range(horizon - 1, -1, -1):
+        following = last if t == horizon - 1 else values[t + 1]
+        delta = rewards[t] + (1.0 - dones[t]) * following - values[t]
+        running = delta + lam * (1.0 - dones[t]) * running
+        advantage[t] = running
+    rollout = Rollout(obs=np.concatenate(obs_l), features=np.concatenate(feat_l), counts=np.concatenate(count_l),
+                      chosen=np.concatenate(chosen_l), logp=np.concatenate(logp_l),
+                      advantage=advantage.reshape(-1), returns=(advantage + values).reshape(-1))
+    return rollout, out, {"battles_ended": ended, "wins": wins, "losses": losses}
+
+
+def _update(net: ActionScorer, opt: torch.optim.Optimizer, roll: Rollout, s: FinetuneSettings,
+            generator: torch.Generator) -> dict[str, float]:
+    n = roll.counts.size
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(roll.counts, out=offsets[1:])
+    adv = (roll.advantage - roll.advantage.mean()) / (roll.advantage.std() + 1e-8)
+    sums = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "clipped": 0.0, "kl": 0.0}
+    batches = 0
+    for _ in range(s.epochs):
+        order = torch.randperm(n, generator=generator).numpy()
+        for k in range(0, n, s.minibatch):
+            work.check()
+            idx = np.sort(order[k:k + s.minibatch])
+            counts = roll.counts[idx]
+            rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
+            c = torch.from_numpy(counts)
+            seg, starts = _segments(c)
+            obs = torch.from_numpy(roll.obs[idx])
+            scores = net.flat_logits(obs, torch.from_numpy(roll.features[rows]), seg) / s.temperature
+            logp_all = segment_log_softmax(scores, seg, c)
+            logp = logp_all[starts + torch.from_numpy(roll.chosen[idx])]
+            old = torch.from_numpy(roll.logp[idx])
+            a = torch.from_numpy(adv[idx])
+            ratio = torch.exp(logp - old)
+            policy_loss = -torch.minimum(ratio * a, ratio.clamp(1 - s.clip, 1 + s.clip) * a).mean()
+            value_loss = ((net.value(obs) - torch.from_numpy(roll.returns[idx])) ** 2).mean()
+            entropy = -torch.zeros(c.numel()).index_add(0, seg, torch.exp(logp_all) * logp_all).mean()
+            loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), s.max_grad_norm)
+            opt.step()
+            with torch.no_grad():
+                sums["policy_loss"] += float(policy_loss)
+                sums["value_loss"] += float(value_loss)
+                sums["entropy"] += float(entropy)
+                sums["clipped"] += float(((ratio - 1).abs() > s.clip).float().mean())
+                sums["kl"] += float((old - logp).mean())
+            batches += 1
+    return {k: round(v / max(batches, 1), 5) for k, v in sums.items()}
+
+
+def evaluate(net: ActionScorer, opponent: str, battles: int, seed: int) -> dict[str, Any]:
+    """The argmax policy's score against ``opponent`` over the first episode of ``battles``
+    battles (seats drawn per battle) from ``seed``."""
+    from engine_native.batch import BattleBatch
+
+    batch = BattleBatch(battles, opponent=opponent, seat="random")
+    out = batch.reset(seed)
+    result = np.full(battles, np.nan, np.float32)
+    while np.isnan(result).any():
+        work.check()
+        ids, features, counts = _decision_points(batch)
+        chosen, _, _ = _choose(net, out["obs"], features, counts, None)
+        out = batch.step(np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64))
+        ended = out["terminated"] & np.isnan(result)
+        result[ended] = out["reward"][ended]
+    wins, losses = int((result > 0).sum()), int((result < 0).sum())
+    return {"opponent": opponent, "battles": battles, "wins": wins, "draws": battles - wins - losses,
+            "losses": losses, "score": round((wins + 0.5 * (battles - wins - losses)) / battles, 4)}
+
+
+@dataclass
+class FinetuneResult:
+    net: ActionScorer
+    settings: dict[str, Any]
+    history: list[dict[str, Any]]
+    evaluations: list[dict[str, Any]]
+    best: dict[str, Any]
+    start: dict[str, Any]
+    seconds: float
+    sample: Rollout  # the last update's decisions (real decision points, to verify an export on)
+
+
+def finetune(net: ActionScorer, settings: FinetuneSettings, seed: int, *, seconds: float,
+             progress: Progress | None = None) -> FinetuneResult:
+    """PPO updates on a copy of ``net`` for about ``seconds`` (module docstring); returns the
+    best-evaluated network (``net`` itself unchanged when no update improved on it)."""
+    from engine_native.batch import BattleBatch
+
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgument(f"seconds must be a positive number, got {seconds!r}")
+    started = time.perf_counter()
+    with deterministic(settings.threads):
+        generator = torch.Generator().manual_seed(seed)
+        learner = copy.deepcopy(net)
+        learner.train()
+        opt = torch.optim.Adam(learner.parameters(), lr=settings.lr)
+        eval_seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator))
+        start = evaluate(learner, settings.opponents[0], settings.eval_battles, eval_seed)
+        best, best_state = start, copy.deepcopy(learner.state_dict())
+        batches = [BattleBatch(settings.num_envs, opponent=o, seat="random") for o in settings.opponents]
+        outs = [b.reset(int(torch.randint(0, 2 ** 62, (1,), generator=generator))) for b in batches]
+        history: list[dict[str, Any]] = []
+        evaluations = [{"update": 0, **start}]
+        update = 0
+        per_update = 0.0
+        merged = None
+        while update < settings.max_updates and time.perf_counter() - started + per_update < seconds:
+            t0 = time.perf_counter()
+            update += 1
+            figures: dict[str, Any] = {"update": update}
+            rolls = []
+            for k, batch in enumerate(batches):
+                roll, outs[k], played = _play(learner, batch, outs[k], settings.horizon, generator,
+                                              settings.gae_lambda, settings.temperature)
+                rolls.append(roll)
+                figures[settings.opponents[k]] = played
+            merged = rolls[0] if len(rolls) == 1 else Rollout(
+                *(np.concatenate([getattr(r, f) for r in rolls]) for f in Rollout.__dataclass_fields__))
+            figures.update(_update(learner, opt, merged, settings, generator))
+            if update % settings.eval_every == 0:
+                score = evaluate(learner, settings.opponents[0], settings.eval_battles, eval_seed)
+                evaluations.append({"update": update, **score})
+                figures["eval_score"] = score["score"]
+                if score["score"] > best["score"]:
+                    best, best_state = {"update": update, **score}, copy.deepcopy(learner.state_dict())
+            per_update = time.perf_counter() - t0
+            figures["seconds"] = round(per_update, 2)
+            history.append(figures)
+            if progress is not None:
+                progress(update, figures)
+        learner.load_state_dict(best_state)
+        learner.eval()
+    if merged is None:  # not one update fitted in the time given
+        merged, _, _ = _play(learner, batches[0], outs[0], 1, generator, settings.gae_lambda, settings.temperature)
+    return FinetuneResult(net=learner, settings=asdict(settings), history=history, evaluations=evaluations,
+                          best=best, start=start, seconds=round(time.perf_counter() - started, 1), sample=merged)

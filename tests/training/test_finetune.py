@@ -1,0 +1,111 @@
+"""The policy-gradient fine-tune (extrarlhf/training/ppo.py, finetune.py) on real checkpoints
+and real battles stepped by the native core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import engine
+from adapters.model_files import read_model_file
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from extrarlhf.core.errors import InvalidArgument, NotFound, RLHFError
+from extrarlhf.training.card import read_card
+from extrarlhf.training.finetune import finetune_policy
+from extrarlhf.training.model import from_onnx
+from extrarlhf.training.ppo import FinetuneSettings
+from tests.native_helpers import require_native
+from tests.onnx_factory import action_model, v5_model
+from tests.training_helpers import train_small
+
+require_native()
+
+TINY = {"num_envs": 8, "horizon": 8, "minibatch": 32, "eval_every": 1, "eval_battles": 16, "max_updates": 2,
+        "threads": 1}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ft") / "checkpoints"
+    train_small(root, "bc")
+    return root
+
+
+def _copy(base: Path, dest: Path) -> Path:
+    import shutil
+
+    shutil.copytree(base, dest)
+    return dest
+
+
+def test_finetune_registers_the_best_network_with_its_card_and_is_deterministic(base: Path, tmp_path: Path) -> None:
+    ck = _copy(base, tmp_path / "ck")
+    registry = CheckpointRegistry(ck)
+    first = finetune_policy("bc", "tuned", 5, minutes=5, checkpoints_dir=ck, **TINY)
+    again = finetune_policy("bc", "tuned-again", 5, minutes=5, checkpoints_dir=ck, **TINY)
+    assert first["updates"] == again["updates"] == 2
+    assert first["weights_hash"] == again["weights_hash"]  # same seed, settings and updates: the same weights
+    scores = [e["score"] for e in first["evaluations"]]
+    assert [e["update"] for e in first["evaluations"]] == [0, 1, 2]
+    assert first["best"]["score"] == max(scores) and first["start"]["score"] == scores[0]
+    assert first["improved"] == (max(scores[1:]) > scores[0])
+    tuned = registry.get("tuned")
+    assert tuned.kind == "v5" and tuned.weights_hash == first["weights_hash"]
+    if not first["improved"]:  # no update beat the start: the base network is what was registered
+        assert tuned.weights_hash == registry.get("bc").weights_hash
+    card = read_card(ck, "tuned")
+    assert card["training"]["method"] == "ppo_finetune" and card["dataset"] is None
+    assert card["training"]["base"] == {"name": "bc", "weights_hash": registry.get("bc").weights_hash}
+    assert card["training"]["settings"]["opponents"] == ["baseline:greedy"]
+    assert len(card["metrics"]["per_update"]) == 2 and card["metrics"]["evaluations"] == first["evaluations"]
+    assert first["export_verification"]["max_abs_logit_diff"] <= first["export_verification"]["tolerance"]
+
+    # the registered file is the network: onnxruntime's argmax is torch's on a real decision point
+    net = from_onnx(onnx.load_from_string(read_model_file(tuned.path)))
+    state = engine.new_battle(11)
+    legal = state.legal_actions()
+    obs = torch.from_numpy(engine.features.observation(state, state.to_move)[None])
+    feats = torch.from_numpy(engine.features.action_features(state, legal)[None])
+    logits, _ = net(obs, feats, torch.ones(1, len(legal)))
+    decision = registry.policy("tuned").decide(state)
+    assert not decision.degraded and decision.action_id == legal[int(np.argmax(logits.detach().numpy()[0]))]
+
+
+def test_finetune_refuses_bad_input_before_playing(base: Path, tmp_path: Path) -> None:
+    ck = _copy(base, tmp_path / "ck")
+    before = sorted(p.name for p in ck.iterdir())
+    with pytest.raises(NotFound):
+        finetune_policy("no-such", "tuned", checkpoints_dir=ck, **TINY)
+    with pytest.raises(RLHFError, match=r"checkpoint 'bc' already exists; choose another name or pass overwrite=true"):
+        finetune_policy("bc", "bc", checkpoints_dir=ck, **TINY)
+    with pytest.raises(InvalidArgument, match=r"opponents must be specs the native core plays .* got \['bc'\]"):
+        finetune_policy("bc", "tuned", checkpoints_dir=ck, opponents=["bc"])
+    with pytest.raises(InvalidArgument, match=r"lr must be a number in \(0.0, 1.0\], got 0"):
+        finetune_policy("bc", "tuned", checkpoints_dir=ck, lr=0)
+    with pytest.raises(InvalidArgument, match=r"unknown fine-tune setting .*'batch'.*the settings are opponents, "):
+        finetune_policy("bc", "tuned", checkpoints_dir=ck, batch=3)
+    with pytest.raises(InvalidArgument, match=r"minutes must be a number in \(0, 1440\], got 0"):
+        finetune_policy("bc", "tuned", checkpoints_dir=ck, minutes=0)
+    path = tmp_path / "v4.onnx"
+    onnx.save(action_model(), path)
+    CheckpointRegistry(ck).register("v4", path, "action_onnx")
+    with pytest.raises(InvalidArgument, match=r"checkpoint 'v4' is a action_onnx model; only v5 checkpoints"):
+        finetune_policy("v4", "tuned", checkpoints_dir=ck, **TINY)
+    onnx.save(v5_model(), tmp_path / "scripted.onnx")
+    CheckpointRegistry(ck).register("scripted", tmp_path / "scripted.onnx", "v5")
+    with pytest.raises(InvalidArgument, match=r"checkpoint 'scripted': not a v5 checkpoint of this project's trainer"):
+        finetune_policy("scripted", "tuned", checkpoints_dir=ck, **TINY)
+    assert sorted(p.name for p in ck.iterdir() if "v4" not in p.name and "scripted" not in p.name) == before
+    assert "tuned" not in CheckpointRegistry(ck).specs()
+
+
+def test_settings_say_what_is_wrong() -> None:
+    with pytest.raises(InvalidArgument, match=r"num_envs must be an integer >= 1, got 0"):
+        FinetuneSettings(num_envs=0)
+    with pytest.raises(InvalidArgument, match=r"gae_lambda must be a number in \[0.0, 1.0\], got 1.5"):
+        FinetuneSettings(gae_lambda=1.5)
+    assert FinetuneSettings().opponents == ("baseline:greedy",)
