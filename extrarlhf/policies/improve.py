@@ -95,7 +95,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
                    temperature: float = TEMPERATURE, dagger: bool = True, n_pairs: int = ROUND_PAIRS,
                    baseline_pairs: int = 20,
                    finetune_minutes: float = 0.0, finetune_round_minutes: float = FINETUNE_ROUND_MINUTES,
-                   finetune_options: dict[str, Any] | None = None,
+                   finetune_options: dict[str, Any] | None = None, train_options: dict[str, Any] | None = None,
                    max_workers: int = 2, sessions_dir: str | os.PathLike[str] = "sessions",
                    datasets_dir: str | os.PathLike[str] = "datasets",
                    checkpoints_dir: str | os.PathLike[str] = "checkpoints",
@@ -158,7 +158,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         result = run_pipeline(
             group, group, n_battles=battles, p1_model=collector, opponent=opponent, seed=seed + k,
             dataset=prefix, extra_groups=groups, imitate="search", epochs=epochs,
-            train_options={"target": "search_values", "temperature": temperature}, n_pairs=n_pairs,
+            train_options={"target": "search_values", "temperature": temperature, **(train_options or {})}, n_pairs=n_pairs,
             baseline_pairs=baseline_pairs, max_workers=max_workers, sessions_dir=sessions_dir,
             datasets_dir=datasets_dir, checkpoints_dir=checkpoints_dir, progress=stage,
             sprt_progress=sprt_progress, cancel=cancel)

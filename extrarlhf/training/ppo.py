@@ -56,7 +56,7 @@ class FinetuneSettings:
     max_grad_norm: float = 0.5
     eval_battles: int = 1024
     eval_every: int = 10
-    threads: int = 2
+    threads: int = 1             # two intra-op threads ran up to 8x slower whenever another process was busy
     max_updates: int = 1_000_000  # a cap besides the time budget (tests: a fixed number of updates)
 
     def __post_init__(self) -> None:
