@@ -135,7 +135,7 @@ def register(server: Any) -> None:
         described by a model card next to it. Refuses a dataset
         that fails validation (validation_failed) or is not V5-ready (not_ready, with blockers).
         Sends a progress notification per epoch; cancellable (stops within a batch). One call may ask
-        for at most 4e12 epochs x parameters x training decisions (work_cap_exceeded names the cap).
+        for at most 6e12 epochs x parameters x training decisions (work_cap_exceeded names the cap).
         Returns weights_hash, card_path, data sizes and train/val loss and top-1 agreement per epoch.
         """
         from extrarlhf.training import train_policy as core_train

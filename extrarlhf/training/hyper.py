@@ -71,9 +71,11 @@ class HyperParams:
 
 
 # epochs x parameters x training decisions one call may ask for: about 45 CPU-minutes of the torch
-# trainer here at one thread (measured: benchmarks/train_memory.py and the default net, about
-# 1.5e9 parameter-decisions per second; the 60-minute improvement loop's largest round is 0.9e12).
-MAX_TRAINING_COST = 4 * 10**12
+# trainer here (measured with benchmarks/train_memory.py at 16x, the default net and batch: 205,441
+# parameters x ~373k training decisions in 25.4 s per epoch on one torch thread, plus ~9 s of the
+# stream's reader thread: about 2.2e9 parameter-decisions per CPU-second; the numpy trainer's cap
+# was 4e12 at 1.5e9). The 60-minute improvement loop's largest round is 0.9e12.
+MAX_TRAINING_COST = 6 * 10**12
 
 
 def parameter_count(hp: HyperParams) -> int:
