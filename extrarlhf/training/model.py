@@ -144,8 +144,8 @@ def segment_log_softmax(scores: torch.Tensor, seg: torch.Tensor, counts: torch.T
     rows of decision ``d``, rows grouped by decision)."""
     n, width = int(counts.numel()), int(counts.max()) if counts.numel() else 0
     starts = torch.cumsum(counts, 0) - counts
-    position = torch.arange(scores.numel()) - starts[seg]
-    padded = torch.full((n, width), float("-inf"), dtype=scores.dtype)
+    position = torch.arange(scores.numel(), device=scores.device) - starts[seg]
+    padded = torch.full((n, width), float("-inf"), dtype=scores.dtype, device=scores.device)
     padded = padded.index_put((seg, position), scores)
     return torch.log_softmax(padded, dim=1)[seg, position]
 
