@@ -169,11 +169,12 @@ def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Pa
     from tests.native_helpers import require_native
 
     require_native()
+    # the whole budget is the fine-tune rounds': round 1 (always played) is the only imitation round
     monkeypatch.setattr(improve, "FINETUNE_CONTEST_SECONDS", 5.0)  # a tiny loop's benchmark reserve
     monkeypatch.setattr(improve, "MIN_FINETUNE_MINUTES", 0.01)
     tiny = {"num_envs": 8, "horizon": 8, "minibatch": 32, "eval_every": 1, "eval_battles": 16, "max_updates": 1,
             "threads": 1}
-    result, rounds, _ = _loop(tmp_path, max_rounds=3, minutes=1.0, finetune_minutes=0.95, finetune_round_minutes=0.1,
+    result, rounds, _ = _loop(tmp_path, max_rounds=3, minutes=1.0, finetune_minutes=1.0, finetune_round_minutes=0.1,
                               finetune_options=tiny, first_battles=20, n_pairs=150)
     assert [r["kind"] for r in result["rounds"]] == ["imitation", "finetune", "finetune"], result["stop_reason"]
     assert [r["kind"] for r in result["rounds"]] == [r["kind"] for r in rounds]
