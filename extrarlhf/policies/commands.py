@@ -196,8 +196,14 @@ def _cmd_improve(args: argparse.Namespace) -> int:
         if args.json:
             return
         b = r.get("benchmark")
-        head = f"round {r['round']}: {r['student']} on {r['groups_trained_on']} group(s)"
-        if "&play=" in r["collector"]:
+        if r["kind"] == "finetune":
+            t = r["finetune"]
+            head = (f"round {r['round']}: {r['student']} fine-tuned from {r['base']} ({t['updates']} updates in "
+                    f"{r['minutes']:.1f} min; against greedy on its own evaluation battles {t['start']['score']:.3f} "
+                    f"-> {t['best']['score']:.3f})")
+        else:
+            head = f"round {r['round']}: {r['student']} on {r['groups_trained_on']} group(s)"
+        if "&play=" in (r.get("collector") or ""):
             head += f" (the new battles: {r['collector'].split('&play=')[1]} played, the teacher labelled)"
         if b is None:
             print(f"{head}: stopped at {r['stopped_at']}: {r.get('not_promoted')}")
@@ -213,7 +219,9 @@ def _cmd_improve(args: argparse.Namespace) -> int:
                             first_battles=args.first_battles, battles_per_round=args.battles,
                             growth=args.growth, sims=args.sims,
                             rollout=args.rollout, opponent=args.opponent, seed=args.seed, epochs=args.epochs,
-                            dagger=args.dagger, n_pairs=args.pairs, max_workers=args.workers, sessions_dir=args.sessions_dir,
+                            dagger=args.dagger, n_pairs=args.pairs, max_workers=args.workers,
+                            finetune_minutes=args.finetune_minutes, finetune_round_minutes=args.finetune_round_minutes,
+                            sessions_dir=args.sessions_dir,
                             datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
                             progress=progress, sprt_progress=progress.sprt, round_done=round_done)
     if args.json:
@@ -294,6 +302,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-dagger", dest="dagger", action="store_false",
                    help="the teacher plays every round's battles (default: once a policy is promoted, the teacher "
                         "labels the incumbent's own battles, DAgger)")
+    p.add_argument("--finetune-minutes", type=float, default=0.0,
+                   help="the last minutes of the budget go to policy-gradient rounds: PPO against greedy from the "
+                        "incumbent, benchmarked and promoted like the others (default 0: imitation rounds only)")
+    p.add_argument("--finetune-round-minutes", type=float, default=8.0, help="minutes per fine-tune round (default 8)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     add_dir_options(p, datasets=True, sessions=True)
     p.set_defaults(func=_cmd_improve)

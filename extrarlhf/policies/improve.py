@@ -37,6 +37,16 @@ student that does not pass is a normal outcome: its round records the verdict an
 round trains on more data. A second call continues the numbering and reuses the earlier
 groups.
 
+**Fine-tune rounds** (``finetune_minutes`` > 0): imitation stops below its teacher (measured
+here: the search scores 0.76 against greedy, its students about 0.6), so the last
+``finetune_minutes`` of the budget go to policy-gradient rounds instead
+(:func:`extrarlhf.policies.pipeline.run_finetune`): each fine-tunes the incumbent with PPO
+against ``baseline:greedy`` for up to ``finetune_round_minutes`` on battles the native core
+steps (extrarlhf/training/ppo.py), registers the best-evaluated network as ``<prefix>-rNN``,
+and benchmarks it against the incumbent with the same SPRT and promotion rules. A fine-tune
+round has a checkpoint and no session group; :func:`last_round` numbers a second call's
+rounds after both.
+
 ``progress(stage, done, total)`` reports each round's stages (the pipeline's, prefixed
 ``"rNN "``), ``sprt_progress`` the running SPRT of each benchmark, ``round_done(round)``
 each finished round.

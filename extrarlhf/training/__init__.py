@@ -1,4 +1,5 @@
-"""Behaviour-cloning training of ``v5`` policies in PyTorch (DESIGN sections 11, 11.1). Imports
+"""Training ``v5`` policies in PyTorch: behaviour cloning, and a policy-gradient fine-tune
+(DESIGN sections 11, 11.1). Imports
 ``engine``, ``adapters`` and extrarlhf's core, checkpoints, runtime and datasets; torch only
 when a training runs (``import extrarlhf.training`` and the MCP server stay light).
 
@@ -10,6 +11,8 @@ when a training runs (``import extrarlhf.training`` and the MCP server stay ligh
 - export.py   model -> v5 ONNX through torch.onnx, verified against torch in onnxruntime
 - card.py     the model card written next to the checkpoint
 - train.py    ``train_policy``: checks, training, export, registration, card
+- ppo.py      PPO against opponents the native core plays (battles stepped by its batched API)
+- finetune.py ``finetune_policy``: a registered v5 checkpoint -> a fine-tuned one + card
 - commands.py the ``train`` CLI subcommand (and the option helpers the policies' commands share)
 """
 
