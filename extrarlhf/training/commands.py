@@ -1,4 +1,5 @@
-"""``python -m extrarlhf train``: behaviour cloning on the command line (the rest of the L0 loop,
+"""``python -m extrarlhf train|finetune``: behaviour cloning and the policy-gradient fine-tune on
+the command line (the rest of the L0 loop,
 ``benchmark|promote|pipeline|improve``, is ``extrarlhf/policies/commands.py``).
 
 Each subcommand calls one core function and prints a short readable report (``--json``:
@@ -9,6 +10,7 @@ the function's result). Business errors are printed by extrarlhf/cli.py as one
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from ..core.console import percent, print_json
@@ -47,6 +49,37 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if result["target_fallback"]:
         fallback = result["target_fallback"]
         print(f"  warning: target {fallback['asked']} fell back to {fallback['used']}: {fallback['why']}")
+    return 0
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from .finetune import finetune_policy
+
+    line = ProgressLine(f"finetune {args.name}", unit="s")
+    budget, started = max(1, round(60 * args.minutes)), time.perf_counter()
+
+    def progress(updates: int, figures: dict[str, Any]) -> None:  # the time budget is the bar; updates in the note
+        if "eval_score" in figures:
+            line.note = f"update {updates}, argmax score {figures['eval_score']:.3f}"
+        line(min(round(time.perf_counter() - started), budget - 1), budget)
+
+    settings = {"opponents": args.opponent or ["baseline:greedy"], "lr": args.lr, "temperature": args.temperature,
+                "num_envs": args.envs, "threads": args.threads}
+    result = finetune_policy(args.base, args.name, args.seed, minutes=args.minutes,
+                             checkpoints_dir=args.checkpoints_dir, overwrite=args.overwrite, progress=progress,
+                             **settings)
+    line(budget, budget)
+    if args.json:
+        print_json(result)
+        return 0
+    start, best = result["start"], result["best"]
+    print(f"{result['name']}: v5 checkpoint fine-tuned from {result['base']} with PPO against "
+          f"{', '.join(result['settings']['opponents'])} ({result['updates']} updates, {result['seconds'] / 60:.1f} min)")
+    print(f"  against {start['opponent']} on its {start['battles']} evaluation battles: {start['score']:.3f} -> "
+          f"{best['score']:.3f}" + ("" if result["improved"] else " (no update improved: the base network is kept)"))
+    print(f"  weights_hash {result['weights_hash']}")
+    print(f"  model card {result['card_path']}")
+    print(f"  next: python -m extrarlhf benchmark {result['name']} {result['base']}")
     return 0
 
 
@@ -91,3 +124,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--policy", action="append", metavar="KEY=N", help="override a readiness threshold")
     add_dir_options(p, datasets=True)
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("finetune", help="policy-gradient fine-tune (PPO) of a v5 checkpoint against opponents the "
+                                        "native core plays -> a registered v5 checkpoint + model card")
+    p.add_argument("base", help="the v5 checkpoint to start from (trained by train or finetune)")
+    p.add_argument("--name", required=True, help="checkpoint name to register")
+    p.add_argument("--minutes", type=float, default=10.0, help="time budget (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed (same base, settings, seed and updates: same weights)")
+    p.add_argument("--opponent", action="append", metavar="SPEC",
+                   help="baseline:greedy (default), baseline:random or search:baseline:greedy?sims=N; repeat for several")
+    p.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4)")
+    p.add_argument("--temperature", type=float, default=0.3, help="the policy played is softmax(logits / T) (default 0.3)")
+    p.add_argument("--envs", type=int, default=128, help="battles per opponent stepped at once (default 128)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
+    add_dir_options(p)
+    p.set_defaults(func=_cmd_finetune)

@@ -109,3 +109,17 @@ def test_settings_say_what_is_wrong() -> None:
     with pytest.raises(InvalidArgument, match=r"gae_lambda must be a number in \[0.0, 1.0\], got 1.5"):
         FinetuneSettings(gae_lambda=1.5)
     assert FinetuneSettings().opponents == ("baseline:greedy",)
+
+
+def test_the_finetune_command_reports_and_refuses_in_one_line(base: Path, tmp_path: Path) -> None:
+    from tests.test_cli import assert_clean_error, cli
+
+    ck = _copy(base, tmp_path / "ck")
+    proc = cli("finetune", "bc", "--name", "tuned", "--minutes", "0.1", "--envs", "8", "--checkpoints-dir", str(ck))
+    assert proc.returncode == 0, proc.stderr
+    assert "tuned: v5 checkpoint fine-tuned from bc with PPO against baseline:greedy" in proc.stdout
+    assert "next: python -m extrarlhf benchmark tuned bc" in proc.stdout and "finetune tuned [" in proc.stderr
+    assert read_card(ck, "tuned")["training"]["method"] == "ppo_finetune"
+    assert_clean_error(cli("finetune", "bc", "--name", "other", "--opponent", "bc", "--checkpoints-dir", str(ck)),
+                       "invalid_argument", "opponents must be specs the native core plays")
+    assert "other" not in CheckpointRegistry(ck).specs()
