@@ -42,6 +42,7 @@ import ctypes.util
 import shutil
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,7 @@ class DatasetStream:
         """One pass over the Parquet files: every split's counts (module docstring), and its
         decisions spooled for the epochs. Call once, before the other readers."""
         self.spool = Path(tempfile.mkdtemp(prefix="extrarlhf-train-spool-"))
+        self._remove = weakref.finalize(self, shutil.rmtree, self.spool, True)  # also when never closed
         self.batches: dict[str, int] = {}
         stats = {s: SplitStats() for s in SPLITS}
         options = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -175,7 +177,7 @@ class DatasetStream:
     def close(self) -> None:
         """Delete the spool (the ``with`` block does)."""
         if getattr(self, "spool", None) is not None:
-            shutil.rmtree(self.spool, ignore_errors=True)
+            self._remove()
             self.spool = None
 
     def __enter__(self) -> Self:

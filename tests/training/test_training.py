@@ -139,24 +139,29 @@ def test_an_epoch_streams_every_decision_of_the_split_exactly_once_seeded_in_a_b
     assert card["shuffle_buffer"] == 256 and 256 <= card["buffer_peak_decisions"] < 256 + largest
     assert result["history"][0]["train_decisions"] == stats["train"].imitated_with_choice
     spool = stream.spool
+    assert spool.is_dir()
     stream.close()
-    assert spool.is_dir() is False  # the spool goes with the stream (train_policy's own too: a with block)
+    assert not spool.is_dir()  # the spool goes with the stream (train_policy's own too: a with block)
+    forgotten = DatasetStream(info, "all")
+    forgotten.scan()
+    spool = forgotten.spool
+    del forgotten  # and with a stream nobody closed
+    assert not spool.exists()
 
 
 # ---------------------------------------------------------------------------- export
-def _trained(depth: int = 1):
-    info = check_dataset("gg", datasets_dir())
-    stream = DatasetStream(info, "all")
-    stream.scan()
-    hp = HyperParams(epochs=1, hidden=32, hidden2=16, depth=depth, value_hidden=8, lr=3e-3)
-    with deterministic(1):
-        return stream, train_bc(stream, hp, 0).model
+def _trained():
+    """A small model trained on gg, and 64 of its validation decisions."""
+    hp = HyperParams(epochs=1, hidden=32, hidden2=16, value_hidden=8, lr=3e-3)
+    with DatasetStream(check_dataset("gg", datasets_dir()), "all") as stream, deterministic(1):
+        stream.scan()
+        return stream.sample("val", 64), train_bc(stream, hp, 0).model
 
 
 def test_onnx_export_equals_torch_on_real_decisions_and_states_and_a_tampered_file_is_refused(tmp_path: Path) -> None:
-    stream, model = _trained()
+    held_out, model = _trained()
     path = tmp_path / "bc.onnx"
-    exported = export_onnx(model, path, stream.sample("val", 64), metadata={"extrarlhf.seed": "0"})
+    exported = export_onnx(model, path, held_out, metadata={"extrarlhf.seed": "0"})
     proto = onnx.load(str(path))
     assert {p.key: p.value for p in proto.metadata_props} == {"extrarlhf.seed": "0"}
     assert [i.name for i in proto.graph.input] == ["obs", "action_features", "action_mask"]
