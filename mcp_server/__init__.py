@@ -18,18 +18,11 @@ one line naming it (``__main__.py``), not a traceback.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from extrarlhf.core.lazy import lazy_exports
 
 _EXPORTS = {"ExtraRLHFServer": "app", "ServerConfig": "app", "ENVELOPE_SCHEMA": "envelope", "build_server": "server"}
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mcp_server' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

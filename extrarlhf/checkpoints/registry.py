@@ -226,6 +226,15 @@ class CheckpointRegistry:
         with promotion_guard(self.root) as protected:
             self._refuse_protected(name, protected)
 
+    def check_writable(self, name: str, overwrite: bool) -> None:
+        """Refuse before any work what registering ``name`` would: an existing name without
+        ``overwrite`` (``already_exists``), or one that may not be replaced (:meth:`check_replaceable`)."""
+        if name in self.specs():
+            if not overwrite:
+                raise RLHFError(f"checkpoint {name!r} already exists; choose another name or pass overwrite=true",
+                                "already_exists")
+            self.check_replaceable(name)
+
     def _refuse_protected(self, name: str, protected: dict[str, str]) -> None:
         if name in protected:
             if getattr(protected, "unknowable", False) and not dict.__contains__(protected, name):

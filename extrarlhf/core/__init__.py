@@ -10,4 +10,5 @@
 - work_caps.py  what one call may ask for (search sims x battles)
 - names.py      the names of groups, datasets, pointers and checkpoints (one path component)
 - clock.py      UTC timestamps as the records write them
+- lazy.py       a package's public names imported on first use (the datasets, production and MCP packages)
 """

@@ -27,8 +27,7 @@ does not pay for importing pyarrow.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..core.lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_FRACTIONS": "assign", "DEFAULT_SPLIT_KEY": "assign", "bucket": "assign", "split_of": "assign",
@@ -43,13 +42,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'extrarlhf.datasets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

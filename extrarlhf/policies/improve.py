@@ -187,12 +187,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
             t = stages["train"]
             entry["train"] = {"decisions": t["data"]["train"]["imitated_with_choice"],
                               "val_top1": t["final"].get("val_top1"), "weights_hash": t["weights_hash"]}
-        _outcome(entry, result)
-        rounds.append(entry)
-        if round_done is not None:
-            round_done(entry)
-        if cancel is not None and cancel():
-            raise Cancelled(f"improvement cancelled after round {k}")
+        _record(rounds, entry, result, round_done, cancel)
     if finetune_minutes > 0 and not stop_reason.startswith("max_rounds"):
         stop_reason = _finetune_rounds(
             rounds, prefix, start_round + len(rounds), start_round + max_rounds, started, budget,
@@ -228,6 +223,17 @@ def _outcome(entry: dict[str, Any], result: dict[str, Any]) -> None:
     if not result["promoted"]:
         p = stages.get("promote", {})
         entry["not_promoted"] = result.get("reason") or p.get("refused") or p.get("skipped")
+
+
+def _record(rounds: list[dict[str, Any]], entry: dict[str, Any], result: dict[str, Any],
+            round_done: Callable[[dict[str, Any]], None] | None, cancel: Callable[[], bool] | None) -> None:
+    """A finished round: its outcome into ``entry``, appended, reported; a cancel stops the loop here."""
+    _outcome(entry, result)
+    rounds.append(entry)
+    if round_done is not None:
+        round_done(entry)
+    if cancel is not None and cancel():
+        raise Cancelled(f"improvement cancelled after round {entry['round']}")
 
 
 def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop: int, started: float,
@@ -266,10 +272,5 @@ def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop
                                  "promoted": result["promoted"], "stopped_at": result["stopped_at"],
                                  "finetune": {key: tuned[key] for key in ("updates", "start", "best", "improved",
                                                                           "weights_hash")}}
-        _outcome(entry, result)
-        rounds.append(entry)
-        if round_done is not None:
-            round_done(entry)
-        if cancel is not None and cancel():
-            raise Cancelled(f"improvement cancelled after round {k}")
+        _record(rounds, entry, result, round_done, cancel)
     return "max_rounds reached (imitation and fine-tune rounds)"

@@ -26,8 +26,7 @@ The names below are imported lazily (asyncpg and pyarrow load only when used).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..core.lazy import lazy_exports
 
 _EXPORTS = {
     "export_production_v5_dataset": "export", "export_timestamp_dataset": "timestamp", "load_inputs": "timestamp",
@@ -39,10 +38,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'extrarlhf.production' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

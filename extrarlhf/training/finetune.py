@@ -89,11 +89,7 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
                               f"{', '.join(FinetuneSettings.__dataclass_fields__)}") from None
     root = Path(checkpoints_dir)
     registry = CheckpointRegistry(root)
-    if name in registry.specs():
-        if not overwrite:
-            raise RLHFError(f"checkpoint {name!r} already exists; choose another name or pass overwrite=true",
-                            "already_exists")
-        registry.check_replaceable(name)
+    registry.check_writable(name, overwrite)  # before any work (register repeats the protection check under its lock)
     parent = registry.get(base)
     if parent.kind != "v5":
         raise InvalidArgument(f"checkpoint {base!r} is a {parent.kind} model; only v5 checkpoints can be fine-tuned")

@@ -119,11 +119,7 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
     check_device(hp.device)
     root = Path(checkpoints_dir)
     registry = CheckpointRegistry(root)
-    if name in registry.specs():
-        if not overwrite:
-            raise RLHFError(f"checkpoint {name!r} already exists; choose another name or pass overwrite=true",
-                            "already_exists")
-        registry.check_replaceable(name)  # the registry's own check (register repeats it under the lock)
+    registry.check_writable(name, overwrite)  # before any work (register repeats the protection check under its lock)
 
     from .stream import DatasetStream, check_split_sizes
 
