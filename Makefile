@@ -106,11 +106,13 @@ prod-demo: $(STAMP) postgres
 mcp: $(STAMP)
 	$(PY) -m mcp_server
 
-# Expert iteration from nothing for 60 minutes, then the promoted network alone against greedy
-# over 1,000 pairs (JSON on stdout); the run's sessions, datasets and checkpoints are kept in
+# Expert iteration from nothing for 60 minutes (the last 15 in policy-gradient fine-tune rounds), then
+# the promoted network alone against greedy
+# over 2,000 pairs (JSON on stdout); the run's sessions, datasets and checkpoints are kept in
 # improve-runs/<UTC time>/.
 improve: $(STAMP)
-	$(PY) -m benchmarks.improve --loop --minutes 60 --workdir improve-runs/$$(date -u +%Y%m%dT%H%M%SZ)
+	$(PY) -m benchmarks.improve --loop --minutes 60 --first-battles 1000 --round-battles 4000 --growth 2.5 \
+		--finetune-minutes 15 --finetune-round-minutes 7.5 --workdir improve-runs/$$(date -u +%Y%m%dT%H%M%SZ)
 
 bench: $(STAMP)
 	@for script in $$(ls benchmarks/*.py | grep -v __init__); do \
