@@ -18,7 +18,9 @@
    result says ``complete: false, stop_reason: "row_ceiling"`` and the stream, and nothing is
    published unless ``publish_incomplete=true`` (then for inspection only: never ready).
 6. Publication as for local datasets: a fresh version built in a temp folder, validated,
-   renamed into place (publish.py); a killed export leaves no half version.
+   renamed into place (publish.py); a killed export leaves no half version. A build identical
+   to the latest version is not published: that version is reused (``reused: true``), and a
+   complete export, published or reused, moves the ``<name>.complete`` pointer (versions.py).
 
 Memory holds a page per stream, a bounded queue of battles, the chunks in flight on the
 workers and one row group per table: it does not grow with the window.
@@ -48,6 +50,7 @@ from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, battle_key, player_pseudonym
 from .reader import MAX_ROWS, SnapshotReader, Window
 from .replay import BattleRecord, plausible_labels
+from .versions import Reused, complete_step, identical_version, latest_complete
 
 __all__ = ["export_production_v5_dataset", "parse_instant", "check_window"]
 
@@ -144,8 +147,11 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                                  cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Export the production battles of a window as a new pseudonymized V5 dataset version
     ``<name>/v<N>`` (see the module docstring). Returns the dataset id, path, row counts,
-    exclusions, readiness, completeness and per-stream row counts; an export stopped by the
-    row ceiling returns ``published: false`` with the reason unless ``publish_incomplete``."""
+    exclusions, readiness, completeness and per-stream row counts, ``reused`` (the latest
+    version held exactly this: it is the result, no version was written) and
+    ``latest_complete`` (the ``<name>.complete`` pointer's version after the export, or None);
+    an export stopped by the row ceiling returns ``published: false`` with the reason unless
+    ``publish_incomplete``."""
     access = open_gate(environ)
     window = check_window(start_at, end_at, ingested_before)
     name = check_dataset_name(name)
@@ -167,8 +173,9 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     checks = DecisionChecks(engine.OBS_VERSION)
     facts: dict[str, Any] = {}
 
-    # the pointer's place is checked before any work; it is written for a complete export only
+    # the pointers' places are checked before any work; they are written for a complete export only
     pointer = PointerStep(dirs, promote, name, when=lambda built: built["complete"]) if promote else None
+    complete = complete_step(dirs, name)
     reader = SnapshotReader(access, window, max_rows=ceiling, cancel=cancel, **pages)  # it cancels its statements
 
     def build(folder: Path, dataset_id: str, version: int) -> dict[str, Any]:
@@ -253,18 +260,31 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                    "stop_reason": production["stop_reason"],
                    "labels": label_counts,
                    "options": {"row_group_rows": row_group_rows, "max_rows": ceiling}})
-        return {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
-                "labels": label_counts,
-                "readiness": short_readiness(readiness), "complete": complete,
-                "stop_reason": production["stop_reason"], "stopped_stream": stopped_on, "streams": streams,
-                "window": production["window"], "snapshot_at": facts["snapshot_at"],
-                "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
+        built = {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
+                 "labels": label_counts,
+                 "readiness": short_readiness(readiness), "complete": complete,
+                 "stop_reason": production["stop_reason"], "stopped_stream": stopped_on, "streams": streams,
+                 "window": production["window"], "snapshot_at": facts["snapshot_at"],
+                 "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
+        same = identical_version(dirs, name, manifest, lambda path: validate_dir(path, decisions=checks))
+        if same:
+            raise Reused(*same, built)
+        return built
+
+    def pointers(path: Path, built: dict[str, Any], version: int) -> None:
+        if pointer:
+            pointer(path, built, version)
+        complete(path, built, version)
 
     try:  # connect, check the schema and take the snapshot before anything is written
         snapshot = reader.start()
         facts["snapshot_at"] = _iso(snapshot["snapshot_at"])
-        result = publish_version(dirs, name, build, overwrite=overwrite,
-                                 validate=lambda folder: validate_dir(folder, decisions=checks), before_commit=pointer)
+        result = {**publish_version(dirs, name, build, overwrite=overwrite,
+                                    validate=lambda folder: validate_dir(folder, decisions=checks),
+                                    before_commit=pointers), "reused": False}
+    except Reused as same:
+        pointers(same.path, same.result, same.version)
+        result = same.publication(name)
     except _Stopped:
         stream = facts["stopped_on"]
         return {"published": False, "complete": False, "stop_reason": "row_ceiling", "stopped_stream": stream,
@@ -273,9 +293,11 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                            "ingested_before": _iso(window.ingested_before)},
                 "message": f"stopped: stream {stream} has more than {ceiling:,} rows in this window (the row "
                            f"ceiling); nothing was published. Export a shorter window, or pass "
-                           f"publish_incomplete=true to keep an incomplete, never-ready export for inspection"}
+                           f"publish_incomplete=true to keep an incomplete, never-ready export for inspection",
+                "latest_complete": latest_complete(dirs, name)}
     finally:
         reader.close()
     result["published"] = True
     result["pointer"] = pointer.doc if pointer else None
+    result["latest_complete"] = latest_complete(dirs, name)
     return result

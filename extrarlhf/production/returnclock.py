@@ -60,6 +60,9 @@ of later players, or of the same player ending at or after that treatment), so e
 keeps is exact. Either way ``complete: false, stop_reason: "row_ceiling"``, never ready,
 published only when ``publish_incomplete=true``.
 
+As for the V5 export (versions.py): an export identical to the latest version reuses it
+(``reused: true``, no new version), and a complete one moves the ``<name>.complete`` pointer.
+
 The split reads the raw export a batch at a time and holds one small entry per player
 (its split assignment), as the other splits do; its manifest says how many it held.
 """
@@ -89,6 +92,7 @@ from .export import _iso, check_max_rows, check_window
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, keyed_ids
 from .reader import close_connections, open_snapshot, read_failed, until_stopped
+from .versions import Reused, complete_step, identical_version, latest_complete
 from .returnclock_query import (
     EXPOSED_STATUSES,
     PLANNER_SETTINGS,
@@ -319,7 +323,8 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
     """Export the ReturnClock rows of ``[start_at, end_at)`` as ``<name>/v<N>`` (see the module
     docstring). ``start_at`` None: every session that ended before ``end_at``. Returns the
     dataset id, path, row counts, per-stream counts, completeness and readiness; a row-ceiling
-    stop returns ``published: false`` unless ``publish_incomplete``."""
+    stop returns ``published: false`` unless ``publish_incomplete``. ``reused`` and
+    ``latest_complete`` as for ``export_production_v5_dataset``."""
     access = open_gate(environ)
     window = check_window(start_at, end_at, ingested_before)
     name = check_dataset_name(name)
@@ -330,6 +335,7 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
     check_positive_int(batch_bytes, "batch_bytes")
     policy = ReadinessPolicy.coerce(policy)
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
+    complete_pointer = complete_step(dirs, name)
     args = [window.end_at, window.start_at or _NEG_INF, window.ingested_before or _POS_INF]
     facts: dict[str, Any] = {}
     # a Runner: Ctrl-C cancels the running step (its statement is cancelled on the server), and
@@ -376,34 +382,44 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
                    "pseudonymized": True, "anonymous": False, "pseudonym_key_id": access.key_id,
                    "pseudonym_rule": PSEUDONYM_RULE, "complete": complete, "stop_reason": production["stop_reason"],
                    "options": {"row_group_rows": row_group_rows, "max_rows": ceiling, "batch_bytes": batch_bytes}})
-        return {"kind": "returnclock_export", "row_counts": manifest["row_counts"], "counts": counts,
-                "excluded_by_reason": dict(sorted(rows.excluded_reasons.items())),
-                "readiness": {"returnclock_ready": readiness["returnclock_ready"],
-                              "returnclock_blockers": readiness["returnclock_blockers"]},
-                "complete": complete, "stop_reason": production["stop_reason"], "stopped_stream": stopped,
-                "streams": streams, "window": production["window"], "snapshot_at": facts["snapshot_at"],
-                "memory": production["memory"]["measured"],
-                "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
+        built = {"kind": "returnclock_export", "row_counts": manifest["row_counts"], "counts": counts,
+                 "excluded_by_reason": dict(sorted(rows.excluded_reasons.items())),
+                 "readiness": {"returnclock_ready": readiness["returnclock_ready"],
+                               "returnclock_blockers": readiness["returnclock_blockers"]},
+                 "complete": complete, "stop_reason": production["stop_reason"], "stopped_stream": stopped,
+                 "streams": streams, "window": production["window"], "snapshot_at": facts["snapshot_at"],
+                 "memory": production["memory"]["measured"],
+                 "pseudonym_key_id": access.key_id, "pseudonymized": True, "anonymous": False}
+        same = identical_version(dirs, name, manifest, validate_dir)
+        if same:
+            raise Reused(*same, built)
+        return built
 
     try:  # connect, check the schema and take the snapshot before anything is written
         leader, follower, snapshot_at = runner.run(until_stopped(
             open_snapshot(access, (SESSIONS, TREATMENTS)), cancel, "the ReturnClock export"))
         conns[:] = [leader, follower]
         facts["snapshot_at"] = _iso(snapshot_at)
-        result = publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir)
+        result = {**publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir,
+                                    before_commit=complete_pointer), "reused": False}
+    except Reused as same:
+        complete_pointer(same.path, same.result, same.version)
+        result = same.publication(name)
     except _Stopped:
         stream = facts["stopped_on"]
         return {"published": False, "complete": False, "stop_reason": "row_ceiling", "stopped_stream": stream,
                 "streams": facts["streams"], "snapshot_at": facts.get("snapshot_at"), "max_rows": ceiling,
                 "message": f"stopped: stream {stream} has more than {ceiling:,} rows in this window (the row "
                            f"ceiling); nothing was published. Export a shorter window, or pass "
-                           f"publish_incomplete=true to keep an incomplete, never-ready export for inspection"}
+                           f"publish_incomplete=true to keep an incomplete, never-ready export for inspection",
+                "latest_complete": latest_complete(dirs, name)}
     finally:
         try:
             runner.run(close_connections(*conns))
         finally:
             runner.close()
     result["published"] = True
+    result["latest_complete"] = latest_complete(dirs, name)
     return result
 
 
