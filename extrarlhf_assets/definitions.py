@@ -11,7 +11,7 @@ from .defs.production import assets as production_assets
 from .defs.production import checks as production_checks
 from .defs.training import assets as training_assets
 from .defs.training import ladder as ladder_assets
-from .defs.training.jobs import campaign_loop, production_daily
+from .defs.training.jobs import EXECUTOR, campaign_loop, production_daily
 from .resources import default_resources
 
 defs = dg.Definitions(
@@ -21,6 +21,6 @@ defs = dg.Definitions(
     jobs=[campaign_loop, production_daily],
     sensors=[session_groups_sensor, automation_sensor, nightly_campaign],
     resources=default_resources(),
-    # every run (UI materializations, automation, backfills) steps in process: benchmarks/dagster_runs.py
-    executor=dg.in_process_executor,
+    # every run (UI materializations, automation, backfills) on the configured executor (extrarlhf_assets/executors.py)
+    executor=EXECUTOR,
 )

@@ -82,7 +82,9 @@ def session_metadata(summary: dict, group_dir: str) -> dict:
     owners=OWNERS,
     tags={"plane": "local", "domain": "collection"},
     code_version="1",  # bump when what a recording writes or reports changes
-    retry_policy=TRANSIENT_RETRY,  # a series resumes: a retry finishes what a killed worker left
+    # an exception inside the live step (a transient I/O error) is retried here; a killed worker is
+    # not an exception: the run fails and the daemon's run retry (deploy/dagster.yaml) resumes the series
+    retry_policy=TRANSIENT_RETRY,
     check_specs=[TRACE_INTEGRITY, NO_DEGRADED_PLAY],
     description="A session group of headless battles (manifest, summary, catalog, V5 traces) under the sessions "
                 "dir; its checks (trace integrity, degraded play) are evaluated on every recording.",
