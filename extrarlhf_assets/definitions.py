@@ -7,6 +7,7 @@ from .defs.collection.nightly import nightly_campaign
 from .defs.collection.sensors import session_groups_sensor
 from .defs.datasets import assets as dataset_assets
 from .defs.datasets.automation import automation_sensor
+from .defs.operations.sensors import run_failure_alert
 from .defs.production import assets as production_assets
 from .defs.production import checks as production_checks
 from .defs.training import assets as training_assets
@@ -19,7 +20,7 @@ defs = dg.Definitions(
                                         production_assets]),
     asset_checks=dg.load_asset_checks_from_modules([production_checks]),
     jobs=[campaign_loop, production_daily],
-    sensors=[session_groups_sensor, automation_sensor, nightly_campaign],
+    sensors=[session_groups_sensor, automation_sensor, nightly_campaign, run_failure_alert],
     resources=default_resources(),
     # every run (UI materializations, automation, backfills) on the configured executor (extrarlhf_assets/executors.py)
     executor=EXECUTOR,

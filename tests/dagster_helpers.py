@@ -1,15 +1,33 @@
-"""Shared helpers of the Dagster tests: resources on temp dirs with small thresholds."""
+"""Shared helpers of the Dagster tests: resources on temp dirs with small thresholds, and a
+real deployment (a throwaway PostgreSQL reachable over TCP, ``dagster-daemon`` and
+``dagster-webserver`` against a copy of deploy/dagster.yaml, runs launched over GraphQL, step
+intervals read back from the Postgres event log)."""
 
+import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.request
 import warnings
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
 
 warnings.filterwarnings("ignore", module="dagster")
 
 import dagster as dg  # noqa: E402
 
+import pytest  # noqa: E402
+
+from extrarlhf.production import localdb  # noqa: E402
 from extrarlhf_assets.resources import CheckpointsResource, DatasetsResource, SessionsResource  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 
 def resources(tmp_path, *, small: bool = True, settle_seconds: float = 0.0) -> dict:
@@ -54,11 +72,183 @@ def metadata(result, asset: str) -> dict:
 def stop_group(proc: subprocess.Popen) -> None:
     """Stop a server started with ``start_new_session=True`` and all its children: SIGTERM to
     its process group, SIGKILL if it is still there after 30 s."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+    stop_groups([proc], timeout=30)
+
+
+def stop_groups(procs: list[subprocess.Popen], timeout: float = 20) -> None:
+    """:func:`stop_group` for several servers at once: SIGTERM to every process group, then
+    SIGKILL to the groups still there after ``timeout`` seconds in all; also SIGKILL to a group
+    whose leader already exited (its children, e.g. run workers, may still be there)."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.time() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def tcp_postgres() -> Iterator[localdb.ThrowawayPostgres]:
+    """A throwaway PostgreSQL listening on 127.0.0.1 too (Dagster's storage connects over TCP);
+    skips the test without a server unless RLHF_REQUIRE_POSTGRES=1."""
+    try:
+        server = localdb.ThrowawayPostgres()
+    except localdb.PostgresUnavailable as exc:
+        if os.environ.get("RLHF_REQUIRE_POSTGRES") == "1":
+            raise
+        pytest.skip(str(exc))
+    options = localdb.SERVER_OPTIONS
+    localdb.SERVER_OPTIONS = options.replace("listen_addresses=''", "listen_addresses='127.0.0.1'")
+    try:
+        server.start()  # the options are read here only
+    finally:
+        localdb.SERVER_OPTIONS = options
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def instance_env(home: Path, server: localdb.ThrowawayPostgres, db: str = "dagster") -> dict[str, str]:
+    """The environment of a process of the Postgres-backed instance in ``home`` (DAGSTER_PG_*)."""
+    return {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
+            "DAGSTER_PG_USERNAME": "postgres", "DAGSTER_PG_PASSWORD": "unused-with-trust-auth",
+            "DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(server.port), "DAGSTER_PG_DB": db}
+
+
+@contextlib.contextmanager
+def dagster_services(env: dict[str, str], logs: Path) -> Iterator[str]:
+    """``dagster-daemon run`` and ``dagster-webserver`` on ``workspace.yaml`` with ``env`` (each in
+    its own process group, logs in ``logs/daemon.log`` and ``logs/webserver.log``); yields the
+    webserver's URL once it answers, stops both and everything they started at the end."""
+    port = free_port()
+    files = {name: open(logs / f"{name}.log", "w") for name in ("daemon", "webserver")}
+    procs = []
+    try:
+        procs.append(subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
+                                      stdout=files["daemon"], stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(subprocess.Popen([str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1",
+                                       "-p", str(port)], cwd=ROOT, env=env, stdout=files["webserver"],
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while True:
+            assert all(p.poll() is None for p in procs), (logs / "webserver.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(url + "/server_info", timeout=5):
+                    break
+            except OSError:
+                assert time.time() < deadline, "the webserver did not come up"
+                time.sleep(0.5)
+        yield url
+    finally:
+        stop_groups(procs)
+        for f in files.values():
+            f.close()
+
+
+LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId status } } ... on PythonError { message }
+  ... on RunConfigValidationInvalid { errors { message } } ... on InvalidSubsetError { message } } }"""
+RUNS = """{ runsOrError { ... on Runs { results { runId status tags { key value } } } } }"""
+FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
+
+
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    req = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        body = json.loads(resp.read())
+    assert "errors" not in body, body
+    return body["data"]
+
+
+def launch(url: str, job: str, *, partition: str | None = None, run_config: dict | None = None,
+           assets: list[str] | None = None) -> str:
+    """Launch a run over GraphQL as the UI does (``job`` ``__ASSET_JOB`` with ``assets`` for a
+    materialization); returns its run id."""
+    selector = {"repositoryLocationName": "extrarlhf", "repositoryName": "__repository__", "jobName": job}
+    if assets:
+        selector["assetSelection"] = [{"path": [a]} for a in assets]
+    params = {"selector": selector, "runConfigData": run_config or {},
+              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}] if partition else []}}
+    out = graphql(url, LAUNCH, {"params": params})["launchRun"]
+    assert out["__typename"] == "LaunchRunSuccess", out
+    return out["run"]["runId"]
+
+
+def run_statuses(url: str) -> dict[str, dict]:
+    """Every run the webserver knows: run id -> {"status", "tags": {key: value}}."""
+    return {r["runId"]: {"status": r["status"], "tags": {t["key"]: t["value"] for t in r["tags"]}}
+            for r in graphql(url, RUNS)["runsOrError"]["results"]}
+
+
+def wait_for(what: str, predicate: Callable[[], object], timeout: float, on_fail: Callable[[], str] = str,
+             every: float = 1.0):
+    """``predicate()`` once it is truthy, polled every ``every`` seconds; fails after ``timeout``
+    seconds with ``what`` and ``on_fail()`` (e.g. the daemon's log)."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout:g} s\n{on_fail()}")
+        time.sleep(every)
+    return value
+
+
+def step_events(server: localdb.ThrowawayPostgres, run_ids: list[str], db: str = "dagster") -> list[dict]:
+    """Step start/end and run start/end events straight from the Postgres event log."""
+    ids = ",".join(f"'{r}'" for r in run_ids)
+    kinds = {dg.DagsterEventType[k].value: k for k in ("STEP_START", "STEP_SUCCESS", "STEP_FAILURE", "RUN_START",
+                                                       "RUN_SUCCESS", "RUN_FAILURE", "RUN_ENQUEUED", "RUN_STARTING")}
+    listed = ",".join(f"'{k}'" for k in kinds)
+    rows = server.psql(db, f"SELECT run_id, step_key, dagster_event_type, timestamp FROM event_logs "
+                           f"WHERE run_id IN ({ids}) AND dagster_event_type IN ({listed}) ORDER BY id")
+    out = []
+    for line in rows.strip().splitlines():
+        run_id, step, kind, ts = line.split("|")
+        out.append({"run": run_id, "step": step or None, "kind": kinds[kind],
+                    "t": datetime.fromisoformat(ts).timestamp()})
+    return out
+
+
+def intervals(events: list[dict], start: str, ends: tuple[str, ...], key) -> list[tuple[float, float, str]]:
+    """(start, end, key) of each span from a ``start`` event to the next of ``ends`` with the same key."""
+    opened, spans = {}, []
+    for e in events:
+        k = key(e)
+        if k is None:
+            continue
+        if e["kind"] == start:
+            opened[k] = e["t"]
+        elif e["kind"] in ends and k in opened:
+            spans.append((opened.pop(k), e["t"], k))
+    assert not opened, f"never ended: {opened}"
+    return spans
+
+
+def max_overlap(spans: list[tuple[float, float, str]]) -> int:
+    points = sorted([(s, 1) for s, _, _ in spans] + [(e, -1) for _, e, _ in spans], key=lambda p: (p[0], p[1]))
+    level = best = 0
+    for _, delta in points:
+        level += delta
+        best = max(best, level)
+    return best
+
+
+def assert_one_at_a_time(spans: list[tuple[float, float, str]], what: str) -> None:
+    """No two spans overlap (a pool with one slot held)."""
+    ordered = sorted(spans)
+    for (s1, e1, k1), (s2, e2, k2) in zip(ordered, ordered[1:]):
+        assert s2 >= e1, f"{what} overlap: {k1} [{s1}, {e1}] and {k2} [{s2}, {e2}]"

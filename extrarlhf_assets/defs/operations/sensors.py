@@ -1,0 +1,111 @@
+"""``run_failure_alert``: every failed run of the code location, logged and optionally POSTed.
+
+The sensor logs one line per failed run (job, run id, partition, the first line of the error,
+whether the daemon's run retry will launch it again) and, when ``RLHF_ALERT_WEBHOOK_URL`` is
+set, POSTs the same fields as a small JSON object to it (plus ``url``, the run's page, when
+``RLHF_DAGSTER_UI_URL`` gives the UI's address)::
+
+    {"job": "campaign_loop", "run_id": "...", "partition": "campaign-20261202" | null,
+     "error": "first line of the error", "reason": "STEP_FAILURE" | "UNKNOWN" | ...,
+     "will_retry": true | false, "url": "https://dagster.example/runs/<run id>"}
+
+The webhook URL may carry a token (Slack, Teams and most chat webhooks do), so it is read
+from the environment when the sensor runs and never logged, put in metadata or in the
+payload; a POST that fails (refused, timed out, HTTP error) is one log line naming the
+variable, and the sensor goes on. It only alerts (never requests a run), so it is on by
+default.
+"""
+
+import json
+import os
+import urllib.error
+import urllib.request
+from typing import Any
+
+import dagster as dg
+
+WEBHOOK_VAR = "RLHF_ALERT_WEBHOOK_URL"
+UI_URL_VAR = "RLHF_DAGSTER_UI_URL"
+TIMEOUT_S = 5.0
+
+
+def _first_line(text: str | None) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def _error_line(info: Any) -> str:
+    """First line of a serialized error without the module path of its class (and without the
+    class itself for ``dg.Failure``, whose message is written for the operator)."""
+    line = _first_line(info.message)
+    prefix, sep, rest = line.partition(": ")
+    cls = getattr(info, "cls_name", None)
+    if sep and cls and prefix.rsplit(".", 1)[-1] == cls:
+        return rest if cls == "Failure" else f"{cls}: {rest}"
+    return line
+
+
+def failure_alert(context: dg.RunFailureSensorContext, ui_url: str | None = None) -> dict[str, Any]:
+    """The alert of a failed run: the step's error when a step failed, else the run's."""
+    run = context.dagster_run
+    error = ""
+    for event in context.get_step_failure_events():
+        info = getattr(event.event_specific_data, "error", None)
+        error = _error_line(info) if info else _first_line(event.message)
+        if error:
+            error = f"{event.step_key}: {error}"
+            break
+    if not error:
+        info = getattr(context.failure_event.event_specific_data, "error", None)
+        error = (_error_line(info) if info else "") or _first_line(context.failure_event.message)
+    alert: dict[str, Any] = {
+        "job": run.job_name, "run_id": run.run_id, "partition": run.tags.get("dagster/partition"),
+        "error": error, "reason": run.tags.get("dagster/failure_reason", "UNKNOWN"),
+        "will_retry": run.tags.get("dagster/will_retry") == "true"}
+    if ui_url:
+        alert["url"] = f"{ui_url.rstrip('/')}/runs/{run.run_id}"
+    return alert
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong with a POST, without the URL (some exceptions quote it)."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, urllib.error.URLError):
+        exc = exc.reason if isinstance(exc.reason, OSError) else exc
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {TIMEOUT_S:g} s"
+    return getattr(exc, "strerror", None) or type(exc).__name__
+
+
+def post_alert(url: str, alert: dict[str, Any], log: Any) -> bool:
+    """POST ``alert`` as JSON to ``url``; True on a 2xx answer. Never raises: a failure is one
+    warning on ``log`` that names the variable, never the URL."""
+    if not url.lower().startswith(("http://", "https://")):
+        log.warning(f"run-failure alert not sent: {WEBHOOK_VAR} is not an http(s) URL")
+        return False
+    request = urllib.request.Request(url, data=json.dumps(alert).encode("utf-8"), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            response.read(1024)
+        return True
+    except Exception as exc:  # noqa: BLE001 -- an alert must never break the sensor
+        log.warning(f"run-failure alert for run {alert['run_id']} not delivered to {WEBHOOK_VAR}: {_why(exc)}")
+        return False
+
+
+@dg.run_failure_sensor(
+    name="run_failure_alert",
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=f"Logs every failed run (job, run id, partition, first line of the error, whether it will be "
+                f"retried) and POSTs it as JSON to {WEBHOOK_VAR} when set (the run's UI page too with "
+                f"{UI_URL_VAR}). Only alerts: it never launches a run.",
+)
+def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
+    alert = failure_alert(context, os.environ.get(UI_URL_VAR))
+    retry = "the daemon retries it" if alert["will_retry"] else "no automatic retry"
+    context.log.error(f"run failed: job {alert['job']}, run {alert['run_id']}, partition {alert['partition']}, "
+                      f"{alert['reason']} ({retry}): {alert['error']}")
+    url = os.environ.get(WEBHOOK_VAR, "").strip()
+    if url:
+        post_alert(url, alert, context.log)
