@@ -9,7 +9,7 @@ TOOLS := .tools
 NPM_TOOLS := @modelcontextprotocol/inspector @anthropic-ai/claude-code @openai/codex opencode-ai
 TOOLS_STAMP := $(TOOLS)/.installed
 
-.PHONY: run test bench setup clean golden mcp tools ui chromium postgres prod-demo improve docs sanitize
+.PHONY: run test bench setup clean golden mcp play tools ui chromium postgres prod-demo improve docs sanitize
 
 setup: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ExtraRLHF needs Python >= 3.11; set PYTHON=/path/to/python3.11+")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[pipeline,mcp,production,train,rl,sb3,minari,test,deploy,dg,docs]'
+	$(PY) -m pip install --quiet -e '.[pipeline,mcp,arena,production,train,rl,sb3,minari,test,deploy,dg,docs]'
 	@if $(PY) -m pip install --quiet ./native >$(VENV)/native-build.log 2>&1; then \
 		echo "native engine core built (engine_native)"; \
 	else $(PY) -m pip uninstall --quiet --yes extraarena-engine-native >/dev/null 2>&1; \
@@ -105,6 +105,11 @@ prod-demo: $(STAMP) postgres
 
 mcp: $(STAMP)
 	$(PY) -m mcp_server
+
+# The browser arena on http://127.0.0.1:8765/ (docs/playing.md "In the browser"); ARENA_ARGS adds
+# options, e.g. ARENA_ARGS='--host 0.0.0.0 --token ...' to expose it.
+play: $(STAMP)
+	$(PY) -m extrarlhf arena $(ARENA_ARGS)
 
 # Expert iteration from nothing for 60 minutes (the last 15 in policy-gradient fine-tune rounds), then
 # the promoted network alone against greedy

@@ -22,6 +22,12 @@ EXTRA_OF = {
     "stable_baselines3": "sb3",
     "sb3_contrib": "sb3",
     "minari": "minari",
+    "starlette": "arena",
+    "uvicorn": "arena",
+    "jinja2": "arena",
+    "multipart": "arena",
+    "python_multipart": "arena",
+    "itsdangerous": "arena",
 }
 
 

@@ -23,6 +23,7 @@ from .errors import InvalidArgument
 
 # The thresholds a session summary reports (schemas/summary.schema.json pins exactly these).
 SESSION_POLICY_FIELDS = ("min_v5_battles", "min_v5_decisions", "min_nemesis_lite_battles", "min_nemesis_lite_decks")
+BOOLEAN_FIELDS = ("metronome_arena_labels",)  # the policy's switches; every other field is a count
 
 STANDARD_SOURCE_BLOCKER = ("Nemesis Standard needs human-vs-human production rows; session groups (headless, "
                            "human-bot, model-model) train Lite only")
@@ -52,6 +53,10 @@ class ReadinessPolicy:
       counts toward ``min_metronome_labels``. Applied when the export is written (the export
       refuses ``min_decision_ms > max_decision_ms``); readiness read later from the dataset
       counts the labels as exported.
+    - ``metronome_arena_labels`` (default False): also count the observed think times of people
+      at the browser arena (provenance ``arena``: observed, not production) as Metronome
+      labels. Off, Metronome counts production labels only and a session group of arena
+      battles stays blocked as not production data.
 
     Thresholds only ever add blockers: a source that lacks a contour's labels (headless data
     for Metronome/TimeStamp, anything but human-vs-human production rows for Standard) is
@@ -70,14 +75,18 @@ class ReadinessPolicy:
     min_returnclock_events: int = 50
     min_decision_ms: int = 50
     max_decision_ms: int = 15 * 60 * 1000
+    metronome_arena_labels: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if f.name in BOOLEAN_FIELDS:
+                if not isinstance(value, bool):
+                    raise InvalidArgument(f"readiness policy {f.name} must be true or false, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidArgument(f"readiness policy {f.name} must be an integer >= 0, got {value!r}")
 
-    def as_dict(self, names: tuple[str, ...] | None = None) -> dict[str, int]:
+    def as_dict(self, names: tuple[str, ...] | None = None) -> dict[str, int | bool]:
         out = asdict(self)
         return out if names is None else {k: out[k] for k in names}
 
@@ -157,6 +166,8 @@ def contour_readiness(evidence: dict[str, Any], policy: "ReadinessPolicy | Mappi
     - ``human_vs_human_battles`` / ``human_vs_human_decks``: production battles with two
       human players (the only rows Nemesis Standard may use) and their distinct decks;
     - ``metronome_labels`` / ``timestamp_labels``: observed production labels;
+    - ``arena_metronome_labels``: observed think times of people at the browser arena (counted
+      toward Metronome only under ``policy.metronome_arena_labels``);
     - ``integrity_failures``: reasons the source is not trustworthy (failed hashes, failed
       validation, battles that do not replay); each blocks every contour.
     """
@@ -183,10 +194,17 @@ def contour_readiness(evidence: dict[str, Any], policy: "ReadinessPolicy | Mappi
     not_production = f"not production data (source: {_SOURCE_WORDS.get(kind, kind)})"
     metronome = list(integrity)
     labels = evidence.get("metronome_labels", 0)
-    if not production:
-        metronome.append(f"{not_production}: Metronome {METRONOME_SOURCE_BLOCKER}")
+    arena = evidence.get("arena_metronome_labels", 0)
+    if policy.metronome_arena_labels:
+        labels += arena
+    elif not production:
+        metronome.append(f"{not_production}: Metronome {METRONOME_SOURCE_BLOCKER}"
+                         + (f" ({arena} observed arena think times are not counted: the readiness policy's "
+                            f"metronome_arena_labels is off)" if arena else ""))
     if labels < max(1, policy.min_metronome_labels):
-        metronome.append(f"{labels} observed human decision-time labels; need {max(1, policy.min_metronome_labels)}")
+        counted = "production and arena" if policy.metronome_arena_labels else "production"
+        metronome.append(f"{labels} observed human decision-time labels ({counted}); need "
+                         f"{max(1, policy.min_metronome_labels)}")
 
     timestamp = list(integrity)
     durations = evidence.get("timestamp_labels", 0)

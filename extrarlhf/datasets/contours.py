@@ -8,7 +8,9 @@ published dataset, with its blockers (the judging itself is extrarlhf/core/readi
   (``validate_dataset``); any validation failure blocks every contour.
 
 Session data is headless or local: Nemesis Standard, Metronome and TimeStamp are never
-ready from it, and their blockers say why.
+ready from it, and their blockers say why. The one exception: a readiness policy that sets
+``metronome_arena_labels`` counts the observed think times of browser-arena battles (human
+groups; ``meta.audit.think_times``) toward Metronome.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import engine
 from ..core.errors import InvalidArgument
 from ..core.names import check_name
 from ..core.readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import SessionStore
+from ..runtime.sessions import SessionStore, read_meta
 from .manifest import read_manifest
 from .materialize import snapshot_group
 from .paths import DatasetsDir
@@ -43,7 +45,9 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
     obs_version = snap.manifest.get("obs_version")
     if obs_version != engine.OBS_VERSION:
         problems.append(f"group obs_version {obs_version!r} differs from this engine's {engine.OBS_VERSION}")
-    unverified = 0
+    unverified = arena_labels = 0
+    configuration = snap.manifest.get("configuration") or {}
+    human = configuration.get("p1_actor_type") == "human"  # only a human's think times are ever observed
     for battle_id, _index, status, n_decisions, degraded, files, deck_ids, peeks in snap.battles:
         if status != "finished" or degraded or peeks:
             continue
@@ -57,17 +61,25 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
         eligible += 1
         decisions += n_decisions or 0
         decks.update(deck_ids)
+        if human:
+            arena_labels += _arena_think_times(store.battle_dir(group, battle_id))
     if unverified > MAX_LISTED:
         problems.append(f"... {unverified - MAX_LISTED} more battles fail their catalog digests")
-    configuration = snap.manifest.get("configuration") or {}
     evidence = {"source_kind": "session_group", "eligible_battles": eligible, "eligible_decisions": decisions,
                 "distinct_decks": len(decks), "human_vs_human_battles": 0, "human_vs_human_decks": 0,
-                "metronome_labels": 0, "timestamp_labels": 0, "verified": verify,
+                "metronome_labels": 0, "arena_metronome_labels": arena_labels, "timestamp_labels": 0,
+                "verified": verify,
                 "unverified_battles": unverified, "integrity_failures": problems}
     source = {**snap.source(), "kind": "session_group", "battle_tag": configuration.get("battle_tag"),
               "sessions_dir": str(store.root.resolve())}
     return evidence, {k: source[k] for k in ("kind", "group", "sessions_dir", "catalog_sha256", "catalog_lines",
                                               "battles", "by_status", "battle_tag")}
+
+
+def _arena_think_times(battle_dir: Path) -> int:
+    """The observed arena think times of one battle's trace (0 when it has none)."""
+    think = (read_meta(battle_dir).get("audit") or {}).get("think_times") or {}
+    return len(think.get("decisions") or []) if think.get("provenance") == "arena" else 0
 
 
 def _bad_files(v5: Path, files: dict[str, str]) -> str | None:

@@ -37,11 +37,12 @@ class MatchRegistry:
         self._ended: OrderedDict[str, str] = OrderedDict()  # match_id -> final status, bounded
 
     def start(self, p1_actor_type: Any, opponent: Any = "baseline:greedy", p1_model: Any = None,
-              group: str | None = None, seed: Any = None, codename: str | None = None) -> tuple[str, Match]:
+              group: str | None = None, seed: Any = None, codename: str | None = None,
+              think_provenance: str | None = None) -> tuple[str, Match]:
         """Start a battle (see :func:`start_match`); an ``rl`` battle is played to its end at once,
         or, under a work scope whose rollout cap is spent first, up to that point (``paused``)."""
         match = start_match(self.store, group or "interactive", p1_actor_type, opponent, p1_model, seed, codename,
-                            self.checkpoints_dir)
+                            self.checkpoints_dir, think_provenance)
         if p1_actor_type == "rl":
             play_or_abandon(match)
         match_id = f"m_{self.process_tag}_{secrets.token_hex(12)}"

@@ -4,6 +4,10 @@
 (with an optional rationale); the opponent (player 2) is a policy that moves on its own up to
 the next player-1 decision. ``rl``: player 1 is a policy too and :meth:`Match.run` plays the
 battle to its end. Bots are baselines or models named by spec (see actors.py).
+
+``think_provenance="arena"`` (the browser arena) records player 1's time from the state being
+shown to the move as an observed think time in the trace's audit (trace.py); MCP play leaves it
+unset, so its latencies stay synthetic audit data.
 """
 
 from __future__ import annotations
@@ -23,10 +27,17 @@ from . import ownership
 from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
 from .codenames import check_codename
 from .sessions import SessionStore, battle_id_for
-from .trace import BattleRecorder
+from .trace import THINK_TIME_PROVENANCES, BattleRecorder
 
 MAX_RATIONALE_CHARS = 4000
 MAX_SEED = (1 << 63) - 1
+
+
+def check_think_provenance(value: Any) -> str | None:
+    if value is not None and value not in THINK_TIME_PROVENANCES:
+        raise InvalidArgument(f"think_provenance must be one of {', '.join(THINK_TIME_PROVENANCES)} or None, "
+                              f"got {value!r}")
+    return value
 
 
 def check_seed(seed: Any) -> int:
@@ -70,7 +81,8 @@ class Match:
     """A live battle bound to its group and battle id. Not thread-safe: callers serialize."""
 
     def __init__(self, store: SessionStore, group: str, index: int, seed: int, p1_actor_type: str,
-                 opponent: Actor, p1_model: Actor | None = None, codename: str | None = None) -> None:
+                 opponent: Actor, p1_model: Actor | None = None, codename: str | None = None,
+                 think_provenance: str | None = None) -> None:
         self.store, self.group, self.index, self.seed = store, group, index, seed
         self.battle_id = battle_id_for(group, index, seed)
         self.p1_actor_type = p1_actor_type
@@ -100,6 +112,7 @@ class Match:
             "actors": {"p1": self.actors[1], "p2": self.actors[2]},
         }
         self.recorder = BattleRecorder(header, self.state)
+        self.recorder.think_provenance = check_think_provenance(think_provenance)
         self.status = "active"
         self.abandon_reason: str | None = None
         self.refresh_summary = False  # one-by-one matches refresh summary.json; series do it in bulk
@@ -190,7 +203,10 @@ class Match:
                 self.state.clone().apply(action_id)  # raises with the reason and the legal ids
         except IllegalActionError as exc:
             raise MatchError(str(exc), "illegal_action") from None
-        events = self._record(action_id, time.perf_counter() - self._shown_at, rationale)
+        think_s = time.perf_counter() - self._shown_at
+        events = self._record(action_id, think_s, rationale)
+        if self.recorder.think_provenance is not None:
+            self.recorder.observe_think_time(think_s)
         events += self.advance()
         return events
 
@@ -292,11 +308,12 @@ class Match:
 
 def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: Any = "baseline:greedy",
                 p1_model: Any = None, seed: Any = None, codename: str | None = None,
-                checkpoints_dir: str | None = None) -> Match:
+                checkpoints_dir: str | None = None, think_provenance: str | None = None) -> Match:
     """Start a battle in a group of one-by-one battles (created on first use).
 
     ``seed`` None derives one from the group and the battle's index. The opponent plays
-    right away when it starts, up to player 1's first decision (human/llm).
+    right away when it starts, up to player 1's first decision (human/llm). ``think_provenance``:
+    see the module docstring (only for a human player 1).
     """
     check_name(group, "group")
     if codename is not None:
@@ -304,6 +321,8 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
     p1_actor_type, opponent_actor, p1_actor = resolve_players(p1_actor_type, opponent, p1_model, checkpoints_dir)
     if seed is not None:
         check_seed(seed)
+    if check_think_provenance(think_provenance) is not None and p1_actor_type != "human":
+        raise InvalidArgument(f"think times are observed for a human player 1 only, not {p1_actor_type!r}")
     store.confine_group(group)  # a group (or a file of it) symlinked out of the sessions dir is refused
     owner = ownership.current_owner(store, group)
     if owner is not None:  # a series or a repair owns the group right now
@@ -314,7 +333,8 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
         index = store.reconcile(group)["next_index"]  # never acts on a damaged catalog, never reuses an index
         if seed is None:
             seed = derive_seed(index, f"group:{group}") >> 1
-        match = Match(store, group, index, seed, p1_actor_type, opponent_actor, p1_actor, codename)
+        match = Match(store, group, index, seed, p1_actor_type, opponent_actor, p1_actor, codename,
+                      think_provenance)
         match.refresh_summary = True
         match.serialize_publish = True
         store.append_catalog(group, match.catalog_entry("started"))

@@ -3,6 +3,10 @@
 The records follow DESIGN section 6. ``actions`` and ``turns`` depend only on the battle
 (seed, decks, actors, actions), so they are byte-identical whenever a battle is replayed;
 everything that depends on the clock lives in ``meta.audit`` and is marked ``not_a_label``.
+The one observed human timing, a browser arena player's think time per decision, is kept in
+``meta.audit.think_times`` with its provenance (``arena``: observed, not production), never
+mixed with the synthetic latencies; Metronome readiness counts it only when a readiness policy
+opts in (``metronome_arena_labels``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ from ..core.clock import utc_now
 V5_SCHEMA_VERSION = 1
 AUDIT_NOTE = ("headless wall-clock/CPU times and synthetic actor latency: audit data only, "
               "never a human decision-time label")
+THINK_TIME_PROVENANCES = ("arena",)  # where observed (non-production) think times come from
+THINK_TIMES_NOTE = ("observed think times of a person at the browser arena (page shown to move received, "
+                    "server side): not production labels; Metronome readiness counts them only when the "
+                    "readiness policy sets metronome_arena_labels")
 
 
 def _dumps(obj: Any) -> str:
@@ -78,6 +86,8 @@ class BattleRecorder:
         self.degraded = False
         self.omniscient_peeks: list[int] = []  # decision indexes before which the omniscient view was shown
         self.latency_ms: dict[str, list[float]] = {"1": [], "2": []}
+        self.think_provenance: str | None = None  # set (``arena``) when player 1's think times are observed
+        self.think_ms: list[dict[str, int]] = []  # {"decision_index", "ms"} of each observed decision
         self.started_at = utc_now()
         self._t0 = time.perf_counter()
         self._cpu0 = time.process_time()
@@ -87,6 +97,19 @@ class BattleRecorder:
         """Keep one decision; ``before`` is a clone of the state it was taken in (not mutated later)."""
         self.decisions.append(_Decision(before, action_id, events, actor, rationale, policy))
         self.latency_ms[str(before.active + 1)].append(round(latency_s * 1000.0, 3))
+
+    def observe_think_time(self, latency_s: float) -> None:
+        """The last decision's latency is an observed human think time (see ``think_provenance``)."""
+        self.think_ms.append({"decision_index": len(self.decisions) - 1, "ms": max(0, round(latency_s * 1000.0))})
+
+    def _audit(self) -> dict[str, Any]:
+        audit = {"not_a_label": True, "note": AUDIT_NOTE, "started_at": self.started_at, "finished_at": utc_now(),
+                 "wall_seconds": round(time.perf_counter() - self._t0, 6),
+                 "cpu_seconds": round(time.process_time() - self._cpu0, 6), "decision_latency_ms": self.latency_ms}
+        if self.think_provenance is not None:
+            audit["think_times"] = {"provenance": self.think_provenance, "observed": True, "production": False,
+                                    "player": 1, "note": THINK_TIMES_NOTE, "decisions": self.think_ms}
+        return audit
 
     def warn(self, warning: dict[str, Any]) -> None:
         """A policy could not act as asked and a fallback played: the battle is degraded.
@@ -166,10 +189,7 @@ class BattleRecorder:
             "degraded": self.degraded,
             "policy_warnings": self.policy_warnings,
             "omniscient_peeks": self.omniscient_peeks,
-            "audit": audit if audit is not None else {
-                "not_a_label": True, "note": AUDIT_NOTE, "started_at": self.started_at, "finished_at": utc_now(),
-                "wall_seconds": round(time.perf_counter() - self._t0, 6),
-                "cpu_seconds": round(time.process_time() - self._cpu0, 6), "decision_latency_ms": self.latency_ms},
+            "audit": audit if audit is not None else self._audit(),
         }
         return {
             "meta.jsonl": (_dumps(meta) + "\n").encode(),

@@ -1,0 +1,195 @@
+"""The arena's web app: :func:`build_app` over an :class:`~web.arena.Arena`.
+
+Each handler parses the request, calls the arena (in a worker thread, under an
+:mod:`adapters.work` scope capped at ``MAX_ROLLOUTS_PER_CALL`` like an MCP play call) and renders
+a page. Moves are plain HTML forms (POST, then a redirect to the match page), so the page works
+with a mouse, with the keyboard alone and without JavaScript. Every refusal and every error is
+an HTML page with what happened and where to go (404, 405, 413, 403 for a missing CSRF or
+access token, 400/409 for a bad spec, an illegal move, a finished battle, 429 for too many
+battles, 500 without the traceback, which goes to the server's log).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+import anyio.to_thread
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+import engine
+from adapters import work
+from extrarlhf.core.echo import safe_text
+from extrarlhf.core.errors import RLHFError
+from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
+
+from .arena import Arena, ArenaError
+from .config import ArenaConfig
+from .security import BodyLimit, TokenGate, check_csrf, csrf_token
+from .views import replay_steps, table
+
+log = logging.getLogger("web")
+HERE = Path(__file__).parent
+COOKIE = "arena_session"
+STATUS_OF = {"unknown_match": 404, "foreign_match": 404, "match_finished": 409, "not_your_turn": 409,
+             "stale_page": 409, "group_conflict": 409, "group_busy": 409, "too_many_matches": 429,
+             "illegal_action": 400, "invalid_argument": 400, "unknown_spec": 400}
+TITLE_OF = {"unknown_match": "Unknown match", "foreign_match": "Unknown match", "match_finished": "This battle is over",
+            "not_your_turn": "Not your turn", "stale_page": "This page was out of date",
+            "group_conflict": "Group holds other battles", "too_many_matches": "Too many battles",
+            "illegal_action": "Illegal move", "unknown_spec": "Unknown opponent", "invalid_argument": "Bad request"}
+
+
+def _environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.globals["keywords"] = engine.KEYWORDS
+    return env
+
+
+def build_app(config: ArenaConfig | None = None) -> Starlette:
+    """The ASGI app of one arena server (its own matches, sessions and worker threads)."""
+    config = config or ArenaConfig()
+    arena = Arena(config)
+    env = _environment()
+    limiter = anyio.CapacityLimiter(config.worker_threads)
+
+    def render(request: Request | None, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        session = request.session if request is not None else {}
+        html = env.get_template(name).render(csrf=csrf_token(session) if request is not None else "", **context)
+        return HTMLResponse(html, status_code=status)
+
+    def page(status: int, title: str, message: str, back: str | None = None,
+             request: Request | None = None) -> HTMLResponse:
+        return render(request, "error.html", status, status_code=status, title=title, message=message,
+                      back=back or "/")
+
+    async def call(fn: Callable[..., Any], *args: Any) -> Any:
+        def body() -> Any:
+            with work.scope(lambda: False, MAX_ROLLOUTS_PER_CALL):
+                return fn(*args)
+        return await anyio.to_thread.run_sync(body, limiter=limiter)
+
+    def sid(request: Request) -> str:
+        session = request.session
+        if "sid" not in session:
+            session["sid"] = secrets.token_urlsafe(18)
+        return session["sid"]
+
+    async def form(request: Request) -> dict[str, Any]:
+        data = await request.form(max_files=0, max_fields=16)
+        fields = {key: value for key, value in data.items() if isinstance(value, str)}
+        if not check_csrf(request.session, fields.get("csrf")):
+            raise ArenaError("the form did not carry this browser session's security token (CSRF): it was sent "
+                             "from another page or an expired session; nothing was done. Reload the page and try "
+                             "again", "csrf", 403)
+        return fields
+
+    # ------------------------------------------------------------------ pages
+    async def lobby(request: Request) -> Response:
+        opponents = await call(arena.opponents)
+        return render(request, "lobby.html", opponents=opponents, matches=arena.matches(sid(request)))
+
+    async def start(request: Request) -> Response:
+        fields = await form(request)
+        spec = fields.get("custom_spec", "").strip() or fields.get("opponent", "")
+        played = await call(arena.start, sid(request), spec, fields.get("name"), fields.get("group"))
+        return RedirectResponse(f"/match/{played.match_id}", status_code=303)
+
+    async def show(request: Request) -> Response:
+        played, live = await call(arena.state, sid(request), request.path_params["match_id"])
+        if live is None:
+            final = table(played.final_view) if played.final_view else None
+            return render(request, "end.html", played=played, final=final)
+        return render(request, "match.html", played=played, t=table(live["view"], live["legal"]),
+                      decision=live["decision"], paused=live["paused"])
+
+    async def move(request: Request) -> Response:
+        fields = await form(request)
+        match_id = request.path_params["match_id"]
+        await call(arena.move, sid(request), match_id, fields.get("action_id"), fields.get("decision"),
+                   fields.get("rationale"))
+        return RedirectResponse(f"/match/{match_id}", status_code=303)
+
+    async def resume(request: Request) -> Response:
+        await form(request)
+        match_id = request.path_params["match_id"]
+        await call(arena.resume, sid(request), match_id)
+        return RedirectResponse(f"/match/{match_id}", status_code=303)
+
+    async def abandon(request: Request) -> Response:
+        await form(request)
+        match_id = request.path_params["match_id"]
+        await call(arena.abandon, sid(request), match_id)
+        return RedirectResponse(f"/match/{match_id}", status_code=303)
+
+    async def replay(request: Request) -> Response:
+        played = arena.get(sid(request), request.path_params["match_id"])
+        if played.live:
+            raise ArenaError("the replay opens once the battle is over (it shows both hands)", "match_finished", 409)
+        steps = await call(replay_steps, arena.registry.store, played.group, played.battle_id)
+        try:
+            step = int(request.query_params.get("step", "0"))
+        except ValueError:
+            step = 0
+        step = min(max(step, 0), len(steps) - 1)
+        return render(request, "replay.html", played=played, steps=steps, step=step, s=steps[step])
+
+    # ------------------------------------------------------------------ errors
+    async def business_error(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "code", "invalid_argument") if isinstance(exc, RLHFError) else "illegal_action"
+        status = getattr(exc, "status", None) or STATUS_OF.get(code, 400)
+        match_id = request.path_params.get("match_id")
+        back = f"/match/{match_id}" if match_id and code not in ("unknown_match", "foreign_match") else "/"
+        title = TITLE_OF.get(code, "Security check failed" if code == "csrf" else "Request refused")
+        return page(status, title, safe_text(str(exc)), back, request)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return page(404, "Page not found", f"There is no page at {safe_text(request.url.path)[:200]}.", "/")
+        if exc.status_code == 405:
+            return page(405, "Method not allowed", f"{request.method} is not how this page is used; go back and use "
+                                                  f"its buttons.", "/")
+        return page(exc.status_code, "Request refused", safe_text(str(exc.detail)), "/")
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.error("arena request %s %s failed: %s", request.method, request.url.path, type(exc).__name__,
+                  exc_info=exc)
+        return page(500, "Something went wrong", "The arena could not handle this request (the error is in the "
+                                                 "server's log). Your battles are unaffected: go back and go on.", "/")
+
+    def bare_page(status: int, title: str, message: str) -> Response:
+        return page(status, title, message)
+
+    middleware = [Middleware(BodyLimit, max_bytes=config.max_body_bytes, page=bare_page),
+                  Middleware(SessionMiddleware, secret_key=config.secret, session_cookie=COOKIE, same_site="strict",
+                             https_only=False, max_age=None)]
+    if config.token:
+        middleware.append(Middleware(TokenGate, token=config.token, page=bare_page))
+    routes = [
+        Route("/", lobby, methods=["GET"]),
+        Route("/start", start, methods=["POST"]),
+        Route("/match/{match_id}", show, methods=["GET"]),
+        Route("/match/{match_id}/move", move, methods=["POST"]),
+        Route("/match/{match_id}/continue", resume, methods=["POST"]),
+        Route("/match/{match_id}/abandon", abandon, methods=["POST"]),
+        Route("/match/{match_id}/replay", replay, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={RLHFError: business_error, engine.EngineError: business_error,
+                                        HTTPException: http_error, Exception: server_error})
+    app.state.arena = arena
+    return app
