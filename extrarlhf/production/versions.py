@@ -29,7 +29,7 @@ from typing import Any, Callable
 from ..core.errors import InvalidArgument, RLHFError
 from ..datasets.manifest import read_manifest
 from ..datasets.paths import DatasetsDir
-from ..datasets.pointers import PointerStep, read_pointer, resolve
+from ..datasets.pointers import manifest_sha256, read_pointer, resolve, write_pointer
 
 __all__ = ["COMPLETE_SUFFIX", "complete_pointer", "content_digest", "identical_version", "latest_complete",
            "Reused", "complete_step"]
@@ -99,9 +99,16 @@ def identical_version(dirs: DatasetsDir, name: str, manifest: dict[str, Any],
     return max(versions), path
 
 
-def complete_step(dirs: DatasetsDir, name: str) -> PointerStep:
-    """The pointer step writing ``<name>.complete`` for a complete build only."""
-    return PointerStep(dirs, complete_pointer(name), name, when=lambda built: bool(built["complete"]))
+def complete_step(dirs: DatasetsDir, name: str) -> Callable[[Path, dict[str, Any], int], None]:
+    """The publication step (``before_commit``) writing ``<name>.complete`` for a complete build
+    only. Nothing is touched before it runs: an export refused earlier leaves the datasets dir
+    as it was."""
+    pointer = complete_pointer(name)
+
+    def step(path: Path, built: dict[str, Any], version: int) -> None:
+        if built["complete"]:
+            write_pointer(dirs, pointer, name, version, manifest_sha256(path))
+    return step
 
 
 def latest_complete(datasets_dir: str | Path | DatasetsDir, name: str) -> dict[str, Any] | None:

@@ -2,7 +2,12 @@
 filled by the fixture backend (battles, sessions, treatments). The gate is opened for these
 tests only (monkeypatched environment); with it off every asset skips with the missing
 variable names, opens no connection and emits no materialization. No DSN, salt or raw id
-reaches Dagster's event log or metadata."""
+reaches Dagster's event log or metadata.
+
+Latest good (DESIGN 12.2, issue 29 findings 5 and 6), asserted on the instance's own partition
+status (``get_status_by_partition``, what the UI colours): a failed refresh never turns a day
+with a complete export red, an incomplete export is never green, the day's checks carry the
+partition, and a re-run reuses the identical version."""
 
 import socket
 from datetime import datetime, timedelta, timezone
@@ -77,6 +82,26 @@ def _meta(result, asset: str) -> dict:
         if e.asset_key.to_user_string() == asset:
             return {k: getattr(v, "value", v) for k, v in e.event_specific_data.materialization.metadata.items()}
     raise KeyError(asset)
+
+
+def _observations(result) -> list:
+    return [e.event_specific_data.asset_observation for e in result.all_events
+            if e.event_type_value == "ASSET_OBSERVATION"]
+
+
+def _status(instance, day: str, asset: str = "production_v5_export"):
+    """What the UI colours the partition: MATERIALIZED (green), FAILED (red) or None (missing)."""
+    from extrarlhf_assets.defs.production.assets import production_days
+
+    return instance.get_status_by_partition(dg.AssetKey(asset), [day], production_days)[day]
+
+
+def _unreachable() -> tuple[str, str]:
+    """A DSN whose port nobody listens on (the database is down), and that port."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    return f"postgresql://u:down-pw@127.0.0.1:{port}/db", str(port)
 
 
 @pytest.fixture(scope="module")
@@ -238,9 +263,11 @@ def test_a_row_ceiling_is_an_outcome_not_a_failure(world, tmp_path, monkeypatch)
     assert result.success
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert "production_v5_export" not in materialized and "timestamp_dataset" not in materialized
-    assert ("production_v5_export", "export_complete") not in _checks(result)  # nothing to check
-    observed = [e.event_specific_data.asset_observation for e in result.all_events
-                if e.event_type_value == "ASSET_OBSERVATION"]
+    # the day has nothing complete: the in-step check says so, on the partition; the day stays missing
+    evaluation = _checks(result)[("production_v5_export", "export_complete")]
+    assert not evaluation.passed and evaluation.partition == DAY and "row_ceiling" in evaluation.description
+    assert _status(instance, DAY) is None
+    observed = _observations(result)
     assert len(observed) == 1 and observed[0].asset_key == dg.AssetKey("production_v5_export")
     assert observed[0].metadata["stop_reason"].value == "row_ceiling"
     assert "row ceiling" in observed[0].metadata["message"].value
@@ -250,17 +277,84 @@ def test_a_row_ceiling_is_an_outcome_not_a_failure(world, tmp_path, monkeypatch)
     assert "returnclock_export" in materialized  # the other export is not held by it
 
 
-def test_a_published_incomplete_export_fails_export_complete_and_nothing_builds_on_it(world, tmp_path, monkeypatch):
+INCOMPLETE = {"ops": {"production_v5_export": {"config": {"max_rows": 5, "publish_incomplete": True}}}}
+
+
+def test_an_incomplete_export_is_never_green(world, tmp_path, monkeypatch):
+    """Finding 5, 2026-11-28: the latest export of a day is the incomplete one."""
     _set_gate(monkeypatch, world)
     instance = dg.DagsterInstance.ephemeral()
-    result = _run(instance, _resources(tmp_path), run_config={"ops": {"production_v5_export": {"config": {
-        "max_rows": 5, "publish_incomplete": True}}}})
-    assert _meta(result, "production_v5_export")["complete"] is False
+    # a day with no complete export: red, and nothing builds on the incomplete version
+    result = _run(instance, _resources(tmp_path), run_config=INCOMPLETE)
+    assert not result.success and _status(instance, DAY) == dg.AssetPartitionStatus.FAILED
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert not {"production_v5_export", "timestamp_dataset", "metronome_dataset"} & materialized
+    assert "is incomplete" in _failures(result)["production_v5_export"]
     evaluation = _checks(result)[("production_v5_export", "export_complete")]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
-    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert not {"timestamp_dataset", "metronome_dataset"} & materialized  # blocked by the check
-    assert not result.success  # an incomplete export published on request is an error to look at
+    assert evaluation.partition == DAY and evaluation.metadata["latest_complete"].value == "none"
+    assert (tmp_path / "datasets" / f"production-v5-{DAY}" / "v1" / "manifest.json").exists()  # kept for inspection
+
+    # a complete export: green, then an incomplete refresh keeps showing it (never the incomplete one)
+    other = "2026-01-03"
+    assert _run(instance, _resources(tmp_path), day=other, only="production_v5_export").success
+    result = _run(instance, _resources(tmp_path), day=other, only="production_v5_export", run_config=INCOMPLETE)
+    assert result.success and result.get_asset_materialization_events() == []
+    assert _status(instance, other) == dg.AssetPartitionStatus.MATERIALIZED
+    shown = f"production-v5-{other}/v1"
+    checks = _checks(result)
+    refresh = checks[("production_v5_export", "latest_refresh")]
+    assert not refresh.passed and refresh.severity == dg.AssetCheckSeverity.WARN and refresh.partition == other
+    assert f"shows {shown}" in refresh.description and "row_ceiling" in refresh.description
+    assert checks[("production_v5_export", "export_complete")].passed
+    (observed,) = _observations(result)
+    assert observed.metadata["refresh_failed"].value == "row_ceiling"
+    assert observed.metadata["latest_complete"].value == shown
+    assert observed.metadata["incomplete_version"].value == f"production-v5-{other}/v2"
+    assert any("refresh failed (row_ceiling)" in m for m in _messages(instance, result))
+    latest = instance.get_latest_materialization_event(dg.AssetKey("production_v5_export"))
+    assert latest.asset_materialization.metadata["dataset_id"].value == shown
+
+
+def test_a_failed_refresh_never_hides_a_complete_export(materialized_day, monkeypatch):
+    """Finding 5, 2026-11-25: the database is down when a day with a complete export is refreshed."""
+    instance, _, root = materialized_day
+    assert _status(instance, DAY) == dg.AssetPartitionStatus.MATERIALIZED
+    dsn, port = _unreachable()
+    _set_gate(monkeypatch, dsn)
+    result = _run(instance, _resources(root), only="production_v5_export")
+    # retried (twice) as a transient error, then the day keeps its export: the run succeeds, green
+    assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events) == 2
+    assert result.success and result.get_asset_materialization_events() == []
+    assert _status(instance, DAY) == dg.AssetPartitionStatus.MATERIALIZED
+    shown = f"production-v5-{DAY}/v1"
+    (observed,) = _observations(result)
+    assert observed.metadata["refresh_failed"].value == "production_unavailable"
+    assert observed.metadata["latest_complete"].value == shown
+    refresh = _checks(result)[("production_v5_export", "latest_refresh")]
+    assert not refresh.passed and refresh.partition == DAY and f"shows {shown}" in refresh.description
+    records = instance.get_records_for_run(result.run_id, limit=10_000).records
+    blob = "\n".join(serialize_value(r.event_log_entry) for r in records)
+    assert "refresh failed (production_unavailable)" in blob and "down-pw" not in blob and port not in blob
+
+
+def test_a_re_run_reuses_the_identical_versions(materialized_day, world, monkeypatch):
+    """Finding 6: re-running a day publishes no copy (2026-11-26 had v1, v2, v3 with one sha256)."""
+    instance, first, root = materialized_day
+    _set_gate(monkeypatch, world)
+    result = _run(instance, _resources(root))
+    assert result.success
+    for asset, name in (("production_v5_export", "production-v5"), ("returnclock_export", "returnclock"),
+                        ("timestamp_dataset", "timestamp"), ("returnclock_training_split", "returnclock")):
+        meta = _meta(result, asset)
+        assert meta["reused"] is True and meta["dataset_id"] == _meta(first, asset)["dataset_id"], asset
+    v5 = _meta(result, "production_v5_export")
+    assert v5["version"] == 1 and v5["latest_complete"] == f"production-v5-{DAY}/v1"
+    assert sorted(p.name for p in (root / "datasets" / f"production-v5-{DAY}").iterdir() if p.name.startswith("v")) \
+        == ["v1"]
+    assert sorted(p.name for p in (root / "datasets" / f"timestamp-{DAY}").iterdir() if p.name.startswith("v")) \
+        == ["v1"]
+    assert _checks(result)[("production_v5_export", "no_raw_identifiers")].passed  # checked again, on the same data
 
 
 def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeypatch, listener):
@@ -273,10 +367,7 @@ def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeyp
     assert _no_connection(listener)
 
     # an explicit ingested_before bypasses the settle delay: the export runs (and fails clearly: no database)
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    _set_gate(monkeypatch, f"postgresql://u@127.0.0.1:{port}/db")
+    _set_gate(monkeypatch, _unreachable()[0])
     result = _run(instance, _resources(tmp_path), only="production_v5_export",
                   run_config={"ops": {"production_v5_export": {"config": {"ingested_before": "2026-01-03T00:00:00Z"}}}})
     failures = _failures(result)

@@ -13,6 +13,26 @@ Fail closed, never red: with the gate off every asset logs ``skipped: production
 not yet settled, an export stopped by the row ceiling or a dataset that is not ready are
 reported the same way, with their reason. Metadata carry counts, schemas, the window and
 the public key id: never the DSN, the salt or a raw id.
+
+Latest good (DESIGN 12.2). A materialization of an export's partition means "a complete
+export became, or remains, the day's latest complete one" (the core's ``<name>.complete``
+pointer, extrarlhf.production.versions): a complete export, published or reused
+(``reused: true``: a re-run identical to the latest version writes no copy). A refresh that
+does not end with a complete export never materializes, so it can neither hide an earlier
+complete export nor show an incomplete one as green. Dagster marks a partition failed when
+the latest run that planned it failed without materializing it, so:
+
+- the day has a complete export: a failed refresh (database unreachable after the retries, a
+  read error, the row ceiling, an incomplete export published on request) logs an error,
+  records an observation ``refresh_failed`` (the error code, the core's message, never a DSN or
+  a secret, the version still shown) and fails the WARN check ``latest_refresh``; the step
+  succeeds, so the partition stays green over the good export;
+- the day has none: the step fails (red) with the reason as the Failure's metadata; a row
+  ceiling stop that published nothing is an outcome (the partition stays missing).
+
+The in-step checks ``export_complete`` (blocking: the day has a complete export, and which)
+and ``latest_refresh`` carry the partition in every one of these cases. Downstream assets read
+the day's ``<name>.complete`` export, never merely the latest version.
 """
 
 
@@ -24,7 +44,9 @@ import dagster as dg
 
 import engine
 from extrarlhf.core.errors import NotReady, RLHFError
+from extrarlhf.core.readiness import ReadinessPolicy, contour_readiness
 from extrarlhf.datasets import dataset_readiness
+from extrarlhf.datasets.pointers import manifest_sha256
 from extrarlhf.production import (
     export_production_v5_dataset,
     export_returnclock_dataset,
@@ -32,9 +54,14 @@ from extrarlhf.production import (
     split_returnclock_training_dataset,
 )
 from extrarlhf.production.export import _iso
+from extrarlhf.production.versions import latest_complete
 
-from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, parquet_schema, upstream_metadata
+from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, parquet_schema
+from ...partitions import expect_partitioned_checks
 from ...resources import DatasetsResource, ProductionResource
+from ..datasets.reuse import reusable_version, same_source_dataset
+
+expect_partitioned_checks()
 
 production_days = dg.DailyPartitionsDefinition(start_date="2026-01-01", timezone="UTC")
 POOL = "production_db"
@@ -77,11 +104,50 @@ def _not_published(kind: str, result: dict[str, Any]) -> dg.AssetObservation:
         "streams": dg.MetadataValue.json(result.get("streams") or {}), "message": result.get("message") or ""})
 
 
+def refresh_check_specs(asset: str) -> list[dg.AssetCheckSpec]:
+    """The checks an export's own step evaluates, on the day's latest complete export."""
+    return [dg.AssetCheckSpec("export_complete", asset=asset, blocking=True, partitions_def=production_days,
+                              description="The day has a complete export (row ceiling not hit), the one the "
+                                          "partition shows (`<name>.complete`); an incomplete export is never "
+                                          "shown or built on."),
+            dg.AssetCheckSpec("latest_refresh", asset=asset, partitions_def=production_days,
+                              description="The day's last refresh ended with the export shown (published or "
+                                          "reused). WARN when it failed or was incomplete while an earlier "
+                                          "complete export is still shown (named).")]
+
+
+def _day_checks(asset: str, shown: dict[str, Any] | None, failed: str | None,
+                outcome: bool = False) -> list[dg.AssetCheckResult]:
+    """``export_complete`` and ``latest_refresh`` of the day: ``shown`` is its latest complete
+    export (None: none), ``failed`` why the last refresh did not end with it (None: it did).
+    ``outcome``: nothing complete, and nothing was published either (a row-ceiling stop): WARN,
+    since an ERROR failure of a blocking check fails the step."""
+    shown_id = shown["dataset_id"] if shown else "none"
+    return [dg.AssetCheckResult(
+                asset_key=asset, check_name="export_complete", passed=shown is not None,
+                severity=dg.AssetCheckSeverity.WARN if outcome else dg.AssetCheckSeverity.ERROR,
+                metadata={"latest_complete": shown_id},
+                description=None if shown else f"no complete export of this day: {failed}"),
+            dg.AssetCheckResult(
+                asset_key=asset, check_name="latest_refresh", passed=failed is None,
+                severity=dg.AssetCheckSeverity.WARN, metadata={"latest_complete": shown_id,
+                                                               "refresh_failed": failed or "no"},
+                description=None if failed is None else f"the last refresh failed ({failed}); the partition "
+                                                         f"shows {shown_id}")]
+
+
+def _incomplete(result: dict[str, Any]) -> str:
+    where = f" (stream {result.get('stopped_stream')})" if result.get("stopped_stream") else ""
+    written = f"; {result['dataset_id']} was written for inspection only" if result.get("published") else ""
+    return f"row_ceiling: the export is incomplete{where}{written}"
+
+
 def _exported(context: dg.AssetExecutionContext, production: ProductionResource, config: ExportConfig,
               datasets: DatasetsResource, name: str, export: Callable[..., dict[str, Any]],
               metadata: Callable[[dict[str, Any], Path], dict[str, Any]]) -> Iterator:
-    """One daily export: skipped with its reason (gate off, day not settled), an observation of
-    a row-ceiling stop, or the materialization with the common and the asset's own metadata."""
+    """One daily export: skipped with its reason (gate off, day not settled), the materialization
+    of a complete export (published or reused) with the common and the asset's own metadata, or
+    a refresh that did not end with one (see the module docstring, "Latest good")."""
     reason = production.skip_reason()
     if reason:
         context.log.warning(reason)
@@ -91,23 +157,68 @@ def _exported(context: dg.AssetExecutionContext, production: ProductionResource,
         context.log.warning(f"skipped: the window {_iso(start)} .. {_iso(end)} settles at {_iso(cut)} "
                             f"(settle_seconds={production.settle_seconds}); run it after that or give ingested_before")
         return
+    asset = context.asset_key.to_user_string()
     dataset = f"{name}-{context.partition_key}"
+    kept = latest_complete(datasets.path, dataset)
     context.log.info(f"exporting {dataset}: window {_iso(start)} .. {_iso(end)}, ingested before "
                      f"{cut if isinstance(cut, str) else _iso(cut)}")
-    result = _core(export, start, end, name=dataset, ingested_before=cut, datasets_dir=datasets.path,
-                   max_rows=config.max_rows or production.max_rows, publish_incomplete=config.publish_incomplete,
-                   policy=production.readiness_policy(datasets))
-    if not result.get("published"):
-        context.log.warning(f"not published: {result['message']}")
-        yield _not_published(context.asset_key.to_user_string(), result)
+    try:
+        result = export(start, end, name=dataset, ingested_before=cut, datasets_dir=datasets.path,
+                        max_rows=config.max_rows or production.max_rows,
+                        publish_incomplete=config.publish_incomplete, policy=production.readiness_policy(datasets))
+    except RLHFError as exc:  # the core's errors are free of secrets; only an unreachable database is retried
+        transient = exc.code == "production_unavailable"
+        retry = transient and context.retry_number < TRANSIENT_RETRY.max_retries
+        if kept is None or retry:
+            if not retry:  # the last attempt: the day's checks say why it has nothing
+                yield from _day_checks(asset, None, f"{exc.code}: {exc}")
+            raise dg.Failure(description=f"[{exc.code}] {exc}", allow_retries=transient,
+                             metadata={"error_code": exc.code, "latest_complete": "none" if kept is None else
+                                       kept["dataset_id"]}) from None
+        yield from _refresh_failed(context, asset, kept, exc.code, str(exc))
         return
+    if not result["published"] or not result["complete"]:
+        if kept is not None:
+            yield from _refresh_failed(context, asset, kept, "row_ceiling", _incomplete(result), result)
+            return
+        yield _not_published(asset, result)
+        yield from _day_checks(asset, None, _incomplete(result), outcome=not result["published"])
+        if not result["published"]:  # an outcome: nothing was written, the partition stays missing
+            context.log.warning(f"not published: {result['message']}")
+            return
+        raise dg.Failure(
+            description=f"{result['dataset_id']} is incomplete (the row ceiling was hit on stream "
+                        f"{result['stopped_stream']}): published for inspection only, never shown or built on; "
+                        f"this day has no complete export. Export it with a higher max_rows (at most 1,000,000)",
+            metadata={"dataset_id": result["dataset_id"], "stop_reason": "row_ceiling",
+                      "stopped_stream": result["stopped_stream"] or "none", "latest_complete": "none"},
+            allow_retries=False)
     path = Path(result["path"])
-    yield dg.MaterializeResult(metadata={
-        "dataset_id": result["dataset_id"], "path": dg.MetadataValue.path(str(path)),
-        "window": dg.MetadataValue.json(result["window"]), "snapshot_at": result["snapshot_at"],
-        "complete": bool(result["complete"]), "streams": dg.MetadataValue.json(result["streams"]),
-        "row_counts": dg.MetadataValue.json(result["row_counts"]),
-        "pseudonym_key_id": result["pseudonym_key_id"], "pseudonymized": True, **metadata(result, path)})
+    verb = "reused" if result["reused"] else "published"
+    context.log.info(f"{verb} {result['dataset_id']}: the day's latest complete export")
+    yield dg.MaterializeResult(
+        metadata={
+            "dataset_id": result["dataset_id"], "version": result["version"], "reused": bool(result["reused"]),
+            "latest_complete": result["latest_complete"]["dataset_id"], "path": dg.MetadataValue.path(str(path)),
+            "window": dg.MetadataValue.json(result["window"]), "snapshot_at": result["snapshot_at"],
+            "complete": True, "streams": dg.MetadataValue.json(result["streams"]),
+            "row_counts": dg.MetadataValue.json(result["row_counts"]),
+            "pseudonym_key_id": result["pseudonym_key_id"], "pseudonymized": True, **metadata(result, path)},
+        check_results=_day_checks(asset, result["latest_complete"], None),
+        data_version=dg.DataVersion(manifest_sha256(path)))
+
+
+def _refresh_failed(context: dg.AssetExecutionContext, asset: str, kept: dict[str, Any], code: str, why: str,
+                    result: dict[str, Any] | None = None) -> Iterator:
+    """A refresh that did not end with a complete export while ``kept`` is the day's latest
+    complete one: logged as an error, observed, and the partition keeps showing ``kept``."""
+    context.log.error(f"refresh failed ({code}): {why}. The partition keeps showing {kept['dataset_id']}, the "
+                      f"day's latest complete export; fix the cause and materialize the partition again")
+    yield dg.AssetObservation(asset_key=asset, metadata={
+        "refresh_failed": code, "reason": why, "latest_complete": kept["dataset_id"],
+        "incomplete_version": (result or {}).get("dataset_id") or "none",
+        "streams": dg.MetadataValue.json((result or {}).get("streams") or {})})
+    yield from _day_checks(asset, kept, f"{code}: {why}")
 
 
 def _v5_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -133,12 +244,20 @@ def _returnclock_metadata(result: dict[str, Any], path: Path) -> dict[str, Any]:
                 ("events", counts["events"], "#2563eb"), ("excluded", counts["excluded"], "#dc2626")]))}
 
 
-@dg.asset(
-    **CONVENTIONS, pool=POOL, kinds={"postgres", "parquet"},
-    retry_policy=TRANSIENT_RETRY,  # a lost connection is retried; publication is atomic
-    description="Pseudonymized V5 export of one UTC day of production battles (`datasets/production-v5-<day>/vN`): "
-                "decisions/turns/battles, excluded, metronome, production_battles.",
-)
+def _export_asset(key: str, description: str) -> Callable:
+    """A daily export: one asset whose own step evaluates the day's checks (refresh_check_specs).
+    A one-asset ``multi_asset`` with ``can_subset``, because only then may a step that skips
+    (gate off, day not settled) emit neither the materialization nor the check results."""
+    spec = dg.AssetSpec(key, description=description, skippable=True, kinds={"postgres", "parquet"},
+                        **{k: v for k, v in CONVENTIONS.items() if k != "output_required"})
+    # a lost connection is retried; publication is atomic
+    return dg.multi_asset(name=key, specs=[spec], check_specs=refresh_check_specs(key), can_subset=True, pool=POOL,
+                          retry_policy=TRANSIENT_RETRY)
+
+
+@_export_asset("production_v5_export",
+               "Pseudonymized V5 export of one UTC day of production battles (`datasets/production-v5-<day>/vN`): "
+               "decisions/turns/battles, excluded, metronome, production_battles.")
 def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
                          datasets: DatasetsResource):
     yield from _exported(context, production, config, datasets, "production-v5",
@@ -147,20 +266,29 @@ def production_v5_export(context: dg.AssetExecutionContext, config: ExportConfig
                          _v5_metadata)
 
 
-@dg.asset(
-    **CONVENTIONS, pool=POOL, kinds={"postgres", "parquet"},
-    retry_policy=TRANSIENT_RETRY,  # a lost connection is retried; publication is atomic
-    description="ReturnClock export of the player sessions that ended on one UTC day "
-                "(`datasets/returnclock-<day>/vN`): natural returns, censoring, treatments kept for audit.",
-)
+@_export_asset("returnclock_export",
+               "ReturnClock export of the player sessions that ended on one UTC day "
+               "(`datasets/returnclock-<day>/vN`): natural returns, censoring, treatments kept for audit.")
 def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, production: ProductionResource,
                        datasets: DatasetsResource):
     yield from _exported(context, production, config, datasets, "returnclock", export_returnclock_dataset,
                          _returnclock_metadata)
 
 
-def _source(context: dg.AssetExecutionContext, asset: str) -> str:
-    return upstream_metadata(context, asset, context.partition_key)["dataset_id"]
+def _source(context: dg.AssetExecutionContext, datasets: DatasetsResource, export: str) -> dict[str, Any] | None:
+    """The day's latest complete export ``<export>-<day>`` (never merely its latest version), or
+    None (logged): the day has none, so there is nothing to build on."""
+    found = latest_complete(datasets.path, f"{export}-{context.partition_key}")
+    if found is None:
+        context.log.warning(f"skipped: {export}-{context.partition_key} has no complete export "
+                            f"(materialize the day's export first)")
+    return found
+
+
+def _reusable(datasets: DatasetsResource, name: str, kind: str, source: dict[str, Any]) -> dict[str, Any] | None:
+    """The latest ``name`` version made from exactly this source version (as the local splits do)."""
+    return reusable_version(datasets.path, name, same_source_dataset(kind, source["dataset_id"],
+                                                                     manifest_sha256(Path(source["path"])), {}))
 
 
 @dg.asset(
@@ -173,13 +301,25 @@ def timestamp_dataset(context: dg.AssetExecutionContext, production: ProductionR
     if reason:
         context.log.warning(reason)
         return
-    source = _source(context, "production_v5_export")
-    result = _core(export_timestamp_dataset, source, f"timestamp-{context.partition_key}", datasets_dir=datasets.path,
-                   policy=production.readiness_policy(datasets))
+    found = _source(context, datasets, "production-v5")
+    if found is None:
+        return
+    source, name = found["dataset_id"], f"timestamp-{context.partition_key}"
+    policy = production.readiness_policy(datasets)
+    kept = _reusable(datasets, name, "timestamp", found)
+    if kept is not None:
+        # readiness under the current policy, from the evidence the kept version recorded
+        readiness = contour_readiness(kept["manifest"]["readiness"].get("evidence") or {}, ReadinessPolicy.coerce(policy))
+        result = {"dataset_id": kept["dataset_id"], "path": kept["path"], "row_counts": kept["manifest"]["row_counts"],
+                  "approved_inputs": kept["manifest"]["timestamp"]["approved_inputs"],
+                  "timestamp_ready": readiness["timestamp_ready"], "timestamp_blockers": readiness["timestamp_blockers"]}
+    else:
+        result = _core(export_timestamp_dataset, source, name, datasets_dir=datasets.path, policy=policy)
     path = Path(result["path"])
     counts = result["row_counts"]
     yield dg.MaterializeResult(metadata={
-        "dataset_id": result["dataset_id"], "source": source, "path": dg.MetadataValue.path(str(path)),
+        "dataset_id": result["dataset_id"], "source": source, "reused": kept is not None,
+        "path": dg.MetadataValue.path(str(path)),
         "dagster/row_count": counts["inputs"], "dagster/column_schema": parquet_schema(path / "inputs.parquet"),
         "labels_schema": dg.MetadataValue.table_schema(parquet_schema(path / "labels.parquet")),
         "row_counts": dg.MetadataValue.json(counts), "approved_inputs": dg.MetadataValue.json(result["approved_inputs"]),
@@ -198,11 +338,13 @@ def metronome_dataset(context: dg.AssetExecutionContext, production: ProductionR
     if reason:
         context.log.warning(reason)
         return
-    source = _source(context, "production_v5_export")
+    found = _source(context, datasets, "production-v5")
+    if found is None:
+        return
+    source = found["dataset_id"]
     readiness = _core(dataset_readiness, dataset=source, datasets_dir=datasets.path,
                       policy=production.readiness_policy(datasets))
-    path = Path(upstream_metadata(context, "production_v5_export", context.partition_key)["path"])
-    table = path / "metronome.parquet"
+    table = Path(found["path"]) / "metronome.parquet"
     import pyarrow.parquet as pq
 
     rows = pq.ParquetFile(table).metadata.num_rows
@@ -224,10 +366,15 @@ def returnclock_training_split(context: dg.AssetExecutionContext, production: Pr
     if reason:
         context.log.warning(reason)
         return
-    source = _source(context, "returnclock_export")
+    found = _source(context, datasets, "returnclock")
+    if found is None:
+        return
+    source = found["dataset_id"]
+    kept = _reusable(datasets, f"{source.rsplit('/', 1)[0]}-split", "returnclock_split", found)
     try:
-        result = split_returnclock_training_dataset(source, datasets_dir=datasets.path,
-                                                    policy=production.readiness_policy(datasets))
+        result = {"dataset_id": kept["dataset_id"], "path": kept["path"], "row_counts": kept["manifest"]["row_counts"],
+                  "split": kept["manifest"]["split"]} if kept else split_returnclock_training_dataset(
+            source, datasets_dir=datasets.path, policy=production.readiness_policy(datasets))
     except NotReady as exc:
         context.log.warning(f"skipped: {exc}")
         return
@@ -236,7 +383,8 @@ def returnclock_training_split(context: dg.AssetExecutionContext, production: Pr
     path = Path(result["path"])
     counts, split = result["row_counts"], result["split"]
     yield dg.MaterializeResult(metadata={
-        "dataset_id": result["dataset_id"], "source": source, "path": dg.MetadataValue.path(str(path)),
+        "dataset_id": result["dataset_id"], "source": source, "reused": kept is not None,
+        "path": dg.MetadataValue.path(str(path)),
         "dagster/row_count": sum(counts.get(k, 0) for k in ("train", "val", "test")),
         "dagster/column_schema": parquet_schema(path / "train.parquet"),
         "row_counts": dg.MetadataValue.json(counts), "treated_rows_dropped": split["treated_rows_dropped"],

@@ -1,9 +1,9 @@
 """Checks of the production assets (DESIGN 12.1):
 
-- ``export_complete`` (blocking) on both exports: the row ceiling was not hit. An export the
-  ceiling stopped publishes nothing (unless ``publish_incomplete``) and records an
-  observation with the reason; a published incomplete one fails this check, so nothing is
-  built on it.
+- ``export_complete`` (blocking) and ``latest_refresh`` (WARN) on both exports are evaluated
+  by the export's own step (assets.py, "Latest good"), so they carry the partition whatever the
+  refresh did; the checks here run after a materialization, i.e. on the day's latest complete
+  export.
 - ``replay_verified`` (WARN) on ``production_v5_export``: battles the engine could not replay
   (unknown ruleset, illegal action, winner/turn mismatch, missing actions) counted by reason;
   unfinished battles are not replay failures.
@@ -52,27 +52,6 @@ def replay_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResu
         metadata={"dataset_id": meta["dataset_id"], "replay_failures": sum(failures.values()),
                   "by_reason": dg.MetadataValue.json(by_reason),
                   "replay_verified": int((meta.get("exclusions") or {}).get("replay_verified") or 0)})
-
-
-def _complete_check(asset: dg.AssetsDefinition) -> dg.AssetChecksDefinition:
-    name = asset.key.to_user_string()
-
-    @dg.asset_check(asset=asset, name="export_complete", partitions_def=production_days, blocking=True,
-                    description="The row ceiling was not hit: an incomplete export is never training-ready.")
-    def check(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-        meta = upstream_metadata(context.op_execution_context, name, context.partition_key)
-        complete = bool(meta.get("complete"))
-        return dg.AssetCheckResult(
-            passed=complete, severity=dg.AssetCheckSeverity.ERROR,
-            description=None if complete else "the row ceiling was hit: this export is incomplete (published for "
-                                              "inspection only) and nothing is built on it",
-            metadata={"dataset_id": meta["dataset_id"], "complete": complete,
-                      "streams": dg.MetadataValue.json(meta.get("streams") or {})})
-
-    return check
-
-
-export_complete = [_complete_check(production_v5_export), _complete_check(returnclock_export)]
 
 
 def _identifier_check(asset: dg.AssetsDefinition, kind: str) -> dg.AssetChecksDefinition:
