@@ -91,8 +91,10 @@ class _Lock:
 
 
 def _published(root: Path) -> list[str]:
-    """Dataset versions (``<name>/v<N>``) and leftovers of a publication under ``root``."""
-    found = [*root.glob("*/v[0-9]*"), *root.glob("*/.tmp-*")] if root.exists() else []
+    """Dataset versions (``<name>/v<N>``) and leftovers of a publication under ``root`` (the
+    pointers folder holds ``<name>.complete`` pointers, not versions)."""
+    found = [p for p in (*root.glob("*/v[0-9]*"), *root.glob("*/.tmp-*")) if p.parent.name != "pointers"] \
+        if root.exists() else []
     return sorted(str(p.relative_to(root)) for p in found)
 
 
