@@ -1,7 +1,8 @@
 """The architecture holds (issue 25): import-linter's contracts in pyproject.toml are kept --
-engine <- adapters <- extrarlhf <- {mcp_server, extrarlhf_assets}, the core never imports
-dagster or mcp, extrarlhf's concerns import only the ones below them, and no circle joins
-the modules of extrarlhf's top level or of mcp_server -- and a planted circle breaks them."""
+engine <- adapters <- extrarlhf <- {mcp_server, extrarlhf_assets, web}, the core never imports
+dagster, mcp or the arena's web stack, extrarlhf's concerns import only the ones below them, and
+no circle joins the modules of extrarlhf's top level, of mcp_server or of web -- and a planted
+circle or upward import breaks them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("engine", "adapters", "extrarlhf", "mcp_server", "extrarlhf_assets")
+PACKAGES = ("engine", "adapters", "extrarlhf", "mcp_server", "extrarlhf_assets", "web")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
@@ -43,8 +44,15 @@ def copy(tmp_path: Path) -> Path:
     ("mcp_server/tools_training.py", "from mcp_server import server",
      ["No cycles are allowed in mcp_server"]),
     ("extrarlhf/core/fileio.py", "import dagster",
-     ["engine, adapters and extrarlhf never import dagster or mcp BROKEN"]),
-], ids=["runtime-imports-policies", "tool-module-imports-the-server", "core-imports-dagster"])
+     ["the core never imports dagster, mcp or the web stack BROKEN"]),
+    ("extrarlhf/runtime/live.py", "import web.arena",
+     ["extrarlhf is not allowed to import web"]),
+    ("web/views.py", "import mcp_server.server",
+     ["web is not allowed to import mcp_server"]),
+    ("extrarlhf/core/fileio.py", "import starlette",
+     ["the core never imports dagster, mcp or the web stack BROKEN"]),
+], ids=["runtime-imports-policies", "tool-module-imports-the-server", "core-imports-dagster", "core-imports-web",
+        "web-imports-mcp-server", "core-imports-starlette"])
 def test_a_planted_circle_or_forbidden_import_breaks_them(copy: Path, module: str, planted: str, broken: list[str]):
     with open(copy / module, "a", encoding="utf-8") as fh:
         fh.write(f"\n{planted}  # planted by the test\n")

@@ -64,10 +64,11 @@ class Played:
 
 def default_group(spec: str) -> str:
     """The group of the arena's battles against ``spec`` (a group holds one configuration):
-    ``arena-<spec>``, with a short digest when the spec has characters a name cannot."""
+    ``arena-<spec>`` with ``:`` as ``-`` (``arena-baseline-greedy``), with a short digest
+    instead when the spec has other characters a name cannot."""
+    if re.fullmatch(r"[A-Za-z0-9._:-]{1,58}", spec):
+        return f"arena-{spec.replace(':', '-')}"
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", spec).strip("-.")
-    if slug == spec and len(slug) <= 58:
-        return f"arena-{slug}"
     return f"arena-{slug[:45].strip('-.')}-{hashlib.sha256(spec.encode()).hexdigest()[:8]}"
 
 

@@ -80,9 +80,10 @@ class ReadinessPolicy:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in BOOLEAN_FIELDS:
-                if not isinstance(value, bool):
+            if f.name in BOOLEAN_FIELDS:  # true/false (0 and 1 read as false and true)
+                if value not in (0, 1) or not isinstance(value, int):
                     raise InvalidArgument(f"readiness policy {f.name} must be true or false, got {value!r}")
+                object.__setattr__(self, f.name, bool(value))
             elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidArgument(f"readiness policy {f.name} must be an integer >= 0, got {value!r}")
 
