@@ -10,11 +10,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 warnings.filterwarnings("ignore", module="dagster")
@@ -128,11 +131,26 @@ def instance_env(home: Path, server: localdb.ThrowawayPostgres, db: str = "dagst
             "DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(server.port), "DAGSTER_PG_DB": db}
 
 
+@dataclass
+class Services:
+    """A running daemon and webserver: the webserver's URL and both processes (group leaders)."""
+
+    url: str
+    procs: list[subprocess.Popen]
+
+    def started_by_us(self, pid: int) -> bool:
+        """``pid`` is in the process group of the daemon or the webserver (a run worker of theirs)."""
+        try:
+            return os.getpgid(pid) in {p.pid for p in self.procs}
+        except ProcessLookupError:
+            return False
+
+
 @contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path) -> Iterator[str]:
+def dagster_services(env: dict[str, str], logs: Path) -> Iterator[Services]:
     """``dagster-daemon run`` and ``dagster-webserver`` on ``workspace.yaml`` with ``env`` (each in
-    its own process group, logs in ``logs/daemon.log`` and ``logs/webserver.log``); yields the
-    webserver's URL once it answers, stops both and everything they started at the end."""
+    its own process group, logs in ``logs/daemon.log`` and ``logs/webserver.log``), once the
+    webserver answers; stops both and everything they started at the end."""
     port = free_port()
     files = {name: open(logs / f"{name}.log", "w") for name in ("daemon", "webserver")}
     procs = []
@@ -152,11 +170,50 @@ def dagster_services(env: dict[str, str], logs: Path) -> Iterator[str]:
             except OSError:
                 assert time.time() < deadline, "the webserver did not come up"
                 time.sleep(0.5)
-        yield url
+        yield Services(url, procs)
     finally:
         stop_groups(procs)
         for f in files.values():
             f.close()
+
+
+@dataclass
+class Webhook:
+    """A local HTTP endpoint that records every POST (path, content type, JSON body) and answers
+    ``status`` after ``delay`` seconds."""
+
+    url: str = ""
+    received: list[dict] = field(default_factory=list)
+    status: int = 200
+    delay: float = 0.0
+
+
+@contextlib.contextmanager
+def webhook_server(path: str = "/hook") -> Iterator[Webhook]:
+    """A :class:`Webhook` served by ``http.server`` in a thread on 127.0.0.1, at ``path``."""
+    hook = Webhook()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 -- http.server's name
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            time.sleep(hook.delay)
+            hook.received.append({"path": self.path, "type": self.headers["Content-Type"], "body": json.loads(body)})
+            self.send_response(hook.status)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    hook.url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+    try:
+        yield hook
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
@@ -176,12 +233,14 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
 
 
 def launch(url: str, job: str, *, partition: str | None = None, run_config: dict | None = None,
-           assets: list[str] | None = None) -> str:
+           assets: list[str] | None = None, with_checks: bool = True) -> str:
     """Launch a run over GraphQL as the UI does (``job`` ``__ASSET_JOB`` with ``assets`` for a
-    materialization); returns its run id."""
+    materialization, without their separate checks if not ``with_checks``); returns its run id."""
     selector = {"repositoryLocationName": "extrarlhf", "repositoryName": "__repository__", "jobName": job}
     if assets:
         selector["assetSelection"] = [{"path": [a]} for a in assets]
+        if not with_checks:
+            selector["assetCheckSelection"] = []
     params = {"selector": selector, "runConfigData": run_config or {},
               "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}] if partition else []}}
     out = graphql(url, LAUNCH, {"params": params})["launchRun"]

@@ -7,9 +7,7 @@ costs one warning that names the variable, never the URL (which carries a token 
 sensor returns normally."""
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dagster as dg
 import pytest
@@ -18,40 +16,15 @@ from extrarlhf_assets.defs.collection.assets import battle_sessions
 from extrarlhf_assets.defs.operations import sensors
 from extrarlhf_assets.defs.operations.sensors import UI_URL_VAR, WEBHOOK_VAR, run_failure_alert
 
-from tests.dagster_helpers import free_port, resources
+from tests.dagster_helpers import free_port, resources, webhook_server
 
 TOKEN = "T0KEN-abc123-secret"
 
 
-class _Hook(BaseHTTPRequestHandler):
-    received: list = []
-    status = 200
-    delay = 0.0
-
-    def do_POST(self):  # noqa: N802 -- http.server's name
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        time.sleep(self.delay)
-        type(self).received.append({"path": self.path, "type": self.headers["Content-Type"],
-                                    "body": json.loads(body)})
-        self.send_response(self.status)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture()
 def webhook():
-    _Hook.received, _Hook.status, _Hook.delay = [], 200, 0.0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hooks/alerts?token={TOKEN}", _Hook
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with webhook_server(f"/hooks/alerts?token={TOKEN}") as hook:
+        yield hook.url, hook
 
 
 @pytest.fixture(scope="module")
