@@ -8,18 +8,19 @@ from .defs.collection.sensors import session_groups_sensor
 from .defs.datasets import assets as dataset_assets
 from .defs.datasets.automation import automation_sensor
 from .defs.operations.sensors import run_failure_alert
-from .defs.production import assets as production_assets
-from .defs.production import checks as production_checks
+from .defs.production import production_definitions
 from .defs.training import assets as training_assets
 from .defs.training import ladder as ladder_assets
-from .defs.training.jobs import EXECUTOR, campaign_loop, production_daily
+from .defs.training.jobs import EXECUTOR, campaign_loop
 from .resources import default_resources
 
+production = production_definitions()  # only when production is opted in (RLHF_ENABLE_PRODUCTION_DATASETS)
+
 defs = dg.Definitions(
-    assets=dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, ladder_assets,
-                                        production_assets]),
-    asset_checks=dg.load_asset_checks_from_modules([production_checks]),
-    jobs=[campaign_loop, production_daily],
+    assets=[*dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, ladder_assets]),
+            *production["assets"]],
+    asset_checks=production["asset_checks"],
+    jobs=[campaign_loop, *production["jobs"]],
     sensors=[session_groups_sensor, automation_sensor, nightly_campaign, run_failure_alert],
     resources=default_resources(),
     # every run (UI materializations, automation, backfills) on the configured executor (extrarlhf_assets/executors.py)

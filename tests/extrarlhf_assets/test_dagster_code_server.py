@@ -61,7 +61,8 @@ def grpc_deployment(tmp_path_factory):
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
     grpc_port, web_port = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if k not in gate.VARIABLES}
-    env.update({"DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
+    # production opted in (its group is in the code location only then), the rest of the gate off
+    env.update({gate.ENABLE_VAR: "1", "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
                 "DAGSTER_CODE_SERVER_HOST": "127.0.0.1", "DAGSTER_CODE_SERVER_PORT": str(grpc_port),
                 "RLHF_SESSIONS_DIR": str(tmp / "sessions"), "RLHF_DATASETS_DIR": str(tmp / "datasets"),
                 "RLHF_CHECKPOINTS_DIR": str(tmp / "checkpoints")})
@@ -107,13 +108,14 @@ def test_the_webserver_loads_the_location_from_the_code_server(grpc_deployment):
     import dagster as dg
 
     from extrarlhf_assets.definitions import defs
+    from extrarlhf_assets.defs.production import with_production
 
     entries = _graphql(grpc_deployment["url"], LOCATION)["workspaceOrError"]["locationEntries"]
     assert [e["name"] for e in entries] == ["extrarlhf"]
     location = entries[0]["locationOrLoadError"]
     assert location["__typename"] == "RepositoryLocation", location
     (repo,) = location["repositories"]
-    expected = defs.get_repository_def()
+    expected = with_production(defs).get_repository_def()  # the server's environment opts production in
     assert {j["name"] for j in repo["jobs"]} == {j.name for j in expected.get_all_jobs()}
     assert {"campaign_loop", "production_daily"} <= {j["name"] for j in repo["jobs"]}
     assert {s["name"] for s in repo["sensors"]} == {s.name for s in expected.sensor_defs}

@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_dg_list_defs_loads_the_code_location(tmp_path):
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "VIRTUAL_ENV": str(Path(sys.executable).parents[1])}
+    # production opted in: its group is part of the code location only then (docs/dagster.md)
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "VIRTUAL_ENV": str(Path(sys.executable).parents[1]),
+           "RLHF_ENABLE_PRODUCTION_DATASETS": "1"}
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     out = subprocess.run([str(Path(sys.executable).with_name("dg")), "list", "defs", "--json"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=240)

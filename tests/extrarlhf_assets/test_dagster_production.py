@@ -1,7 +1,9 @@
 """Production assets (DESIGN 12.1) materialized by Dagster against a real throwaway PostgreSQL
-filled by the fixture backend (battles, sessions, treatments). The gate is opened for these
-tests only (monkeypatched environment); with it off every asset skips with the missing
-variable names, opens no connection and emits no materialization. No DSN, salt or raw id
+filled by the fixture backend (battles, sessions, treatments). The production domain is in the
+code location only when production is opted in (RLHF_ENABLE_PRODUCTION_DATASETS set); these
+tests add it (``with_production``). The gate is opened for these tests only (monkeypatched
+environment); with it off every asset skips with the missing variable names, opens no
+connection and emits no materialization. No DSN, salt or raw id
 reaches Dagster's event log or metadata.
 
 Latest good (DESIGN 12.2, issue 29 findings 5 and 6), asserted on the instance's own partition
@@ -10,6 +12,8 @@ with a complete export red, an incomplete export is never green, the day's check
 partition, and a re-run reuses the identical version."""
 
 import socket
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -26,6 +30,7 @@ from extrarlhf_assets.resources import DatasetsResource, ProductionResource
 SALT = "dagster-production-salt-0123456789abcdef-xy"
 DAY = "2026-01-02"
 THRESHOLDS = dict(min_returnclock_rows=5, min_returnclock_events=2, min_metronome_labels=10, min_timestamp_labels=5)
+ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ASSETS = {"production_v5_export", "timestamp_dataset", "metronome_dataset", "returnclock_export",
                      "returnclock_training_split"}
 
@@ -49,12 +54,12 @@ def _resources(root: Path, **production) -> dict:
 def _run(instance, res, day=DAY, run_config=None, only=None):
     """production_daily for ``day``, or only the asset ``only``."""
     from extrarlhf_assets.definitions import defs
-    from extrarlhf_assets.defs.production import assets
+    from extrarlhf_assets.defs.production import assets, with_production
 
     if only:
         return dg.materialize([getattr(assets, only)], instance=instance, partition_key=day, resources=res,
                               run_config=run_config or {}, raise_on_error=False)
-    return defs.resolve_job_def("production_daily").execute_in_process(
+    return with_production(defs).resolve_job_def("production_daily").execute_in_process(
         instance=instance, partition_key=day, resources=res, run_config=run_config or {}, raise_on_error=False)
 
 
@@ -143,6 +148,28 @@ def _no_connection(sock) -> bool:
     except socket.timeout:
         return True
     return False
+
+
+def test_the_production_domain_is_there_only_when_opted_in():
+    """Finding 7: without RLHF_ENABLE_PRODUCTION_DATASETS a deployment showed 334 production days
+    "Missing" forever; now the code location has no production group or job at all."""
+    import os
+
+    from extrarlhf_assets.defs.production import opted_in, production_definitions
+
+    assert production_definitions({}) == {"assets": [], "asset_checks": [], "jobs": []}
+    assert not opted_in({gate.ENABLE_VAR: ""}) and opted_in({gate.ENABLE_VAR: "1"})
+    listed = production_definitions({gate.ENABLE_VAR: "1"})
+    assert {a.key.to_user_string() for a in listed["assets"]} == PRODUCTION_ASSETS
+    assert [j.name for j in listed["jobs"]] == ["production_daily"] and listed["asset_checks"]
+    code = ("from extrarlhf_assets.definitions import defs; "
+            "print(sorted({defs.resolve_asset_graph().get(k).group_name for k in "
+            "defs.resolve_asset_graph().get_all_asset_keys()}), sorted(j.name for j in defs.jobs))")
+    env = {k: v for k, v in os.environ.items() if k not in gate.VARIABLES}
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split("] [")[0] == "['collection', 'datasets', 'training'", out.stdout + out.stderr[-2000:]
+    assert "production_daily" not in out.stdout
 
 
 def test_gate_off_every_asset_skips_with_the_missing_names(monkeypatch, tmp_path, listener):
