@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -81,5 +82,6 @@ def mcp_trace(sessions: Path, group: str = "mcp-human", opponent: str = "baselin
             await play_to_the_end(checked, started["match_id"])
             await checked.ok("finish_battle", {"match_id": started["match_id"]})
 
-    anyio.run(play)
+    with ThreadPoolExecutor(1) as pool:  # its own thread: Playwright's sync API holds this one's event loop
+        pool.submit(anyio.run, play).result()
     return trace_files(sessions, group)

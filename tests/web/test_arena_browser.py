@@ -1,0 +1,218 @@
+"""The arena in a real browser: the system Chromium driven by Playwright (from PyPI, no browser
+download) against the real server (``python -m extrarlhf arena`` on a free port, stopped in a
+finally). A whole battle by clicking the highlighted moves, with screenshots at its start,
+middle and end (kept under ``RLHF_SCREENSHOT_DIR`` when set), whose trace validates, replays and
+materializes like an MCP-played one; a battle by the keyboard alone (Tab and Enter); and a
+390x844 phone viewport without horizontal scrolling. Skipped with the reason when
+/usr/bin/chromium is missing, unless ``RLHF_REQUIRE_CHROMIUM`` is set."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow.parquet as pq
+import pytest
+
+from extrarlhf.datasets.materialize import materialize_v5_dataset
+from extrarlhf.datasets.validate import validate_dataset
+from extrarlhf.runtime.replay import replay_battle
+from extrarlhf.runtime.sessions import SessionStore
+from tests.test_schemas import errors as schema_errors
+from tests.web.arena_helpers import mcp_trace, trace_files
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+REPO = Path(__file__).resolve().parents[2]
+NO_HSCROLL = "document.scrollingElement.scrollWidth <= window.innerWidth"
+
+if not CHROMIUM.exists():
+    if os.environ.get("RLHF_REQUIRE_CHROMIUM"):
+        raise RuntimeError("RLHF_REQUIRE_CHROMIUM is set but /usr/bin/chromium is missing (make chromium installs it)")
+    pytest.skip("no /usr/bin/chromium: install the Debian package 'chromium' (make test's chromium target does) "
+                "for the arena's browser tests", allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402 - only when Chromium is there
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("arena")
+
+
+@pytest.fixture(scope="module")
+def shots(work: Path) -> Path:
+    folder = Path(os.environ.get("RLHF_SCREENSHOT_DIR") or work / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(work: Path) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "extrarlhf", "arena", "--port", str(port), "--sessions-dir",
+                             str(work / "sessions"), "--checkpoints-dir", str(work / "checkpoints")],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the arena did not start: {proc.stderr.read().decode()[-2000:]}") from None
+                time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _click_to_the_end(page: Page, on_card: bool = True, each: Any = None) -> int:
+    """Click the highlighted moves (the first on a card, else End turn) until the end page."""
+    for n in range(1000):
+        if page.locator("#result").count():
+            return n
+        if each is not None:
+            each(n)
+        buttons = page.locator(".card button.act")
+        target = buttons.first if on_card and buttons.count() else page.locator("button.endturn")
+        with page.expect_navigation():
+            target.click()
+    raise AssertionError("battle not over after 1000 moves")
+
+
+def _start(page: Page, url: str, opponent: str, name: str | None = None, group: str | None = None) -> None:
+    page.goto(url + "/")
+    page.select_option("#opponent", opponent)
+    for field, value in (("#name", name), ("#group", group)):
+        if value:
+            page.fill(field, value)
+    with page.expect_navigation():
+        page.click("text=Start the battle")
+    assert page.locator("#play").count() == 1
+
+
+def test_a_whole_battle_by_clicking_validates_replays_and_materializes_like_mcp(server: str, browser: Browser,
+                                                                              work: Path, shots: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    _start(page, server, "baseline:greedy", name="Bob")
+    assert page.locator(".hero").count() == 2 and page.locator(".handcard").count() >= 3
+    assert page.locator(".backs .back").count() >= 3  # the opponent's hand: card backs only
+    page.screenshot(path=str(shots / "arena-start.png"), full_page=True)
+
+    def middle(n: int) -> None:
+        if n == 12:
+            page.screenshot(path=str(shots / "arena-middle.png"), full_page=True)
+
+    moves = _click_to_the_end(page, each=middle)
+    assert moves > 12
+    assert page.locator("#result h1").inner_text() in ("You won!", "You lost", "Draw")
+    page.screenshot(path=str(shots / "arena-end.png"), full_page=True)
+    with page.expect_navigation():
+        page.click("text=Watch the replay")
+    assert "step 1 of" in page.content()
+    with page.expect_navigation():
+        page.click("a[rel=next]")
+    assert "step 2 of" in page.content() and page.locator(".handcard").count() > 4  # both hands, after the end
+    page.close()
+
+    sessions = work / "sessions"
+    arena = trace_files(sessions, "arena-baseline-greedy")
+    (meta,) = arena["meta"]
+    assert meta["actors"]["p1"]["type"] == "human" and meta["battle_tag"] == "human-vs-bot"
+    assert schema_errors("meta", meta) == [] and all(schema_errors("action", a) == [] for a in arena["actions"])
+    assert len(meta["audit"]["think_times"]["decisions"]) == moves
+    assert replay_battle(SessionStore(sessions), "arena-baseline-greedy", meta["battle_id"])["reproduces"] is True
+    mcp = mcp_trace(work / "mcp-sessions")
+    for name in ("meta", "actions", "turns"):
+        assert set(arena[name][0]) == set(mcp[name][0]), name
+    assert set(arena["actions"][0]["actor"]) == set(mcp["actions"][0]["actor"])
+    tables = {}
+    for label, where, group in (("arena", sessions, "arena-baseline-greedy"),
+                                ("mcp", work / "mcp-sessions", "mcp-human")):
+        done = materialize_v5_dataset([group], f"{label}-ds", sessions_dir=where, datasets_dir=work / "datasets")
+        assert validate_dataset(f"{label}-ds", datasets_dir=work / "datasets")["valid"] is True
+        folder = Path(done["path"])
+        tables[label] = {p.relative_to(folder).as_posix(): pq.read_schema(p) for p in sorted(folder.rglob("*.parquet"))}
+        assert done["row_counts"]["decisions"] > 0
+    assert tables["arena"].keys() == tables["mcp"].keys()
+    for name, schema in tables["arena"].items():
+        assert schema.remove_metadata() == tables["mcp"][name].remove_metadata(), name
+
+
+def test_a_battle_by_the_keyboard_alone(server: str, browser: Browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(server + "/")
+
+    def tab_to(test: str) -> None:
+        for _ in range(200):
+            page.keyboard.press("Tab")
+            if page.evaluate(f"(() => {{ const e = document.activeElement; return !!e && ({test}); }})()"):
+                return
+        raise AssertionError(f"Tab never reached {test}")
+
+    tab_to("e.textContent.trim() === 'Start the battle'")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    moves = 0
+    while not page.locator("#result").count():
+        playable = page.locator(".card button.act").count() > 0
+        tab_to("e.matches('.card button.act')" if playable else "e.matches('button.endturn')")
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        moves += 1
+        assert moves < 1000
+    assert moves > 3 and page.locator("#result h1").inner_text() in ("You won!", "You lost", "Draw")
+    page.close()
+
+
+def test_a_phone_sized_viewport_never_scrolls_sideways(server: str, browser: Browser, shots: Path):
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
+                                  has_touch=True)
+    page = context.new_page()
+    try:
+        page.goto(server + "/")
+        assert page.evaluate(NO_HSCROLL)
+        _start(page, server, "baseline:greedy", group="arena-phone")
+        assert page.evaluate(NO_HSCROLL)
+        page.screenshot(path=str(shots / "arena-phone.png"), full_page=True)
+
+        def check(n: int) -> None:
+            assert page.evaluate(NO_HSCROLL), n
+
+        _click_to_the_end(page, each=check)
+        assert page.evaluate(NO_HSCROLL)
+        page.screenshot(path=str(shots / "arena-phone-end.png"), full_page=True)
+        with page.expect_navigation():
+            page.click("text=Watch the replay")
+        assert page.evaluate(NO_HSCROLL)
+    finally:
+        context.close()
