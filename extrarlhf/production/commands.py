@@ -31,6 +31,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_version(result: dict) -> None:
+    """Whether an identical version was reused, and the name's latest complete export."""
+    if result["reused"]:
+        print(f"  reused: identical to {result['dataset_id']} (no new version written)")
+    latest = result["latest_complete"]
+    print(f"  latest complete export: {latest['dataset_id'] + ' (@' + latest['pointer'] + ')' if latest else 'none'}")
+
+
 def _cmd_export_v5(args: argparse.Namespace) -> int:
     from .export import export_production_v5_dataset
 
@@ -60,6 +68,7 @@ def _cmd_export_v5(args: argparse.Namespace) -> int:
     print(f"  complete: {result['complete']}" + ("" if result["complete"] else f" (stop_reason "
                                                  f"{result['stop_reason']} on {result['stopped_stream']})"))
     print(f"  pseudonymized with key {result['pseudonym_key_id']} (pseudonymized, not anonymous)")
+    _print_version(result)
     r = result["readiness"]
     for key, label in (("v5_policy_training_ready", "V5 policy"), ("nemesis_lite_ready", "Nemesis Lite"),
                        ("training_ready_standard", "Nemesis Standard"), ("metronome_ready", "Metronome"),
@@ -110,6 +119,7 @@ def _cmd_export_returnclock(args: argparse.Namespace) -> int:
     if result["excluded_by_reason"]:
         print(f"  sessions without a row: {result['excluded_by_reason']}")
     print(f"  complete: {result['complete']}; pseudonymized with key {result['pseudonym_key_id']} (not anonymous)")
+    _print_version(result)
     print(f"  at {result['path']}")
     return 0
 

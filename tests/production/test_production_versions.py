@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import asyncpg
@@ -117,3 +120,15 @@ def test_changed_rows_publish_a_new_version(backend, tmp_path):
     assert after["row_counts"]["battles"] + after["exclusions"]["count"] == \
         before["row_counts"]["battles"] + before["exclusions"]["count"] - 1
     assert latest_complete(tmp_path, "rows")["dataset_id"] == "rows/v2"
+
+
+def test_the_cli_says_reused_and_names_the_latest_complete_export(backend, tmp_path):
+    _, window, env = backend
+    command = [sys.executable, "-m", "extrarlhf", "production", "export-returnclock", "--start-at",
+               window["start_at"], "--end-at", window["end_at"], "--ingested-before", window["end_at"], "--name", "rc",
+               "--datasets-dir", str(tmp_path)]
+    runs = [subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
+    assert "reused:" not in runs[0].stdout and "latest complete export: rc/v1 (@rc.complete)" in runs[0].stdout
+    assert "reused: identical to rc/v1 (no new version written)" in runs[1].stdout
