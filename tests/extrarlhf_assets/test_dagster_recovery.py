@@ -118,6 +118,8 @@ def test_a_killed_run_worker_frees_its_slot_and_a_resume_run_finishes_the_group(
                    lambda: _log(deployment))
     wait_for("battles on disk", lambda: _finished_battles(store, KILLED), 120, lambda: _log(deployment), every=0.2)
     assert instance.get_run_by_id(dead).status == dg.DagsterRunStatus.STARTED
+    engine = [e.message for e in instance.all_logs(dead, of_type=dg.DagsterEventType.ENGINE_EVENT)]
+    assert any(m.startswith("Executing steps in process") for m in engine)  # the default executor
     assert _holders(instance, "collection_cpu") == {dead}
     # a second collection run, queued behind the dead one's slot
     queued = launch(services.url, "__ASSET_JOB", partition=QUEUED, assets=["battle_sessions"], run_config=_collect(8))
