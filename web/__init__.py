@@ -4,8 +4,9 @@ A thin facade over the ``extrarlhf`` core, like ``mcp_server``: the same live-ma
 (``extrarlhf.runtime.live``), the same matches and traces (actor type ``human``, battle tag
 ``human-vs-bot`` / ``human-vs-rl``), server-rendered HTML (Starlette + Jinja2, plain forms, no
 JavaScript needed). The page only ever gets player 1's view (``State.player_view(1)``); the
-opponent's hand is a count. Imports ``extrarlhf`` (and ``engine`` for card shapes); the core
-never imports this package (import-linter contracts in pyproject.toml). Modules:
+opponent's hand is a count. Imports ``extrarlhf``, ``engine`` (action ids, card shapes) and
+``adapters.work`` (the rollout cap's scope); the core never imports this package (import-linter
+contracts in pyproject.toml). Modules:
 
 - config.py    ``ArenaConfig``: directories, limits, the access token and the cookie secret;
                ``check_bind`` (loopback by default, a token to expose it)

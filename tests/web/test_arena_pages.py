@@ -20,6 +20,8 @@ from extrarlhf.core.readiness import ReadinessPolicy
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
 from extrarlhf.datasets.contours import dataset_readiness
 from mcp_server.limits import Limits
+from extrarlhf.checkpoints.registry import CheckpointRegistry
+from tests import onnx_factory
 from tests.test_schemas import errors as schema_errors
 from tests.web.arena_helpers import (CSRF, DECISION, client, csrf, mcp_trace, move, play_out, same_arena, start,
                                      trace_files)
@@ -189,13 +191,32 @@ def test_output_is_escaped(tmp_path: Path):
     assert "<img" not in r.text
 
 
-def test_a_search_opponent_is_a_model_battle_played_under_the_mcp_cap(tmp_path: Path):
+def test_model_and_search_opponents_are_offered_and_tagged_like_mcp_under_its_cap(tmp_path: Path):
     assert Limits().max_rollouts_per_call == MAX_ROLLOUTS_PER_CALL  # the arena's cap is MCP's default
+    CheckpointRegistry(tmp_path / "checkpoints").register(
+        "tiny-v5", onnx_factory.save(onnx_factory.v5_model(), tmp_path / "tiny.onnx"))
     c = client(tmp_path)
+    lobby = c.get("/").text
+    for spec in ("baseline:greedy", "baseline:random", "tiny-v5", "search:baseline:greedy?sims=16"):
+        assert f'<option value="{spec}"' in lobby
+    assert "@promoted" not in lobby.split('id="opponent"')[1].split("</select>")[0]  # nothing promoted yet
+    _is_page(c.get(start(c, "tiny-v5")), 200, "human-vs-rl", "tiny-v5")
     path = start(c, custom_spec="search:baseline:greedy?sims=2")
-    html = c.get(path).text
     _is_page(c.get(path), 200, "human-vs-rl", "search:baseline:greedy?sims=2")
-    assert html.count("cards in the opponent's hand") == 1
+    manifest = json.loads((tmp_path / "sessions" / "arena-tiny-v5" / "manifest.json").read_text())
+    assert manifest["configuration"]["battle_tag"] == "human-vs-rl"
+    assert manifest["configuration"]["opponent"]["kind"] == "v5" and manifest["configuration"]["opponent"]["weights_hash"]
+
+
+def test_an_unexpected_error_is_a_page_without_the_traceback(tmp_path: Path, monkeypatch):
+    c = client(tmp_path)
+
+    def broken() -> list[str]:
+        raise RuntimeError("disk on fire at /secret/path")
+    monkeypatch.setattr(c.app.state.arena, "opponents", broken)
+    r = c.get("/")
+    _is_page(r, 500, "Something went wrong")
+    assert "disk on fire" not in r.text and "/secret/path" not in r.text
 
 
 def test_metronome_counts_arena_think_times_only_when_the_policy_opts_in(tmp_path: Path):
