@@ -224,7 +224,8 @@ GATE_OPEN = {"RLHF_ENABLE_PRODUCTION_DATASETS": "1", "RLHF_PRODUCTION_DSN": "pos
     (("-m", "extrarlhf", "production", "export-v5", "--end-at", "2026-01-01T00:00:00Z", "--name", "prod"),
      "production", GATE_OPEN),
     (("-m", "extrarlhf", "train", "some-dataset", "--name", "candidate"), "train", {}),
-], ids=["mcp-server", "dagster-run", "production-export", "train"])
+    (("-m", "extrarlhf", "arena", "--port", "1"), "arena", {}),
+], ids=["mcp-server", "dagster-run", "production-export", "train", "arena"])
 def test_a_command_that_needs_an_extra_names_it_in_one_line(slim: SlimVenv, tmp_path: Path, args: tuple[str, ...],
                                                             extra: str, env: dict[str, str]) -> None:
     done = slim.run(*args, env=env, cwd=tmp_path, timeout=30)
