@@ -4,10 +4,9 @@ checks) that decide whether a downstream builds at all."""
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import dagster as dg
 
@@ -19,113 +18,135 @@ OWNERS = ["team:extrarlhf"]
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL)
 
 
-def _img(svg: str, alt: str) -> str:
-    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f"![{alt}](data:image/svg+xml;base64,{data})"
+# Dagster 1.13's UI shows a markdown value in place (the asset's Overview, its events) only while
+# it is shorter than this many characters, else behind "[Show Markdown]" (ui-core MetadataEntry.tsx;
+# checked in Chromium, tests/extrarlhf_assets/test_dagster_ui.py). Every chart is built to fit.
+INLINE_MD_LIMIT = 1000
+_SVG_OPEN = ("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' "
+             "font-size='11'><text x='2' y='12' font-weight='bold'>{title}</text>")
+_COLOURS = ("#25e", "#d22", "#1a4", "#93e")  # short hex: every character counts
+
+
+def _svg_md(svg: str, alt: str) -> str:
+    """An SVG as a markdown image: a data URI in an angle-bracket destination, where spaces need
+    no escape and ``<``/``>`` only a backslash (shorter than base64 or percent-encoding)."""
+    alt = alt.replace("[", "(").replace("]", ")")
+    uri = svg.replace("%", "%25").replace("#", "%23").replace("\\", "%5C").replace("<", "\\<").replace(">", "\\>")
+    return f"![{alt}](<data:image/svg+xml,{uri}>)"
+
+
+def _fit(render: Callable[[int], str], n: int) -> str:
+    """``render(k)`` for the largest ``k <= n`` whose markdown fits inline (``k`` >= 1)."""
+    for k in range(max(n, 1), 0, -1):
+        md = render(k)
+        if len(md) < INLINE_MD_LIMIT:
+            return md
+    raise ValueError(f"chart does not fit in {INLINE_MD_LIMIT} characters even with one item")
+
+
+def _n(v: float) -> str:
+    return f"{v:.3g}"
 
 
 def bar_chart_md(title: str, bars: Sequence[tuple[str, float, str]]) -> str:
-    """Horizontal bars (label, value, colour) as an inline SVG image plus a markdown table."""
-    width, row, left = 420, 26, 110
+    """Horizontal bars (label, value, colour), each value written beside its bar, as an inline
+    SVG image short enough for the UI to show in place."""
+    width, row, left = 360, 20, 84
     top = max((v for _, v, _ in bars), default=0) or 1
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row * len(bars) + 34}" '
-             f'font-family="sans-serif" font-size="13">',
-             f'<text x="4" y="16" font-weight="bold">{title}</text>']
+    parts = [_SVG_OPEN.format(w=width, h=row * len(bars) + 24, title=title)]
     for i, (label, value, colour) in enumerate(bars):
-        y = 26 + i * row
-        w = (width - left - 60) * value / top
-        parts.append(f'<text x="4" y="{y + 15}">{label}</text>'
-                     f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="16" fill="{colour}"/>'
-                     f'<text x="{left + w + 6:.1f}" y="{y + 15}">{value:g}</text>')
-    parts.append("</svg>")
-    table = "| | " + " | ".join(b[0] for b in bars) + " |\n|---|" + "---:|" * len(bars) + "\n| count | " + \
-        " | ".join(f"{b[1]:g}" for b in bars) + " |"
-    return _img("".join(parts), title) + "\n\n" + table + "\n"
+        y = 18 + i * row
+        w = round((width - left - 56) * value / top)
+        parts.append(f"<text x='2' y='{y + 13}'>{label}</text><rect x='{left}' y='{y + 2}' width='{w}' "
+                     f"height='14' fill='{colour}'/><text x='{left + w + 4}' y='{y + 13}'>{value:g}</text>")
+    return _svg_md("".join(parts) + "</svg>", title)
 
 
 def line_chart_md(title: str, series: dict[str, Sequence[float | None]]) -> str:
-    """Per-epoch curves as an inline SVG image plus the numbers as a markdown table."""
-    width, height, pad = 420, 200, 36
-    colours = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"]
-    values = [v for ys in series.values() for v in ys if v is not None]
+    """Per-epoch curves as an inline SVG image short enough for the UI to show in place (a long
+    run is drawn on an even sample of its epochs, the first and last included); the numbers of
+    every epoch belong in a table beside it (:func:`records_table`)."""
+    width, height, pad, top, bottom, legend = 360, 150, 40, 18, 18, 96
     n = max((len(ys) for ys in series.values()), default=0)
+    values = [v for ys in series.values() for v in ys if v is not None]
     lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
     hi = hi if hi > lo else lo + 1.0
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             f'font-size="12"><text x="4" y="14" font-weight="bold">{title}</text>',
-             f'<line x1="{pad}" y1="{height - pad}" x2="{width - 8}" y2="{height - pad}" stroke="#888"/>',
-             f'<line x1="{pad}" y1="22" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
-             f'<text x="2" y="30">{hi:.3g}</text><text x="2" y="{height - pad}">{lo:.3g}</text>',
-             f'<text x="{width // 2}" y="{height - 8}">epoch</text>']
-    for k, (name, ys) in enumerate(series.items()):
-        pts = [(i, y) for i, y in enumerate(ys) if y is not None]
-        colour = colours[k % len(colours)]
-        xy = [(pad + (width - pad - 16) * (i / max(n - 1, 1)), 22 + (height - pad - 22) * (1 - (y - lo) / (hi - lo)))
-              for i, y in pts]
-        if len(xy) > 1:
-            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
-                         + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + '"/>')
-        parts += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in xy]
-        parts.append(f'<text x="{width - 130}" y="{30 + 14 * k}" fill="{colour}">{name}</text>')
-    parts.append("</svg>")
-    header = "| epoch | " + " | ".join(series) + " |\n|---:|" + "---:|" * len(series) + "\n"
-    rows = "".join(f"| {i + 1} | " + " | ".join("-" if i >= len(ys) or ys[i] is None else f"{ys[i]:.4f}"
-                                                 for ys in series.values()) + " |\n" for i in range(n))
-    return _img("".join(parts), title) + "\n\n" + header + rows
+    right = width - legend  # the legend sits right of the plot
+
+    def render(k: int) -> str:
+        epochs = sorted({round(j * (n - 1) / max(k - 1, 1)) for j in range(k)}) if n else []
+        texts = [f"<text x='2' y='{top + 10}'>{_n(hi)}</text><text x='2' y='{height - bottom}'>{_n(lo)}</text>"
+                 f"<text x='{(pad + right) // 2}' y='{height - 4}' text-anchor='middle'>epoch 1-{n}</text>"]
+        paths = [f"<path d='M{pad} {top}V{height - bottom}H{right}' stroke='gray' stroke-width='1'/>"]
+        for s, (name, ys) in enumerate(series.items()):
+            colour = _COLOURS[s % len(_COLOURS)]
+            pts = [(pad + 4 + (right - pad - 8) * i / max(n - 1, 1),
+                    top + (height - bottom - top) * (1 - (ys[i] - lo) / (hi - lo)))
+                   for i in epochs if i < len(ys) and ys[i] is not None]
+            texts.append(f"<text x='{right + 6}' y='{top + 10 + 13 * s}' fill='{colour}'>{name}</text>")
+            if pts:
+                paths.append(f"<path d='M" + " ".join(f"{x:.0f} {y:.0f}" for x, y in pts) + f"' stroke='{colour}'/>"
+                             f"<path d='" + "".join(f"M{x:.0f} {y:.0f}h0" for x, y in pts) +
+                             f"' stroke='{colour}' stroke-width='5'/>")
+        return _svg_md(_SVG_OPEN.format(w=width, h=height, title=title) + "".join(texts) +
+                       "<g fill='none' stroke-width='2' stroke-linecap='round'>" + "".join(paths) + "</g></svg>",
+                       title)
+    return _fit(render, n)
 
 
 def interval_chart_md(title: str, labels: Sequence[str],
-                      series: dict[str, Sequence[tuple[float, float, float] | None]], *, axis: str = "Elo") -> str:
-    """Points with error bars, one column per label (``(value, low, high)`` per series, None:
-    no point), a dashed zero line, as an inline SVG image plus the numbers as a markdown table."""
-    width, height, pad, top, legend = 600, 240, 44, 24, 130
-    colours = ["#2563eb", "#dc2626", "#16a34a", "#9333ea"]
-    values = [v for pts in series.values() for p in pts if p is not None for v in p] + [0.0]
-    lo, hi = min(values), max(values)
-    hi = hi if hi > lo else lo + 1.0
-    span = hi - lo
-    lo, hi = lo - 0.05 * span, hi + 0.05 * span
-    n = max(len(labels), 1)
-    right = width - legend  # the legend sits right of the plot
-    step = (right - pad - 8) / n
+                      series: dict[str, Sequence[tuple[float, float, float] | None]]) -> str:
+    """Points with error bars, one column per label (``(value, low, high)`` per series, None: no
+    point) and a dashed zero line, as an inline SVG image short enough for the UI to show in
+    place: when not every label fits, the latest ones (the title then says how many of how
+    many). Labels are short (a rung number): names and figures belong in a table beside it."""
+    width, height, pad, top = 360, 160, 34, 18
+    legend = 96 if len(series) > 1 else 8
 
-    def y(v: float) -> float:
-        return top + (height - pad - top) * (1 - (v - lo) / (hi - lo))
+    def render(k: int) -> str:
+        shown = list(range(len(labels)))[-k:]
+        pts = {name: [p[i] if i < len(p) else None for i in shown] for name, p in series.items()}
+        values = [v for ps in pts.values() for p in ps if p is not None for v in p] + [0.0]
+        lo, hi = min(values), max(values)
+        hi = hi if hi > lo else lo + 1.0
+        lo, hi = lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo)
+        right, base = width - legend, height - 18
+        step = (right - pad) / max(len(shown), 1)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             f'font-size="12"><text x="4" y="14" font-weight="bold">{title}</text>',
-             f'<line x1="{pad}" y1="{height - pad}" x2="{right}" y2="{height - pad}" stroke="#888"/>',
-             f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{height - pad}" stroke="#888"/>',
-             f'<line x1="{pad}" y1="{y(0):.1f}" x2="{right}" y2="{y(0):.1f}" stroke="#bbb" stroke-dasharray="4 3"/>',
-             f'<text x="2" y="{top + 6}">{hi:+.0f}</text><text x="2" y="{height - pad}">{lo:+.0f}</text>',
-             f'<text x="2" y="{y(0) + 4:.1f}">0</text>']
-    for i, label in enumerate(labels):
-        parts.append(f'<text x="{pad + step * (i + 0.5):.1f}" y="{height - pad + 16}" text-anchor="middle">'
-                     f'{label}</text>')
-    k_all = max(len(series), 1)
-    for k, (name, pts) in enumerate(series.items()):
-        colour = colours[k % len(colours)]
-        for i, p in enumerate(pts):
-            if p is None:
-                continue
-            x = pad + step * (i + (k + 1) / (k_all + 1))
-            value, low, high = p
-            parts.append(f'<line x1="{x:.1f}" y1="{y(low):.1f}" x2="{x:.1f}" y2="{y(high):.1f}" stroke="{colour}" '
-                         f'stroke-width="2"/><line x1="{x - 4:.1f}" y1="{y(low):.1f}" x2="{x + 4:.1f}" '
-                         f'y2="{y(low):.1f}" stroke="{colour}"/><line x1="{x - 4:.1f}" y1="{y(high):.1f}" '
-                         f'x2="{x + 4:.1f}" y2="{y(high):.1f}" stroke="{colour}"/>'
-                         f'<circle cx="{x:.1f}" cy="{y(value):.1f}" r="3.5" fill="{colour}"/>')
-        parts.append(f'<text x="{right + 10}" y="{30 + 14 * k}" fill="{colour}">{name}</text>')
-    parts.append(f'<text x="{(pad + right) // 2}" y="{height - 8}" text-anchor="middle">{axis} (95% interval)</text></svg>')
-    header = "| | " + " | ".join(series) + " |\n|---|" + "---|" * len(series) + "\n"
+        def y(v: float) -> int:
+            return round(top + (base - top) * (1 - (v - lo) / (hi - lo)))
 
-    def cell(pts: Sequence[tuple[float, float, float] | None], i: int) -> str:
-        p = pts[i] if i < len(pts) else None
-        return "-" if p is None else f"{p[0]:+.0f} [{p[1]:+.0f}, {p[2]:+.0f}]"
+        # every label character in one <text>, each at its own x (a chunk per character, centred)
+        xs = [round(pad + step * (j + 0.5) + 6 * (c - (len(labels[i]) - 1) / 2))
+              for j, i in enumerate(shown) for c in range(len(labels[i]))]
+        head = title if len(shown) == len(labels) else f"{title}, last {len(shown)} of {len(labels)}"
+        zero = y(0)  # its label only where it does not overlap the top or bottom one
+        texts = [f"<text x='2' y='{top + 8}'>{hi:+.0f}</text><text x='2' y='{base}'>{lo:+.0f}</text>"
+                 + (f"<text x='2' y='{zero + 4}'>0</text>" if top + 12 < zero < base - 12 else "")
+                 + f"<text y='{base + 14}' text-anchor='middle' x='{' '.join(map(str, xs))}'>"
+                 + "".join(labels[i] for i in shown) + "</text>"]
+        paths = [f"<path d='M{pad} {top}V{base}H{right}' stroke='gray' stroke-width='1'/>"
+                 f"<path d='M{pad} {zero}H{right}' stroke='gray' stroke-width='1' stroke-dasharray='4 3'/>"]
+        for s, (name, ps) in enumerate(pts.items()):
+            colour = _COLOURS[s % len(_COLOURS)]
+            if len(pts) > 1:
+                texts.append(f"<text x='{right + 6}' y='{top + 10 + 13 * s}' fill='{colour}'>{name}</text>")
+            drawn = [(round(pad + step * (j + (s + 1) / (len(pts) + 1))), p) for j, p in enumerate(ps) if p is not None]
+            if drawn:
+                paths.append("<path d='" + "".join(f"M{x} {y(p[1])}V{y(p[2])}" for x, p in drawn) +
+                             f"' stroke='{colour}'/><path d='" + "".join(f"M{x} {y(p[0])}h0" for x, p in drawn)
+                             + f"' stroke='{colour}' stroke-width='7'/>")
+        return _svg_md(_SVG_OPEN.format(w=width, h=height, title=head) + "".join(texts) +
+                       "<g fill='none' stroke-width='2' stroke-linecap='round'>" + "".join(paths) + "</g></svg>", head)
+    return _fit(render, len(labels))
 
-    rows = "".join(f"| {label} | " + " | ".join(cell(pts, i) for pts in series.values()) + " |\n"
-                   for i, label in enumerate(labels))
-    return _img("".join(parts), title) + "\n\n" + header + rows
+
+def records_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> dg.MetadataValue:
+    """Rows as a ``MetadataValue.table`` (``columns``: name and type): the UI always shows it in
+    place, so the numbers of a chart stay one glance away."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({name: row.get(name) for name, _ in columns}) for row in rows],
+        schema=dg.TableSchema(columns=[dg.TableColumn(name=name, type=kind) for name, kind in columns]))
 
 
 def parquet_schema(path: str | Path) -> dg.TableSchema:

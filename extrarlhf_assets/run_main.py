@@ -144,9 +144,8 @@ def summarize(result, group: str) -> tuple[list[str], bool]:
         kept = " (unchanged group: version kept)" if d.get("reused") else ""
         lines.append(f"v5_dataset        {d['dataset_id']}{kept}: {d['dagster/row_count']} decisions, {d['battles']} "
                      f"battles -> {d['path']}")
-    for name in ("nemesis_lite_split", "nemesis_standard_split"):
-        lines.append(f"{name:<17} " + (f"{meta[name]['dataset_id']} -> {meta[name]['path']}" if name in meta
-                                       else "not built"))
+    lite = meta.get("nemesis_lite_split")
+    lines.append("nemesis_lite_split " + (f"{lite['dataset_id']} -> {lite['path']}" if lite else "not built"))
     c = meta.get("v5_policy_checkpoint")
     lines.append("checkpoint        " + (f"{c['checkpoint']} (train loss {c['train_loss']:.4f}, top-1 "
                                          f"{c['train_top1']:.3f}) -> {c['path']}" if c else "not trained"))

@@ -18,27 +18,36 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
     res = resources(tmp_path)
     result = run_loop(instance, "tiny", res, loop_config(30))
     assert result.success
-    assert materialized(result) == ALL_ASSETS  # the Standard split waits for production data
+    assert materialized(result) == ALL_ASSETS
     checks = checks_of(result)
     assert checks == {"trace_integrity": True, "no_degraded_play": True, "v5_policy_training_ready": True,
-                      "v5_dataset_valid": True, "nemesis_lite_ready": True, "nemesis_standard_ready": False,
-                      "benchmark_passed": True}
+                      "v5_dataset_valid": True, "nemesis_lite_ready": True, "benchmark_passed": True}
 
     sessions = metadata(result, "battle_sessions")
     assert sessions["dagster/row_count"] == 30 and sessions["degraded"] == 0
     assert sessions["p1_wins"] + sessions["draws"] + sessions["p2_wins"] == 30
-    assert "data:image/svg+xml;base64," in sessions["results_chart"]
+    # every chart is short enough for the UI to show it in place (test_dagster_ui checks it in Chromium)
+    from extrarlhf_assets.metadata import INLINE_MD_LIMIT
+    assert sessions["results_chart"].startswith("![P1 results (W/D/L)](<data:image/svg+xml,")
+    assert len(sessions["results_chart"]) < INLINE_MD_LIMIT
     dataset = metadata(result, "v5_dataset")
     assert dataset["dataset_id"] == "tiny/v1" and dataset["battles"] == 30
     names = {c.name for c in dataset["dagster/column_schema"].columns}
     assert {"battle_id", "action_id"} <= names
     checkpoint = metadata(result, "v5_policy_checkpoint")
-    assert checkpoint["dataset_id"] == "tiny/v1" and "Loss per epoch" in checkpoint["training_curves"]
+    assert checkpoint["dataset_id"] == "tiny/v1" and checkpoint["loss_chart"].startswith("![Loss per epoch](")
+    assert max(len(checkpoint["loss_chart"]), len(checkpoint["top1_chart"])) < INLINE_MD_LIMIT
+    curves = checkpoint["training_curves"]  # every epoch's numbers, a table the UI shows in place
+    assert [r.data["epoch"] for r in curves.records] == [1, 2, 3]
+    assert curves.records[-1].data["train_loss"] == round(checkpoint["train_loss"], 4)
     # greedy-vs-greedy battles carry no search values: the default search_values target says it fell back
     assert checkpoint["target_fallback"]["asked"] == "search_values" and checkpoint["target_fallback"]["used"] == "choice"
     bench = metadata(result, "policy_benchmark")
     assert bench["passed"] and bench["incumbent"] == "baseline:random"
-    assert "| match | pairs | W | D | L |" in bench["benchmark_table"]
+    rows = [r.data for r in bench["benchmark_table"].records]
+    assert rows[0]["match"] == "candidate vs incumbent" and rows[0]["pairs"] == bench["pairs"]
+    assert rows[0]["W/D/L"] == f"{bench['wins']}/{bench['draws']}/{bench['losses']}"
+    assert "| match | pairs | W | D | L |" in bench["benchmark_report"]  # the whole report, one click away
     promoted = metadata(result, "promoted_policy")
     assert promoted["promoted"] == checkpoint["checkpoint"] == read_promoted(tmp_path / "checkpoints")["name"]
 
@@ -60,18 +69,9 @@ def test_full_loop_promotes_a_candidate_that_passes(tmp_path):
     assert [c.name for c in lite["dagster/column_schema"].columns] == pq.read_schema(folder / "train.parquet").names
     assert lite["dagster/column_lineage"].deps_by_column["battle_id"][0].asset_key == dg.AssetKey("v5_dataset")
 
-    # the Standard split waits by design: not a failed partition (it was red on every partition)
-    from dagster._core.storage.partition_status_cache import AssetPartitionStatus
-
-    from extrarlhf_assets.partitions import session_groups
-    statuses = instance.get_status_by_partition(dg.AssetKey("nemesis_standard_split"), ["tiny"], session_groups)
-    assert (statuses or {}).get("tiny") != AssetPartitionStatus.FAILED
-    assert instance.get_status_by_partition(dg.AssetKey("v5_dataset"), ["tiny"], session_groups)["tiny"] == \
-        AssetPartitionStatus.MATERIALIZED
-
-    # the Standard readiness gate reports its blockers and writes nothing
-    standard = [e for e in result.get_asset_check_evaluations() if e.asset_check_key.name == "nemesis_standard_ready"][0]
-    assert "human-vs-human" in standard.metadata["blockers"].value
+    # no Standard split per session group (it needs human-vs-human rows, which headless data
+    # never has): its readiness is on the dataset, no asset or check warns per partition
+    assert dataset["nemesis_standard_ready"] is False and "human-vs-human" in dataset["nemesis_standard_blockers"]
     assert not list((tmp_path / "datasets").glob("*nemesis-standard*"))
     assert (tmp_path / "datasets" / "tiny-nemesis-lite").is_dir()
 
@@ -101,7 +101,7 @@ def test_readiness_gate_holds_without_failing_the_run(tmp_path):
     assert evaluations["trace_integrity"].passed
     assert materialized(result) == {"battle_sessions", "v5_dataset"}
     reasons = _skip_reasons(result)
-    assert set(reasons) == {"nemesis_lite_split", "nemesis_standard_split", "v5_policy_checkpoint"}
+    assert set(reasons) == {"nemesis_lite_split", "v5_policy_checkpoint"}
     assert all(r[0].startswith("v5_policy_training_ready did not pass:") and "need 20" in r[0]
                for r in reasons.values())
     assert not evaluations["nemesis_lite_ready"].passed  # reported, with the gate as its blocker
@@ -126,7 +126,7 @@ def test_inconclusive_benchmark_skips_promotion_with_its_reason(tmp_path):
     from dagster._core.storage.partition_status_cache import AssetPartitionStatus
 
     from extrarlhf_assets.partitions import session_groups
-    for asset in ("nemesis_standard_split", "v5_policy_checkpoint", "policy_benchmark"):
+    for asset in ("v5_policy_checkpoint", "policy_benchmark"):
         status = (instance.get_status_by_partition(dg.AssetKey(asset), ["short"], session_groups) or {}).get("short")
         assert status != AssetPartitionStatus.FAILED, asset
 

@@ -7,8 +7,8 @@ import dagster as dg
 
 from extrarlhf_assets.definitions import defs
 
-LOCAL = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split", "v5_policy_checkpoint",
-         "policy_benchmark", "promoted_policy", "policy_ladder"}
+LOCAL = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
+         "promoted_policy", "policy_ladder"}
 
 
 def _graph():
@@ -70,8 +70,7 @@ def test_automation_waits_for_blocking_checks():
     for name in ("v5_dataset", "nemesis_lite_split"):
         condition = _node(name).automation_condition
         assert {"eager", "all_deps_blocking_checks_passed"} <= labels(condition), name
-    for name in ("battle_sessions", "nemesis_standard_split", "v5_policy_checkpoint", "policy_benchmark",
-                 "promoted_policy"):
+    for name in ("battle_sessions", "v5_policy_checkpoint", "policy_benchmark", "promoted_policy"):
         assert _node(name).automation_condition is None, name
     sensor = defs.resolve_sensor_def("automation_sensor")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
@@ -82,6 +81,6 @@ def test_gates_and_their_severity():
     graph = _graph()
     blocking = {c.name for c in graph.asset_check_keys if graph.get_check_spec(c).blocking}
     assert {"trace_integrity", "v5_policy_training_ready", "v5_dataset_valid", "benchmark_passed"} <= blocking
-    assert not {"no_degraded_play", "nemesis_lite_ready", "nemesis_standard_ready"} & blocking
+    assert not {"no_degraded_play", "nemesis_lite_ready"} & blocking
     assert _node("promoted_policy").partitions_def is None
     assert _node("policy_benchmark").partitions_def is not None

@@ -22,19 +22,22 @@ def test_definitions_validate(tmp_path):
 
 def test_definitions_content():
     from extrarlhf_assets.definitions import defs
+    from extrarlhf_assets.defs.production import with_production
+
+    defs = with_production(defs)  # as the code location is with RLHF_ENABLE_PRODUCTION_DATASETS set
 
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split",
-                    "v5_policy_checkpoint", "policy_benchmark", "promoted_policy", "policy_ladder",
-                    "production_v5_export",
-                    "timestamp_dataset", "metronome_dataset", "returnclock_export", "returnclock_training_split"}
+    # no nemesis_standard_split: a session group never has the human-vs-human rows it needs
+    assert keys == {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
+                    "promoted_policy", "policy_ladder", "production_v5_export", "timestamp_dataset", "metronome_dataset",
+                    "returnclock_export", "returnclock_training_split"}
     groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups["battle_sessions"] == "collection" and groups["v5_dataset"] == "datasets"
     assert groups["promoted_policy"] == "training"
     checks = {(c.asset_key.to_user_string(), c.name) for c in graph.asset_check_keys}
     assert {("battle_sessions", "trace_integrity"), ("battle_sessions", "no_degraded_play"),
-            ("v5_dataset", "v5_policy_training_ready"), ("nemesis_standard_split", "nemesis_standard_ready"),
+            ("v5_dataset", "v5_policy_training_ready"), ("nemesis_lite_split", "nemesis_lite_ready"),
             ("policy_benchmark", "benchmark_passed")} <= checks
     blocking = {c.name for c in graph.asset_check_keys if graph.get_check_spec(c).blocking}
     assert {"trace_integrity", "v5_policy_training_ready", "benchmark_passed"} <= blocking

@@ -31,8 +31,15 @@ def test_the_loop_rebuilds_the_ladder_after_a_promotion_and_a_rerun_replays_noth
     assert meta["dagster/row_count"] == 1 and meta["rungs"] == 1 and meta["current"] == promoted
     assert meta["measured"] == 2 and meta["battles_played"] == 2 * 2 * 10 and meta["pairs"] == 10
     assert meta["engine_version"] and meta["ruleset"]
-    assert f"| 1 | {promoted} | current |" in meta["ladder"]
-    assert "data:image/svg+xml;base64," in meta["chart"] and "| 1 " + promoted in meta["chart"]
+    # in place on the page: a narrow table of every rung and the two charts; every column one click away
+    [row] = [r.data for r in meta["ladder"].records]
+    assert row == {"rung": 1, "policy": f"{promoted} (current)", "cumulative": row["cumulative"],
+                   "vs greedy": row["vs greedy"]} and row["cumulative"].startswith("+")
+    from extrarlhf_assets.metadata import INLINE_MD_LIMIT
+    assert f"| 1 | {promoted} | current |" in meta["ladder_full"] and len(meta["ladder_full"]) >= INLINE_MD_LIMIT
+    for chart in ("chart", "chart_vs_greedy"):
+        assert meta[chart].startswith("![") and "data:image/svg+xml," in meta[chart]
+        assert len(meta[chart]) < INLINE_MD_LIMIT, chart
     doc = json.loads((tmp_path / "checkpoints" / "ladder.json").read_text())
     assert meta["path"] == str(tmp_path / "checkpoints" / "ladder.json")
     assert [r["name"] for r in doc["rungs"]] == [promoted] and len(doc["measurements"]) == 2
@@ -49,7 +56,8 @@ def test_an_empty_registry_materializes_an_empty_ladder(tmp_path):
     assert result.success
     meta = metadata(result, "policy_ladder")
     assert meta["dagster/row_count"] == 0 and meta["current"] == "none" and "chart" not in meta
-    assert "nothing has been promoted yet" in meta["reason"] and "**Empty ladder**" in meta["ladder"]
+    assert "nothing has been promoted yet" in meta["reason"] and "**Empty ladder**" in meta["ladder_full"]
+    assert meta["ladder"].records == []
     assert json.loads((tmp_path / "checkpoints" / "ladder.json").read_text())["rungs"] == []
 
 

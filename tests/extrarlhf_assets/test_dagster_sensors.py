@@ -1,5 +1,7 @@
-"""The session-group sensor ticks on real session folders; the nightly schedule adds its partition."""
+"""The session-group sensor ticks on real session folders; the nightly campaign requests each
+night once, with its partition, and starts with the next night when turned on."""
 
+import datetime
 import json
 import os
 import time
@@ -79,26 +81,61 @@ def test_sensor_skips_groups_with_unfinished_battles(tmp_path):
     assert result.run_requests == []
 
 
+UTC = datetime.timezone.utc
+
+
 def test_nightly_campaign_requests_each_night_once_with_its_partition():
-    import datetime
-    utc = datetime.timezone.utc
-    morning = datetime.datetime(2026, 11, 29, 9, 30, tzinfo=utc)
-    first = nightly_request(morning, None, set())
+    morning = datetime.datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
+    first = nightly_request(morning, "2026-11-28", set())
     [request] = first.run_requests
     assert request.partition_key == "nightly-2026-11-29" and first.cursor == "2026-11-29"
     assert request.run_config["ops"]["battle_sessions"]["config"]["n_battles"] > 0
     # the partition travels with the request: the daemon adds it on a real tick, a preview does not
     assert list(first.dynamic_partitions_requests[0].partition_keys) == ["nightly-2026-11-29"]
     # same night again: nothing; before 02:00 the latest night is yesterday's
-    assert isinstance(nightly_request(morning, "2026-11-29", {"nightly-2026-11-29"}), dg.SkipReason)
-    early = nightly_request(datetime.datetime(2026, 11, 30, 1, 59, tzinfo=utc), "2026-11-29", set())
+    again = nightly_request(morning, "2026-11-29", {"nightly-2026-11-29"})
+    assert isinstance(again, dg.SkipReason) and "nightly-2026-11-30 at 02:00 UTC" in again.skip_message
+    early = nightly_request(datetime.datetime(2026, 11, 30, 1, 59, tzinfo=UTC), "2026-11-29", set())
     assert isinstance(early, dg.SkipReason) and "02:00 UTC" in early.skip_message
-    nxt = nightly_request(datetime.datetime(2026, 11, 30, 2, 0, tzinfo=utc), "2026-11-29", {"nightly-2026-11-29"})
+    nxt = nightly_request(datetime.datetime(2026, 11, 30, 2, 0, tzinfo=UTC), "2026-11-29", {"nightly-2026-11-29"})
     assert [r.partition_key for r in nxt.run_requests] == ["nightly-2026-11-30"]
 
 
-def test_nightly_campaign_evaluated_leaves_no_partition(tmp_path):
-    """Evaluating the sensor (what "Test sensor" does) returns the partition request and adds nothing."""
+def test_nightly_campaign_turned_on_in_the_evening_starts_with_the_next_night():
+    """Switched on at 21:00 UTC: the first tick requests nothing, records the night that passed
+    and names the next one; the 02:00 tick after it requests that next night."""
+    evening = datetime.datetime(2026, 11, 29, 21, 0, tzinfo=UTC)
+    first = nightly_request(evening, None, set(), first_tick=True)
+    assert not first.run_requests and not first.dynamic_partitions_requests and first.cursor == "2026-11-29"
+    assert "the first campaign is nightly-2026-11-30 at 02:00 UTC" in first.skip_reason.skip_message
+    assert "RLHF_NIGHTLY_CATCH_UP=1" in first.skip_reason.skip_message
+    later = nightly_request(datetime.datetime(2026, 11, 29, 23, 50, tzinfo=UTC), first.cursor, set())
+    assert isinstance(later, dg.SkipReason)
+    night = nightly_request(datetime.datetime(2026, 11, 30, 2, 5, tzinfo=UTC), first.cursor, set())
+    assert [r.partition_key for r in night.run_requests] == ["nightly-2026-11-30"]
+    # turned off for a week and on again: the missed nights are not run on the spot either
+    back = nightly_request(datetime.datetime(2026, 12, 7, 12, 0, tzinfo=UTC), "2026-11-30", set(), first_tick=True)
+    assert not back.run_requests and back.cursor == "2026-12-07"
+
+
+def test_nightly_campaign_catches_up_only_when_asked():
+    evening = datetime.datetime(2026, 11, 29, 21, 0, tzinfo=UTC)
+    asked = nightly_request(evening, None, set(), first_tick=True, catch_up=True)
+    assert [r.partition_key for r in asked.run_requests] == ["nightly-2026-11-29"]
+    # the cursor of a running sensor set to an earlier day: the next tick requests the latest night
+    reset = nightly_request(evening, "2026-11-01", {"nightly-2026-11-29"})
+    assert [r.partition_key for r in reset.run_requests] == ["nightly-2026-11-29"]
+    assert not reset.dynamic_partitions_requests  # the partition exists already
+
+
+def test_nightly_campaign_reads_the_catch_up_variable(tmp_path, monkeypatch):
+    """The sensor itself: its first tick (a fresh context) skips unless RLHF_NIGHTLY_CATCH_UP is set,
+    and evaluating it (what "Test sensor" does) adds no partition either way."""
     instance = dg.DagsterInstance.local_temp(str(tmp_path))
+    monkeypatch.delenv("RLHF_NIGHTLY_CATCH_UP", raising=False)
+    skipped = nightly_campaign(dg.build_sensor_context(instance=instance))
+    assert not skipped.run_requests and skipped.skip_reason and skipped.cursor
+    monkeypatch.setenv("RLHF_NIGHTLY_CATCH_UP", "1")
     result = nightly_campaign(dg.build_sensor_context(instance=instance))
-    assert result.dynamic_partitions_requests and instance.get_dynamic_partitions("session_groups") == []
+    assert result.run_requests and result.dynamic_partitions_requests
+    assert instance.get_dynamic_partitions("session_groups") == []

@@ -1,26 +1,31 @@
 """``dagster dev -w workspace.yaml`` really serves the code location: GraphQL lists the assets,
 and headless Chromium screenshots the asset graph (skipped with a reason when Chromium is missing).
-What an operator meets in the UI is asked of the same server: the automation sensor runs, a
-schedule preview adds no partition, partitioned checks cannot be launched without a partition,
-descriptions render their paths."""
+What an operator meets in the UI is asked of the same server: the automation sensor runs, the
+nightly campaign's preview adds no partition and its first tick under the real daemon requests
+nothing (it starts with the next night), partitioned checks cannot be launched without a
+partition, descriptions render their paths, and the charts show on the asset pages without a
+click (Chromium's DOM holds them as images; screenshots kept in RLHF_SCREENSHOT_DIR)."""
 
+import datetime
 import json
 import os
-import shutil
-import socket
+import re
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
-from tests.dagster_helpers import stop_group
+from extrarlhf_assets.defs.collection.nightly import latest_night
+from tests.dagster_helpers import free_port, graphql, loop_config, resources, run_loop, stop_group, wait_for
+from tests.extrarlhf_assets.test_dagster_deploy import _chromium, _screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
-ASSETS = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "nemesis_standard_split", "v5_policy_checkpoint",
-          "policy_benchmark", "promoted_policy"}
+ASSETS = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
+          "promoted_policy"}
 QUERY = """{
   workspaceOrError { __typename ... on Workspace { locationEntries { name loadStatus
     locationOrLoadError { __typename ... on PythonError { message } } } } }
@@ -28,34 +33,10 @@ QUERY = """{
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "chromium-headless-shell", "google-chrome"):
-        found = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
-        if found:
-            return found
-    return None
-
-
-def _graphql(url: str, query: str = QUERY, variables: dict | None = None) -> dict:
-    req = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query, "variables": variables or {}}
-                                                                   ).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        body = json.loads(resp.read())
-    assert "errors" not in body, body["errors"]
-    return body["data"]
-
-
 def _loaded(url: str) -> dict:
     deadline = time.monotonic() + 120
     while True:  # the code location loads in a subprocess after the server starts
-        data = _graphql(url)
+        data = graphql(url, QUERY)
         entries = data["workspaceOrError"]["locationEntries"]
         if entries and entries[0]["loadStatus"] == "LOADED" and data["assetNodes"]:
             return data
@@ -69,7 +50,7 @@ def dagster_dev(tmp_path_factory):
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
            "RLHF_SESSIONS_DIR": str(tmp_path / "sessions"), "RLHF_DATASETS_DIR": str(tmp_path / "datasets"),
            "RLHF_CHECKPOINTS_DIR": str(tmp_path / "checkpoints")}
@@ -107,20 +88,11 @@ def test_ui_serves_the_asset_graph(dagster_dev, tmp_path):
     assert ASSETS <= set(nodes)
     assert nodes["battle_sessions"] == "collection" and nodes["policy_benchmark"] == "training"
 
-    chromium = _chromium()
-    if chromium is None:
+    shot = _screenshot(url + "/asset-groups", "dagster_asset_graph.png", tmp_path)
+    if shot is None:
         pytest.skip("no Chromium found (chromium, chromium-headless-shell): the GraphQL part passed; install the "
                     "Debian package 'chromium' (make installs it) for the asset-graph screenshot")
-    shot = tmp_path / "dagster_asset_graph.png"
-    out = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          f"--user-data-dir={tmp_path / 'chromium'}", f"--screenshot={shot}", "--window-size=1400,900",
-                          "--virtual-time-budget=15000", url + "/asset-groups"],
-                         capture_output=True, text=True, timeout=120)
-    assert shot.exists() and shot.stat().st_size > 10_000, out.stderr[-2000:]
-    keep = os.environ.get("RLHF_SCREENSHOT_DIR")  # e.g. to attach the picture to a CI run
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(keep) / shot.name)
+    assert shot.exists() and shot.stat().st_size > 10_000
 
 
 OPERATOR = """{
@@ -139,12 +111,21 @@ DRY_RUN = """mutation {
   }
 }"""
 PARTITIONS = """{ assetNodes(assetKeys: [{path: ["battle_sessions"]}]) { partitionKeys } }"""
+NIGHTLY = 'repositoryLocationName: "extrarlhf", repositoryName: "__repository__", sensorName: "nightly_campaign"'
+START = f"""mutation {{ startSensor(sensorSelector: {{{NIGHTLY}}}) {{ __typename }} }}"""
+RESET = f"""mutation {{ resetSensor(sensorSelector: {{{NIGHTLY}}}) {{ __typename }} }}"""
+SENSOR = f"""{{ sensorOrError(sensorSelector: {{{NIGHTLY}}}) {{ ... on Sensor {{ description
+  sensorState {{ status ticks(limit: 5) {{ status timestamp skipReason cursor runIds }} }} }} }} }}"""
+
+
+def _nightly(url: str) -> dict:
+    return graphql(url, SENSOR)["sensorOrError"]
 
 
 def test_what_an_operator_meets(dagster_dev):
     url, _home = dagster_dev
     _loaded(url)
-    data = _graphql(url, OPERATOR)
+    data = graphql(url, OPERATOR)
     sensors = {s["name"]: s["sensorState"]["status"] for s in data["sensorsOrError"]["results"]}
     # 1. automation runs out of the box, so a recorded group gets its dataset without a click
     assert sensors["automation_sensor"] == "RUNNING" and sensors["session_groups_sensor"] == "RUNNING"
@@ -161,13 +142,62 @@ def test_what_an_operator_meets(dagster_dev):
     # 7. paths in descriptions are code spans (rendered literally, `<group>` included)
     assert "`datasets/<group>/vN`" in nodes["v5_dataset"]["description"]
 
-    # 3. previewing the nightly campaign ("Test sensor") shows its request and adds no partition
+    # 3. the nightly campaign says on its page why it is a sensor; previewing it ("Test sensor")
+    #    shows the answer of a first tick and adds no partition
     assert sensors["nightly_campaign"] == "STOPPED"
-    tick = _graphql(url, DRY_RUN)["sensorDryRun"]
+    assert "rather than a cron schedule" in _nightly(url)["description"]
+    tick = graphql(url, DRY_RUN)["sensorDryRun"]
     assert tick["__typename"] == "DryRunInstigationTick", tick
     result = tick["evaluationResult"]
-    [request] = result["runRequests"]
-    assert result["error"] is None and request["runKey"].startswith("nightly-")
-    assert result["dynamicPartitionsRequests"][0]["partitionKeys"] == [request["runKey"]]
-    keys = _graphql(url, PARTITIONS)["assetNodes"][0]["partitionKeys"]
+    assert result["error"] is None and not result["runRequests"] and not result["dynamicPartitionsRequests"]
+    assert "the first campaign is nightly-" in result["skipReason"]
+    # turned on (as in the UI), the real daemon's first tick requests nothing: it records the
+    # night that has passed in the cursor and names the next one
+    assert graphql(url, START)["startSensor"]["__typename"] == "Sensor"
+    try:
+        [first] = wait_for("the nightly campaign's first tick", lambda: [
+            t for t in _nightly(url)["sensorState"]["ticks"] if t["status"] != "STARTED"], timeout=90)
+    finally:
+        graphql(url, RESET)  # back to the state in code: stopped
+    night = latest_night(datetime.datetime.fromtimestamp(first["timestamp"], datetime.timezone.utc)).strftime("%Y-%m-%d")
+    assert first["status"] == "SKIPPED" and first["cursor"] == night, first
+    assert "RLHF_NIGHTLY_CATCH_UP=1" in first["skipReason"] and not first["runIds"]
+    keys = graphql(url, PARTITIONS)["assetNodes"][0]["partitionKeys"]
     assert not [k for k in keys if k.startswith("nightly-")]
+
+
+# the charts each asset page shows in place, by the image's alt text
+CHARTS = {"policy_ladder": ["Cumulative Elo per promotion (95% CI)", "Elo vs baseline:greedy per promotion (95% CI)"],
+          "v5_policy_checkpoint": ["Loss per epoch", "Top-1 per epoch"], "v5_dataset": ["Rows per table"]}
+
+
+def _dom(url: str, tmp: Path) -> str:
+    out = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          f"--user-data-dir={tmp / 'chromium'}", "--dump-dom", "--window-size=1600,1000",
+                          "--virtual-time-budget=15000", url], capture_output=True, text=True, timeout=120)
+    return out.stdout
+
+
+def test_charts_show_on_the_asset_pages_without_a_click(dagster_dev, tmp_path):
+    """A campaign with a promotion, run on the server's own home: each asset's Overview holds its
+    charts as images (not "[Show Markdown]" links) and the ladder's narrow table in place, the
+    full ladder one click away."""
+    url, home = dagster_dev
+    _loaded(url)
+    config = loop_config(30)
+    config["ops"]["policy_ladder"] = {"config": {"pairs": 10}}
+    instance = dg.DagsterInstance.from_config(str(home))
+    result = run_loop(instance, "charts", resources(home.parent), config)
+    assert result.success
+    if _chromium() is None:
+        pytest.skip("no Chromium found: the charts were made; install the Debian package 'chromium' to check them")
+    promoted = json.loads((home.parent / "checkpoints" / "promoted.json").read_text())["name"]
+    for asset, alts in CHARTS.items():
+        dom = _dom(f"{url}/assets/{asset}", tmp_path)
+        images = {alt.group(1) for tag in re.findall(r"<img [^>]*>", dom) if 'src="data:image/svg+xml,' in tag
+                  for alt in [re.search(r'alt="([^"]*)"', tag)] if alt}
+        assert set(alts) <= images, (asset, images, re.findall(r"<img [^>]{0,200}", dom))
+        shot = _screenshot(f"{url}/assets/{asset}", f"dagster_{asset}_overview.png", tmp_path)
+        assert shot.stat().st_size > 10_000
+        if asset == "policy_ladder":  # the narrow table in place, every column behind the click
+            assert f"{promoted} (current)</td>" in dom and "[Show Markdown]" in dom

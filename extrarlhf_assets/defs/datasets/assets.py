@@ -1,6 +1,11 @@
 """``v5_dataset`` (one dataset per session group, a new version only when the group changed)
-and its Nemesis splits. Every asset calls the core, which writes and validates the files; the
-asset returns what was written.
+and its Nemesis Lite split. Every asset calls the core, which writes and validates the files;
+the asset returns what was written.
+
+No Nemesis Standard split per session group: it needs human-vs-human production rows, which
+headless session data never has, so an asset per group could only ever warn and stay empty.
+``v5_dataset`` reports the Standard readiness (``nemesis_standard_ready`` and its blockers);
+the CLI and the MCP server build that split from a dataset that qualifies.
 
 Gates: an asset builds only on an upstream materialization whose blocking checks passed
 (metadata.gate_blockers); otherwise it records why and materializes nothing -- a normal
@@ -80,6 +85,9 @@ def v5_dataset(context: dg.AssetExecutionContext, sessions: SessionsResource,
     schema = table_schema(path, "decisions")
     return dg.MaterializeResult(
         metadata={
+            "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
+                ("battles", counts["battles"], "#2563eb"), ("turns", counts["turns"], "#9333ea"),
+                ("decisions", counts["decisions"], "#16a34a"), ("excluded", counts.get("excluded", 0), "#dc2626")])),
             "dataset_id": dataset_id,
             "reused": kept is not None,
             "path": dg.MetadataValue.path(str(path)),
@@ -92,28 +100,28 @@ def v5_dataset(context: dg.AssetExecutionContext, sessions: SessionsResource,
             "battles_schema": dg.MetadataValue.table_schema(table_schema(path, "battles")),
             "v5_policy_training_ready": bool(readiness["v5_policy_training_ready"]),
             "readiness_blockers": _blockers_md(readiness["v5_policy_blockers"]),
+            # the Standard split needs human-vs-human production rows, which a session group never
+            # has: no asset per group, its readiness reported here (the CLI and MCP build it elsewhere)
+            "nemesis_standard_ready": bool(readiness["training_ready_standard"]),
+            "nemesis_standard_blockers": _blockers_md(readiness["standard_readiness_blockers"]),
             **source.provenance(),
-            "rows_chart": dg.MetadataValue.md(bar_chart_md("Rows per table", [
-                ("battles", counts["battles"], "#2563eb"), ("turns", counts["turns"], "#9333ea"),
-                ("decisions", counts["decisions"], "#16a34a"), ("excluded", counts.get("excluded", 0), "#dc2626")])),
         },
         check_results=[v5_policy_training_ready(dataset_id, readiness), v5_dataset_valid(report)])
 
 
-def _split(context: dg.AssetExecutionContext, datasets: DatasetsResource, view: str) -> Iterator:
-    """The V5 gates first, then the view's own readiness (a WARN check); split only when both
+def _lite_split(context: dg.AssetExecutionContext, datasets: DatasetsResource) -> Iterator:
+    """The V5 gates first, then Nemesis Lite readiness (a WARN check); split only when both
     pass, reusing the version already made from the same source version."""
     source = upstream(context, "v5_dataset", context.partition_key)
     dataset_id = source.metadata["dataset_id"]
     policy = datasets.readiness_policy()
     blockers = gate_blockers(context, source, V5_CHECKS)
     evidence = {}
-    if not blockers:  # the view's own readiness, once the dataset's gates let it through
+    if not blockers:  # the split's own readiness, once the dataset's gates let it through
         readiness = dataset_readiness(dataset=dataset_id, datasets_dir=datasets.path, policy=policy)
-        ready_key, blockers_key = (("nemesis_lite_ready", "nemesis_lite_blockers") if view == "lite" else
-                                   ("training_ready_standard", "standard_readiness_blockers"))
-        blockers, evidence = ([] if readiness[ready_key] else list(readiness[blockers_key])), readiness["evidence"]
-    check = dg.AssetCheckResult(check_name=f"nemesis_{view}_ready", passed=not blockers,
+        blockers = [] if readiness["nemesis_lite_ready"] else list(readiness["nemesis_lite_blockers"])
+        evidence = readiness["evidence"]
+    check = dg.AssetCheckResult(check_name="nemesis_lite_ready", passed=not blockers,
                                 severity=dg.AssetCheckSeverity.WARN,
                                 metadata={"dataset_id": dataset_id, "blockers": _blockers_md(blockers),
                                           "evidence": dg.MetadataValue.json(evidence)})
@@ -121,21 +129,23 @@ def _split(context: dg.AssetExecutionContext, datasets: DatasetsResource, view: 
         yield check
         yield skipped(context, blockers)
         return
-    name = f"{dataset_id.rsplit('/', 1)[0]}-nemesis-{view}"
-    settings = {"view": view, "split_key": DEFAULT_SPLIT_KEY, "fractions": dict(zip(SPLITS, DEFAULT_FRACTIONS))}
+    name = f"{dataset_id.rsplit('/', 1)[0]}-nemesis-lite"
+    settings = {"view": "lite", "split_key": DEFAULT_SPLIT_KEY, "fractions": dict(zip(SPLITS, DEFAULT_FRACTIONS))}
     source_path = Path(source.metadata["path"])
     kept = reusable_version(datasets.path, name, same_source_dataset(
-        f"nemesis_{view}_split", dataset_id, manifest_sha256(source_path), settings))
+        "nemesis_lite_split", dataset_id, manifest_sha256(source_path), settings))
     if kept is not None:
         split_id, path, counts = kept["dataset_id"], Path(kept["path"]), kept["manifest"]["row_counts"]
         context.log.info(f"{dataset_id} is unchanged since {split_id} was split from it: kept that version")
     else:
-        result = split_nemesis_training_dataset(dataset_id, view=view, datasets_dir=datasets.path, policy=policy)
+        result = split_nemesis_training_dataset(dataset_id, view="lite", datasets_dir=datasets.path, policy=policy)
         split_id, path, counts = result["dataset_id"], Path(result["path"]), result["row_counts"]
     schema = table_schema(path, "train")  # train, val and test share one layout
     decisions = {c.name for c in table_schema(source_path, "decisions").columns}
     yield dg.MaterializeResult(
         metadata={
+            "split_chart": dg.MetadataValue.md(bar_chart_md("Nemesis Lite rows per split", [
+                (k, counts.get(k, 0), c) for k, c in zip(SPLITS, ("#16a34a", "#2563eb", "#9333ea"))])),
             "dataset_id": split_id, "source": dataset_id, "reused": kept is not None,
             "path": dg.MetadataValue.path(str(path)),
             "dagster/row_count": sum(counts.get(k, 0) for k in SPLITS),  # rows of the split tables only
@@ -144,8 +154,6 @@ def _split(context: dg.AssetExecutionContext, datasets: DatasetsResource, view: 
             "row_counts": dg.MetadataValue.json(counts),
             "assignments": counts.get("assignments", 0),
             **source.provenance(),
-            "split_chart": dg.MetadataValue.md(bar_chart_md(f"Nemesis {view} rows per split", [
-                (k, counts.get(k, 0), c) for k, c in zip(SPLITS, ("#16a34a", "#2563eb", "#9333ea"))])),
         },
         check_results=[check])
 
@@ -169,27 +177,4 @@ def _split(context: dg.AssetExecutionContext, datasets: DatasetsResource, view: 
                 "`datasets/<group>-nemesis-lite/vN`.",
 )
 def nemesis_lite_split(context: dg.AssetExecutionContext, datasets: DatasetsResource):
-    yield from _split(context, datasets, "lite")
-
-
-@dg.asset(
-    partitions_def=session_groups,
-    deps=[dg.AssetDep("v5_dataset")],
-    group_name="datasets",
-    kinds={"parquet"},
-    owners=OWNERS,
-    tags=TAGS,
-    code_version=CODE_VERSION,
-    output_required=False,
-    # No automation: session groups are headless, so their data is never Standard-ready and
-    # an eager condition would request a split that can only skip, on every new dataset.
-    # campaign_loop (and the UI) still evaluate the readiness and report its blockers.
-    check_specs=[dg.AssetCheckSpec("nemesis_standard_ready", asset="nemesis_standard_split",
-                                   partitions_def=session_groups,
-                                   description="Nemesis Standard readiness: human-vs-human production rows only. "
-                                               "Gates the split: not ready -> no split is written (warns).")],
-    description="Nemesis Standard split (human-vs-human rows only); never built from headless session data, "
-                "so on session groups it reports its readiness blockers and writes nothing.",
-)
-def nemesis_standard_split(context: dg.AssetExecutionContext, datasets: DatasetsResource):
-    yield from _split(context, datasets, "standard")
+    yield from _lite_split(context, datasets)

@@ -13,10 +13,12 @@ run config)."""
 import dagster as dg
 
 from extrarlhf.policies.benchmarking import benchmark_models
+from extrarlhf.policies.ladder import elo_text
 from extrarlhf.policies.promotion import PromotionRefused, current_incumbent, promote_checkpoint
 from extrarlhf.training import train_policy
 
-from ...metadata import OWNERS, gate_blockers, line_chart_md, materialized_in_run, skipped, upstream
+from ...metadata import (OWNERS, gate_blockers, line_chart_md, materialized_in_run, records_table, skipped,
+                         upstream)
 from ...partitions import session_groups
 from ...resources import CheckpointsResource, DatasetsResource
 from ..datasets.assets import V5_CHECKS
@@ -68,6 +70,22 @@ BENCHMARK_PASSED = dg.AssetCheckSpec(
                 "warns (a normal outcome), a benchmark made invalid by degraded battles is an error.")
 
 
+BENCHMARK_COLUMNS = [("match", "string"), ("pairs", "int"), ("W/D/L", "string"), ("score", "float"),
+                     ("Elo [95% CI]", "string")]
+
+
+def _benchmark_rows(report: dict) -> list[dict]:
+    """The main match, then each baseline match, by role (the specs are in the metadata beside)."""
+    roles = {report["candidate"]["spec"]: "candidate", report["incumbent"]["spec"]: "incumbent"}
+
+    def row(name: str, m: dict) -> dict:
+        return {"match": name, "pairs": m["pairs"], "W/D/L": f"{m['wins']}/{m['draws']}/{m['losses']}",
+                "score": None if m.get("score") is None else round(float(m["score"]), 3),
+                "Elo [95% CI]": elo_text(m)}
+    return [row("candidate vs incumbent", report["match"])] + [
+        row(f"{roles.get(b['model'], b['model'])} vs {b['opponent']}", b) for b in report["baselines"]]
+
+
 def checkpoint_name(group: str, run_id: str) -> str:
     return f"{group[:48]}-bc-{run_id[:8]}"
 
@@ -107,6 +125,14 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
     if result["target_fallback"]:
         context.log.warning(f"target {config.target} fell back to choice: {result['target_fallback']['why']}")
     yield dg.MaterializeResult(metadata={
+        # both charts in place on the asset's page, every epoch's numbers in the table below them
+        "loss_chart": dg.MetadataValue.md(line_chart_md("Loss per epoch", {k: curves[k] for k in
+                                                                           ("train_loss", "val_loss")})),
+        "top1_chart": dg.MetadataValue.md(line_chart_md("Top-1 per epoch", {k: curves[k] for k in
+                                                                            ("train_top1", "val_top1")})),
+        "training_curves": records_table(
+            [{"epoch": i + 1, **{k: None if v[i] is None else round(float(v[i]), 4) for k, v in curves.items()}}
+             for i in range(len(history))], [("epoch", "int")] + [(k, "float") for k in curves]),
         "checkpoint": name,
         "dataset_id": dataset_id,
         **source.provenance(),
@@ -121,10 +147,6 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
         "target_fallback": dg.MetadataValue.json(result["target_fallback"] or {}),
         "train_loss": float(final["train_loss"]),
         "train_top1": float(final["train_top1"]),
-        "training_curves": dg.MetadataValue.md(line_chart_md("Loss per epoch", {k: curves[k] for k in
-                                                                                ("train_loss", "val_loss")})
-                                               + "\n" + line_chart_md("Top-1 per epoch", {k: curves[k] for k in
-                                                                                          ("train_top1", "val_top1")})),
     })
 
 
@@ -155,6 +177,7 @@ def policy_benchmark(context: dg.AssetExecutionContext, config: BenchmarkConfig,
     context.log.info(f"{candidate} vs {incumbent}: {report['verdict']}")
     return dg.MaterializeResult(
         metadata={
+            "benchmark_table": records_table(_benchmark_rows(report), BENCHMARK_COLUMNS),  # in place, first
             "candidate": candidate, "incumbent": incumbent,
             "passed": passed, "valid": bool(report["valid"]), "verdict": report["verdict"],
             "wins": m["wins"], "draws": m["draws"], "losses": m["losses"], "pairs": m["pairs"],
@@ -163,7 +186,7 @@ def policy_benchmark(context: dg.AssetExecutionContext, config: BenchmarkConfig,
             "sprt": dg.MetadataValue.json(m["sprt"]),
             "dagster/row_count": report["battles_played"],
             "report_path": dg.MetadataValue.path(report["report_path"]),
-            "benchmark_table": dg.MetadataValue.md(table),
+            "benchmark_report": dg.MetadataValue.md(table),  # the whole report, behind "[Show Markdown]"
             **source.provenance(),
         },
         check_results=[dg.AssetCheckResult(
