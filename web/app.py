@@ -52,10 +52,8 @@ TITLE_OF = {"unknown_match": "Unknown match", "foreign_match": "Unknown match", 
 
 
 def _environment() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
-                      trim_blocks=True, lstrip_blocks=True)
-    env.globals["keywords"] = engine.KEYWORDS
-    return env
+    return Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                       trim_blocks=True, lstrip_blocks=True)
 
 
 def build_app(config: ArenaConfig | None = None) -> Starlette:

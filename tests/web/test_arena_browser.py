@@ -142,6 +142,7 @@ def test_a_whole_battle_by_clicking_validates_replays_and_materializes_like_mcp(
     with page.expect_navigation():
         page.click("a[rel=next]")
     assert "step 2 of" in page.content() and page.locator(".handcard").count() > 4  # both hands, after the end
+    page.screenshot(path=str(shots / "arena-replay.png"), full_page=True)
     page.close()
 
     sessions = work / "sessions"

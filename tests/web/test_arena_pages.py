@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import engine
 from extrarlhf.core.errors import InvalidArgument
 from extrarlhf.core.readiness import ReadinessPolicy
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
@@ -249,4 +248,3 @@ def test_metronome_counts_arena_think_times_only_when_the_policy_opts_in(tmp_pat
             ReadinessPolicy(metronome_arena_labels=bad)
     with pytest.raises(InvalidArgument, match="integer >= 0"):
         ReadinessPolicy(min_metronome_labels=True)
-    assert engine.RULESET == meta["ruleset"]
