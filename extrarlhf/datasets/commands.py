@@ -43,8 +43,10 @@ def _yes(flag: bool) -> str:
 def _print_readiness(r: dict[str, Any], indent: str = "  ") -> None:
     for name, label in (("v5_policy", "V5 policy (training_ready, scope v5_policy_only)"),
                         ("nemesis_lite", "Nemesis Lite"), ("nemesis_standard", "Nemesis Standard"),
-                        ("metronome", "Metronome"), ("timestamp", "TimeStamp")):
-        contour = r["contours"][name]
+                        ("metronome", "Metronome"), ("timestamp", "TimeStamp"), ("returnclock", "ReturnClock")):
+        contour = r["contours"].get(name)
+        if contour is None:  # a contour this kind of dataset does not judge (ReturnClock only its own)
+            continue
         print(f"{indent}{label}: {_yes(contour['ready'])}")
         for blocker in contour["blockers"]:
             print(f"{indent}  - {blocker}")
@@ -96,6 +98,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         for g in src["groups"]:
             print(f"  source group {g['group']}: {g['battles']} battles {g['by_status']}, "
                   f"catalog sha256 {g['catalog_sha256'][:16]}...")
+    elif src["kind"] == "production":  # a production export: its window, read in one snapshot
+        w = src["window"]
+        print(f"  source: production window [{w['start_at'] or '-'}, {w['end_at']}), ingested before "
+              f"{w['ingested_before']}; snapshot at {src['snapshot_at']}; complete: {m.get('complete')}")
     else:
         print(f"  source dataset {src['dataset_id']} (manifest sha256 {src['manifest_sha256'][:16]}...)")
     for name, t in m["tables"].items():

@@ -14,6 +14,8 @@ Modules:
                  server-side timeouts, cancellation, the one error mapping (``read_failed``)
 - replay.py      production battles -> V5 rows through the engine (worker task)
 - export.py      ``export_production_v5_dataset``
+- versions.py    an identical re-export reuses the latest version; the ``<name>.complete``
+                 pointer (``latest_complete``) names the latest complete export
 - timestamp.py   ``export_timestamp_dataset`` and ``load_inputs`` (the only TimeStamp loader)
 - returnclock.py ``export_returnclock_dataset``, ``split_returnclock_training_dataset``,
                  ``load_returnclock_training`` (the only ReturnClock trainer loader)
@@ -32,7 +34,7 @@ _EXPORTS = {
     "export_production_v5_dataset": "export", "export_timestamp_dataset": "timestamp", "load_inputs": "timestamp",
     "gate_status": "gate", "open_gate": "gate", "ProductionDisabled": "gate", "production_status": "status",
     "export_returnclock_dataset": "returnclock", "split_returnclock_training_dataset": "returnclock",
-    "load_returnclock_training": "returnclock",
+    "load_returnclock_training": "returnclock", "latest_complete": "versions",
 }
 
 __all__ = sorted(_EXPORTS)

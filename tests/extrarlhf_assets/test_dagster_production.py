@@ -321,6 +321,11 @@ def test_an_incomplete_export_is_never_green(world, tmp_path, monkeypatch):
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.partition == DAY and evaluation.metadata["latest_complete"].value == "none"
     assert (tmp_path / "datasets" / f"production-v5-{DAY}" / "v1" / "manifest.json").exists()  # kept for inspection
+    # the checks that never ran (the run failed) are recorded on the partition too, not partition-less
+    for name in ("replay_verified", "no_raw_identifiers"):
+        key = dg.AssetCheckKey(dg.AssetKey("production_v5_export"), name)
+        (record,) = instance.event_log_storage.get_asset_check_execution_history(key, limit=5)
+        assert record.partition == DAY and record.run_id == result.run_id
 
     # a complete export: green, then an incomplete refresh keeps showing it (never the incomplete one)
     other = "2026-01-03"

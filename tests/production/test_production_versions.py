@@ -132,3 +132,8 @@ def test_the_cli_says_reused_and_names_the_latest_complete_export(backend, tmp_p
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr[-2000:]
     assert "reused:" not in runs[0].stdout and "latest complete export: rc/v1 (@rc.complete)" in runs[0].stdout
     assert "reused: identical to rc/v1 (no new version written)" in runs[1].stdout
+    # the runbook's way to the day's latest complete export
+    inspect = subprocess.run([sys.executable, "-m", "extrarlhf", "datasets", "inspect", "@rc.complete",
+                              "--datasets-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert inspect.returncode == 0, inspect.stderr[-2000:]
+    assert inspect.stdout.startswith("rc/v1 (returnclock_export)") and "complete: True" in inspect.stdout
