@@ -1,8 +1,9 @@
 # The ExtraRLHF project image (DESIGN 12.2; docs/dagster.md "Kubernetes, Docker"): the stack of
 # `make setup` for a deployment (the pipeline, production plane, training, MCP and Kubernetes /
-# Docker launcher extras; no test, dg or docs tooling), the native engine core compiled in a build
-# stage, and only the runtime in the final one. One image serves as the Dagster code location
-# (a gRPC code server, the default command), the webserver, the daemon and every run worker.
+# Docker launcher extras; not the test, dg and docs tooling nor the browser arena), the native
+# engine core compiled in a build stage, and only the runtime in the final one. One image serves
+# as the Dagster code location (a gRPC code server, the default command), the webserver, the
+# daemon and every run worker.
 #
 #   docker build -t extrarlhf:0.1.0 .
 #

@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ExtraRLHF needs Python >= 3.11; set PYTHON=/path/to/python3.11+")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[pipeline,mcp,arena,production,train,rl,sb3,minari,test,deploy,dg,docs]'
+	$(PY) -m pip install --quiet -e '.[pipeline,mcp,arena,production,train,rl,sb3,minari,test,deploy,k8s,docker,dg,docs]'
 	@if $(PY) -m pip install --quiet ./native >$(VENV)/native-build.log 2>&1; then \
 		echo "native engine core built (engine_native)"; \
 	else $(PY) -m pip uninstall --quiet --yes extraarena-engine-native >/dev/null 2>&1; \
