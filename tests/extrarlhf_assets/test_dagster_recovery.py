@@ -176,7 +176,8 @@ def test_a_killed_run_worker_frees_its_slot_and_a_resume_run_finishes_the_group(
 
     [alert] = wait_for("the run-failure alert", alerts, 60, lambda: _log(deployment))
     assert alert["partition"] == KILLED and alert["will_retry"] is True and alert["job"] == "__ASSET_JOB"
-    assert alert["url"] == f"http://dagster.test/runs/{dead}" and alert["error"]
+    assert alert["url"] == f"http://dagster.test/runs/{dead}"
+    assert alert["error"] == f"Run execution process for {dead} was terminated by signal 9 (SIGKILL)."
     assert {p["body"]["run_id"] for p in hook.received} == {dead}  # no other run failed
 
 

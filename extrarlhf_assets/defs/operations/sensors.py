@@ -44,8 +44,19 @@ def _error_line(info: Any) -> str:
     return line
 
 
+def _crash(context: dg.RunFailureSensorContext) -> str:
+    """How the run's worker died, as the code server recorded it ("Run execution process for
+    <run id> was terminated by signal 9 (SIGKILL)."), or ""."""
+    for entry in reversed(context.instance.all_logs(context.dagster_run.run_id,
+                                                    of_type=dg.DagsterEventType.ENGINE_EVENT)):
+        if entry.message.startswith("Run execution process for"):
+            return _first_line(entry.message)
+    return ""
+
+
 def failure_alert(context: dg.RunFailureSensorContext, ui_url: str | None = None) -> dict[str, Any]:
-    """The alert of a failed run: the step's error when a step failed, else the run's."""
+    """The alert of a failed run: the step's error when a step failed, else how its worker died
+    when it died, else the run failure's own message."""
     run = context.dagster_run
     error = ""
     for event in context.get_step_failure_events():
@@ -54,6 +65,7 @@ def failure_alert(context: dg.RunFailureSensorContext, ui_url: str | None = None
         if error:
             error = f"{event.step_key}: {error}"
             break
+    error = error or _crash(context)
     if not error:
         info = getattr(context.failure_event.event_specific_data, "error", None)
         error = (_error_line(info) if info else "") or _first_line(context.failure_event.message)
