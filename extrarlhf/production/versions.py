@@ -6,10 +6,11 @@ would copy, and each export name has a ``latest complete`` pointer.
   published with the name's latest version: the manifest with the run's own facts left out
   (``created_at``, ``dataset_id``, ``version``, every ``snapshot_at``, a ``ingested_before``
   that is the snapshot time, the measured memory, the git commit), so every file hash, row
-  count, window, readiness and option must be equal. Equal, and the latest version still
-  validates: the temp folder is dropped, no version directory is made, and the result says
-  ``reused: true`` with that version. Another window, other rows or another policy: a new
-  version.
+  count, window, readiness and option must be equal. Equal, and that version still validates:
+  the temp folder is dropped, no version directory is made, and the result says
+  ``reused: true`` with that version. The latest complete export is compared too when it is
+  not the latest version (a complete re-export after an incomplete one reuses the complete
+  one). Another window, other rows or another policy: a new version.
 - **Latest complete.** ``<name>.complete`` (:func:`complete_pointer`, an ordinary promoted
   pointer in ``<datasets>/pointers/``, so ``@production-v5-2026-11-25.complete`` resolves
   anywhere a dataset reference is taken) is written atomically, as the publication's last step,
@@ -83,20 +84,23 @@ class Reused(Exception):
 
 def identical_version(dirs: DatasetsDir, name: str, manifest: dict[str, Any],
                       validate: Callable[[Path], list[dict[str, Any]]]) -> tuple[int, Path] | None:
-    """``(version, path)`` of ``name``'s latest version when it holds what ``manifest``
-    describes (:func:`content_digest`) and still validates, else None. Call it under the
-    dataset's publication lock (from a publish_version build)."""
+    """``(version, path)`` of ``name``'s latest version, or else of its latest complete export,
+    when it holds what ``manifest`` describes (:func:`content_digest`) and still validates, else
+    None. Call it under the dataset's publication lock (from a publish_version build)."""
     versions = dirs.versions(name)
     if not versions:
         return None
-    path = dirs.version_dir(name, max(versions))
-    try:
-        latest = read_manifest(path)
-    except RLHFError:  # damaged or of an older format: publish a fresh version
-        return None
-    if content_digest(latest) != content_digest(manifest) or validate(path):
-        return None
-    return max(versions), path
+    complete = latest_complete(dirs, name)
+    digest = content_digest(manifest)
+    for version in dict.fromkeys([max(versions), *([complete["version"]] if complete else [])]):
+        path = dirs.version_dir(name, version)
+        try:
+            candidate = read_manifest(path)
+        except RLHFError:  # damaged or of an older format: not reused
+            continue
+        if content_digest(candidate) == digest and not validate(path):
+            return version, path
+    return None
 
 
 def complete_step(dirs: DatasetsDir, name: str) -> Callable[[Path, dict[str, Any], int], None]:

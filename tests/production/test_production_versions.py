@@ -90,6 +90,9 @@ def test_an_incomplete_export_is_a_version_but_never_the_latest_complete(backend
     again = export_production_v5_dataset(window["end_at"], max_rows=5, publish_incomplete=True, **kw)
     assert again["reused"] and again["dataset_id"] == "day/v2" and _versions(tmp_path, "day") == ["v1", "v2"]
     assert latest_complete(tmp_path, "day")["dataset_id"] == "day/v1"
+    # a complete export again, identical to v1 though v2 is the latest version: v1 is reused
+    back = export_production_v5_dataset(window["end_at"], **kw)
+    assert (back["reused"], back["dataset_id"]) == (True, "day/v1") and _versions(tmp_path, "day") == ["v1", "v2"]
     # stopped and not published: nothing written, the pointer reported as it is
     stopped = export_production_v5_dataset(window["end_at"], max_rows=5, **kw)
     assert not stopped["published"] and stopped["latest_complete"]["dataset_id"] == "day/v1"
