@@ -172,7 +172,7 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
         return page(status, title, message)
 
     middleware = [Middleware(BodyLimit, max_bytes=config.max_body_bytes, page=bare_page),
-                  Middleware(SessionMiddleware, secret_key=config.secret, session_cookie=COOKIE, same_site="strict",
+                  Middleware(SessionMiddleware, secret_key=config.secret, session_cookie=COOKIE, same_site="lax",
                              https_only=False, max_age=None)]
     if config.token:
         middleware.append(Middleware(TokenGate, token=config.token, page=bare_page))
