@@ -4,7 +4,7 @@ See DESIGN section 8 for the contract. Modules:
 
 - app.py         the server class: argument guards, envelopes, the long-work pool, stdio
 - server.py      ``build_server`` and the battle, campaign, session and model tools
-- tools_datasets.py, tools_training.py, tools_production.py  the other tool families (each
+- tools_datasets.py, tools_training.py, tools_production.py, tools_preferences.py  the other tool families (each
                  a ``register(server)``; none imports server.py)
 - envelope.py    the one result shape;  guards.py  unknown and forbidden arguments
 - cancel.py      the bounded long-work pool;  drain.py  the end of input;  limits.py  the flags

@@ -1,4 +1,5 @@
-"""``python -m mcp_server [--sessions-dir DIR] [--datasets-dir DIR] [--checkpoints-dir DIR] [limits]``.
+"""``python -m mcp_server [--sessions-dir DIR] [--datasets-dir DIR] [--checkpoints-dir DIR] [--preferences-dir DIR]
+[limits]``.
 
 Serves MCP over stdio. stdout is the wire: everything else (logs, warnings) goes to stderr.
 """
@@ -54,6 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "inside it or inside the checkpoints dir")
     parser.add_argument("--checkpoints-dir", default="checkpoints",
                         help="the checkpoint registry (default: checkpoints)")
+    parser.add_argument("--preferences-dir", default="preferences",
+                        help="the preference pools judged with preference_task (default: preferences)")
     parser.add_argument("--long-slots", type=_positive, default=None,
                         help="long calls (series, benchmarks, training, exports, moves against a search actor) run "
                              "at once (default: the machine's cores, at least 2)")
@@ -84,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
     limits = Limits(long_slots=args.long_slots, long_waiting=args.long_waiting,
                     max_rollouts_per_call=args.max_rollouts_per_call, drain_seconds=args.drain_seconds)
-    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, limits)
+    server = build_server(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, limits,
+                          preferences_dir=args.preferences_dir)
     logging.getLogger().setLevel(args.log_level)  # the SDK configures logging on construction; ours wins
     logging.getLogger("mcp_server").info("serving on stdio: sessions=%s datasets=%s checkpoints=%s",
                                          server.config.sessions_dir, server.config.datasets_dir,

@@ -82,12 +82,15 @@ class ServerConfig:
     sessions_dir: Path
     datasets_dir: Path
     checkpoints_dir: Path
+    preferences_dir: Path
 
     @classmethod
     def from_dirs(cls, sessions_dir: str | os.PathLike[str] = "sessions",
                   datasets_dir: str | os.PathLike[str] = "datasets",
-                  checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> "ServerConfig":
-        return cls(Path(sessions_dir).absolute(), Path(datasets_dir).absolute(), Path(checkpoints_dir).absolute())
+                  checkpoints_dir: str | os.PathLike[str] = "checkpoints",
+                  preferences_dir: str | os.PathLike[str] = "preferences") -> "ServerConfig":
+        return cls(Path(sessions_dir).absolute(), Path(datasets_dir).absolute(), Path(checkpoints_dir).absolute(),
+                   Path(preferences_dir).absolute())
 
 
 def _version() -> str:

@@ -27,7 +27,7 @@ from extrarlhf.runtime.actors import concrete_spec, resolve_actor
 from extrarlhf.runtime.match import MAX_SEED, Match
 from extrarlhf.runtime.replay import replay_battle as core_replay
 
-from . import guards, tools_datasets, tools_production, tools_training
+from . import guards, tools_datasets, tools_preferences, tools_production, tools_training
 from .app import SERVER_NAME, ExtraRLHFServer, ServerConfig
 from .cancel import run_cancellable, run_long
 from .limits import Limits
@@ -37,7 +37,7 @@ from .progress import progress_bridge
 log = logging.getLogger("mcp_server")
 
 # ---------------------------------------------------------------------------- argument types
-MatchId = Annotated[str, Strict(), Field(description="From start_battle (this process only).")]
+MatchId = Annotated[str, Strict(), Field(description="From start_battle.")]
 GroupName = Annotated[str, Strict(), Field(description="Session group name.")]
 Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy', a registered "
                                                   "checkpoint name (see list_models), or the search actor over one "
@@ -149,9 +149,10 @@ def _move_lists(moves: list[dict[str, Any]]) -> dict[str, list[str]]:
 # ---------------------------------------------------------------------------- tools
 def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir: str | os.PathLike[str] = "datasets",
                  checkpoints_dir: str | os.PathLike[str] = "checkpoints",
-                 limits: Limits | None = None) -> ExtraRLHFServer:
+                 limits: Limits | None = None, preferences_dir: str | os.PathLike[str] = "preferences"
+                 ) -> ExtraRLHFServer:
     """The server with every tool registered, over the given directories, within ``limits``."""
-    config = ServerConfig.from_dirs(sessions_dir, datasets_dir, checkpoints_dir)
+    config = ServerConfig.from_dirs(sessions_dir, datasets_dir, checkpoints_dir, preferences_dir)
     server = ExtraRLHFServer(config, limits)
     store, matches, checkpoints = server.store, server.matches, server.checkpoints
     tool = server.envelope_tool
@@ -179,13 +180,12 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         group: Annotated[str | None, Strict(),
                          Field(description="Group to record into (default 'interactive').")] = None,
         seed: Annotated[SeedArg | None,
-                        Field(description="Battle seed (default: derived from the group and index).")] = None,
+                        Field(description="Battle seed (default: from group and index).")] = None,
         codename: Annotated[str | None, Strict(), Field(description="Worker codename recorded in the trace.")]
         = None,
         view: StepView = "board",
     ) -> dict[str, Any]:
-        """Play a battle as player 1 against a bot or model: returns match_id, the board and your legal
-        actions ('rl': p1_model plays you).
+        """Play player 1 against a bot or model: returns match_id, the board, your legal actions.
 
         Start a battle in which you play player 1 against a bot or model.
 
@@ -218,8 +218,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         view: Annotated[Literal["player", "omniscient"], Field(
             description="'player' (what you may know) or 'omniscient' (audits only; recorded).")] = "player",
     ) -> dict[str, Any]:
-        """A live battle's board, legal actions and done/winner (view='omniscient': audits only, recorded,
-        never training data).
+        """A live battle's board, legal actions and done/winner.
 
         The current state of a live battle: your view, the board as text, legal actions, done/winner.
 
@@ -251,7 +250,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             description="Why this move, briefly (training signal).")] = None,
         view: StepView = "board",
     ) -> dict[str, Any]:
-        """Play your move (an action_id, a short rationale); the bots then move until your turn or the end.
+        """Play your move (action_id, rationale); the bots then move until your turn or the end.
 
         Play player 1's move. The opponent then moves automatically until it is your turn again
         or the battle ends. Returns the opponent's moves (their descriptions, from its side), the
@@ -271,7 +270,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Let the bots move")
     async def advance_bot(match_id: MatchId, view: StepView = "board") -> dict[str, Any]:
-        """Let the bots move until your turn or the end: when player 2 is to move, or after `paused`.
+        """Let the bots move until your turn or the end (player 2 to move, or after `paused`).
 
         Let the bot/model players move until player 1 must decide or the battle ends (submit_action
         already does this; use it if the state says player 2 is to move, or a call returned
@@ -303,7 +302,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         match_id: MatchId,
         reason: Annotated[str, Strict(), Field(description="Why (recorded in the trace).")] = "abandoned by the caller",
     ) -> dict[str, Any]:
-        """Stop a live battle early; its trace is kept, marked abandoned (never training data).
+        """Stop a live battle early; its trace is kept, marked abandoned.
 
         Stop a live battle early. Its trace is written and marked abandoned (never training-ready);
         the match_id is retired. Returns paths and the result like finish_battle.
@@ -315,7 +314,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List live matches", read_only=True, idempotent=True)
     def list_matches(limit: limit_arg(100, "matches") = 100, cursor: Cursor = None) -> dict[str, Any]:
-        """The live matches of this server process (match ids never cross processes).
+        """The live matches of this server process (ids).
 
         The live (not yet finished or abandoned) matches of this server process: match_id, battle_id,
         group, battle_tag, turn, to_move, done. Matches never cross server processes. Paged by
@@ -330,17 +329,17 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     async def run_series(
         group: GroupName,
         n_battles: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_BATTLES),
-                             Field(description="Battles the group should hold (finished ones are skipped).")],
+                             Field(description="Battles the group should hold.")],
         p1_model: Annotated[str, Strict(), Field(description="Player 1's spec (see list_models).")],
         opponent: Annotated[str, Strict(), Field(description="Player 2's spec.")],
         ctx: Context,
         seed: Annotated[SeedArg, Field(description="Base seed; battle i's seed derives from it.")] = 0,
         max_workers: Annotated[int, Strict(), Ge(1), Le(core_series.MAX_WORKERS),
-                               Field(description="Worker processes (traces do not depend on it).")] = 1,
+                               Field(description="Worker processes.")] = 1,
         codename: Annotated[str | None, Strict(),
                             Field(description="Codename claimed for the series' duration.")] = None,
     ) -> dict[str, Any]:
-        """Run or resume an L1 series: n_battles auto-played battles (p1_model vs opponent) into a group.
+        """Run or resume a series of auto-played battles (p1_model vs opponent) into a group.
 
         Run (or resume) an L1 series: n_battles rl battles (p1_model vs opponent) into `group`,
         on bounded workers, sending MCP progress notifications as battles finish. Blocks until
@@ -357,7 +356,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Series status", read_only=True, idempotent=True)
     def series_status(group: GroupName) -> dict[str, Any]:
-        """How far a group is: battles by status, results, readiness, its owner and codename leases.
+        """How far a group is: battles by status, results, readiness, owner and leases.
 
         How far a group is: target battles (series), battles by status (finished, abandoned,
         crashed, unfinished), results, degraded count, readiness, and the live codename leases
@@ -389,7 +388,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             "Seconds without heartbeat before reaping."))]
         = codenames.DEFAULT_STALE_AFTER_S,
     ) -> dict[str, Any]:
-        """Claim (or refresh) a worker codename for a group (codename_taken: another live owner has it).
+        """Claim (or refresh) a worker codename for a group.
 
         Claim a worker codename for a group (a lease in agents_index.json held by this server
         process). Claiming again for the same group refreshes its heartbeat. Fails with
@@ -401,7 +400,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Release a codename", idempotent=True)
     def release_codename(codename: Codename) -> dict[str, Any]:
-        """Release a codename this server holds (released=false when it was not claimed).
+        """Release a codename this server process holds.
 
         Release a codename this server holds. released=false when it was not claimed (or had been
         reaped); not_owner when another process holds it.
@@ -445,7 +444,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List session groups", read_only=True, idempotent=True)
     def list_sessions(limit: limit_arg(50, "groups") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The session groups with configuration and headline numbers (an unreadable one: its error).
+        """The session groups with their configuration and headline numbers.
 
         The session groups under the sessions directory with their configuration and headline
         numbers (battles by status, results, degraded, v5 training readiness). A group that cannot
@@ -465,7 +464,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         cursor: Cursor = None,
         full: Annotated[bool, Strict(), Field(description="Whole catalog lines, sha256s included.")] = False,
     ) -> dict[str, Any]:
-        """One group: its manifest, summary and a short page of its catalog (one line per battle).
+        """One group: its manifest, summary and a page of its catalog.
 
         A group's manifest (configuration, versions, seeds), its summary recomputed from the
         catalog, and a page of the catalog by battle index: one entry per battle with index,
@@ -491,7 +490,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         group: GroupName,
         battle_id: Annotated[str, Strict(), Field(description="From the group's catalog (inspect_session).")],
     ) -> dict[str, Any]:
-        """Re-run a recorded battle, checking every state hash: reproduces, or the first divergence.
+        """Re-run a recorded battle checking every state hash: reproduces, or where it diverges.
 
         Re-run a recorded battle from its trace and check every state hash: reproduces=true, or the
         first divergence (decision index and field).
@@ -501,7 +500,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     # ------------------------------------------------------------------ models
     @tool(title="List models", read_only=True, idempotent=True)
     def list_models(limit: limit_arg(50, "checkpoints") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """What can play: the baseline specs, the registered checkpoints and the search spec form.
+        """What can play: baselines, registered checkpoints and the search spec form.
 
         What can play: the baseline specs, a page of the registered checkpoints (name, kind,
         weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
@@ -536,7 +535,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         overwrite: Annotated[bool, Strict(), Field(description="Replace an existing checkpoint of that "
                                                                "name.")] = False,
     ) -> dict[str, Any]:
-        """Register an ONNX file as a named checkpoint (kind checked, weights_hash recorded).
+        """Register an ONNX file as a named checkpoint (kind checked).
 
         Register an ONNX model as a named checkpoint: its kind is detected or checked, its
         weights_hash recorded, and a copy stored in the checkpoints directory. Returns the entry.
@@ -550,7 +549,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         factory: Annotated[str, Strict(), Field(description="Factory import path, 'package.module:attr'.")],
         replace: Annotated[bool, Strict(), Field(description="Replace an existing kind of that name.")] = False,
     ) -> dict[str, Any]:
-        """Add an adapter kind backed by a 'package.module:attr' factory, for this server process only.
+        """Add an adapter kind backed by a 'package.module:attr' factory (this process only).
 
         Add an adapter kind backed by a factory 'package.module:attr' (imported now, so a bad path
         is refused here). The kind lives in this server process only (not persisted).
@@ -597,4 +596,5 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     tools_datasets.register(server)
     tools_training.register(server)
     tools_production.register(server)
+    tools_preferences.register(server)
     return server

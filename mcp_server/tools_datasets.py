@@ -26,9 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .app import ExtraRLHFServer
 
 DatasetRef = Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER.")]
-NewName = Annotated[str, Strict(), Field(description="Dataset name (a new version NAME/vN).")]
-Overwrite = Annotated[bool, Strict(), Field(description="Replace an existing version.")]
-Promote = Annotated[str | None, Strict(), Field(description="Also point this pointer at it.")]
+NewName = Annotated[str, Strict(), Field(description="Dataset name.")]
+Overwrite = Annotated[bool, Strict(), Field(description="Replace that version.")]
+Promote = Annotated[str | None, Strict(), Field(description="Point this pointer at it.")]
 # extrarlhf.datasets.assign.check_fractions: three finite numbers >= 0 summing to 1 (the core also takes
 # them by name; the tools take the one list form, which keeps argument errors plain: fractions[1])
 Fraction = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
@@ -44,7 +44,7 @@ Policy = Annotated[ReadinessThresholds | None, Field(description='Threshold over
 # in every session); the other tools advertise an object of integers >= 0 (mcp_server/listing.py) and
 # validate, and name a declared key in errors, exactly as above.
 PolicyOverrides = Annotated[ReadinessThresholds | None, Field(
-    description="Threshold overrides, as dataset_readiness's policy.", json_schema_extra={NAMES_LISTED_ONCE: True})]
+    description="Thresholds, as in dataset_readiness.", json_schema_extra={NAMES_LISTED_ONCE: True})]
 
 
 VERSIONS_SHOWN = 20
@@ -133,7 +133,7 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="Validate a dataset", read_only=True, idempotent=True)
     async def validate_dataset(dataset: DatasetRef) -> dict[str, Any]:
-        """Re-hash and re-check a dataset (counts, schemas, invariants): valid, and every failure.
+        """Re-hash and re-check a dataset: valid, and every failure.
 
         Re-hash every file and re-check counts, schemas and invariants (chosen actions legal,
         contiguous decision indexes, no degraded battle in training tables). Returns `valid` and
@@ -150,7 +150,7 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         promote: Promote = None,
     ) -> dict[str, Any]:
-        """Turn session groups into a versioned V5 Parquet dataset (eligible battles train).
+        """Turn session groups into a versioned V5 Parquet dataset.
 
         Turn session groups into Parquet tables (decisions, turns, battles) with a manifest;
         only finished, non-degraded, never-peeked battles enter training tables (exclusions are
@@ -214,7 +214,7 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """An opponent-modelling split (Lite, or Standard once ready), grouped by battle or opponent deck.
+        """An opponent-modelling split (Lite, or Standard once ready).
 
         Opponent-modelling split grouped by battle (default) or opponent deck (keyed hash).
         Human-bot and model-model rows train Lite only; Standard is refused with

@@ -23,7 +23,7 @@ from .tools_datasets import DatasetRef, NewName, Overwrite, PolicyOverrides, Pro
 if TYPE_CHECKING:  # pragma: no cover
     from .app import ExtraRLHFServer
 
-Instant = Annotated[str, Strict(), Field(description="ISO 8601 with timezone, e.g. 2026-11-01T00:00:00Z.")]
+Instant = Annotated[str, Strict(), Field(description="ISO 8601 with timezone.")]
 
 
 IngestedBefore = Annotated[Instant | None, Field(description="Only rows ingested before (default: now).")]
@@ -53,8 +53,7 @@ def register(server: "ExtraRLHFServer") -> None:
         end_at: Instant,
         name: NewName,
         ctx: Context,
-        start_at: Annotated[Instant | None, Field(description="Window start (inclusive; default: the "
-                                                              "beginning).")] = None,
+        start_at: Annotated[Instant | None, Field(description="Window start (inclusive).")] = None,
         ingested_before: IngestedBefore = None,
         max_rows: MaxRows = None,
         publish_incomplete: PublishIncomplete = False,
@@ -62,8 +61,7 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only export of production battles finished in [start_at, end_at) as a
-        pseudonymized V5 dataset.
+        """Opt-in, read-only export of production battles in [start_at, end_at) as a V5 dataset.
 
         Opt-in, read-only export of the production battles that finished in [start_at, end_at):
         one database snapshot, keyset paging, replayed by the engine into the local V5 layout
@@ -89,7 +87,7 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """From a production V5 export, the TimeStamp dataset: inputs, labels and audit as separate files.
+        """The TimeStamp dataset (inputs, labels, audit) of a production V5 export.
 
         From a production V5 export, write three separate files: inputs.parquet (decks, starting
         player, approved prebattle features), labels.parquet (duration_seconds, turns) and
@@ -111,8 +109,7 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only ReturnClock export: one row per player session ended in [start_at, end_at),
-        with return event and duration.
+        """Opt-in, read-only ReturnClock export of the player sessions ended in [start_at, end_at).
 
         Opt-in, read-only ReturnClock export: one row per player session that ended in
         [start_at, end_at), the clock starting at ended_at; event 1 with duration_seconds = the gap
@@ -138,7 +135,7 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Organic-only train/val/test files of a ReturnClock export (local; needs no gate).
+        """Organic-only train/val/test split of a ReturnClock export (needs no gate).
 
         Organic-only (treated rows dropped) train/val/test files of a complete ReturnClock export,
         grouped by player pseudonym with the keyed hash (a player never straddles splits), with

@@ -31,7 +31,7 @@ from .tools_datasets import PolicyOverrides
 log = logging.getLogger("mcp_server")
 
 CheckpointName = Annotated[str, Strict(), Field(description="Checkpoint name.")]
-ModelSpec = Annotated[str, Strict(), Field(description="Actor spec: a checkpoint, a baseline or search:<spec>?sims=N.")]
+ModelSpec = Annotated[str, Strict(), Field(description="A checkpoint, baseline or search spec.")]
 # Every bound below is the core's own (tests/mcp_server/test_mcp_schemas.py calls the core at each
 # bound): the schema refuses exactly what the core would refuse, before any work starts --
 # run_pipeline in particular hands its arguments to stages that run hours apart.
@@ -109,7 +109,7 @@ def register(server: Any) -> None:
         dataset: Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER of a V5-ready dataset.")],
         name: CheckpointName,
         ctx: Context,
-        seed: Annotated[Seed, Field(description="Training seed (same data + seed: same weights).")] = 0,
+        seed: Annotated[Seed, Field(description="Training seed.")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
         hidden: Annotated[Width, Field(description="First hidden layer width.")] = 256,
@@ -121,13 +121,13 @@ def register(server: Any) -> None:
         target: Target = "choice",
         temperature: Temperature = 0.05,
         threads: Annotated[int, Strict(), Ge(1), Le(256), Field(
-            description="torch threads (same data, seed and threads: same weights).")] = 1,
+            description="torch threads (same seed and threads: same weights).")] = 1,
         device: Annotated[Literal["cpu", "cuda"], Field(description="'cuda' needs a GPU torch can see.")] = "cpu",
         readiness_policy: PolicyOverrides = None,
         overwrite: Annotated[bool, Strict(),
                              Field(description="Replace an existing checkpoint (never the promoted one).")] = False,
     ) -> dict[str, Any]:
-        """Behaviour cloning on a V5-ready dataset into a registered v5 ONNX checkpoint with a model card.
+        """Behaviour cloning on a V5-ready dataset into a registered v5 checkpoint.
 
         Behaviour cloning on a V5 dataset: an MLP scores each legal action (softmax over the legal
         set), trained with PyTorch on the dataset streamed in bounded batches, exported through
@@ -156,14 +156,13 @@ def register(server: Any) -> None:
         n_pairs: Pairs = 200,
         seed: Annotated[Seed, Field(description="Base seed of the pairs.")] = 0,
         elo0: Annotated[Elo, Field(description="SPRT H0: Elo difference (logistic) at most elo0.")] = 0.0,
-        elo1: Annotated[Elo, Field(description="SPRT H1: Elo difference at least elo1 (must exceed elo0).")] = 10.0,
+        elo1: Annotated[Elo, Field(description="SPRT H1: Elo difference at least elo1 (> elo0).")] = 10.0,
         alpha: Annotated[ErrorRate, Field(description="SPRT false-positive rate.")] = 0.05,
         beta: Annotated[ErrorRate, Field(description="SPRT false-negative rate.")] = 0.05,
         baseline_pairs: BaselinePairs = 20,
         max_workers: Workers = 1,
     ) -> dict[str, Any]:
-        """Candidate vs incumbent on paired seeds (W/D/L, Elo with 95% interval, early-stopping SPRT), and
-        both against the baselines.
+        """Candidate vs incumbent on paired seeds: W/D/L, Elo with 95% interval, SPRT.
 
         Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
         score, Elo with a 95% interval, and an SPRT (fishtest's trinomial GSPRT) checked after every
@@ -185,7 +184,7 @@ def register(server: Any) -> None:
         require_current_incumbent: Annotated[bool, Strict(), Field(
             description="Only if its latest benchmark was against the current incumbent.")] = True,
     ) -> dict[str, Any]:
-        """Make a checkpoint the promoted policy once its latest benchmark passed against the incumbent.
+        """Make a checkpoint the promoted policy (its latest benchmark must have passed).
 
         Make `name` the promoted policy: only when its latest benchmark is valid and passed, its
         played weights_hash equals the registered one, and it was benchmarked against the current
@@ -207,7 +206,7 @@ def register(server: Any) -> None:
 
     @tool(title="Promotion status", read_only=True, idempotent=True)
     def promotion_status(limit: limit_arg(50, "history events") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The promoted checkpoint, the incumbent spec, what a rollback would restore and the history.
+        """The promoted checkpoint, what a rollback would restore, and the history.
 
         The promoted checkpoint (and whether its registry entry and file are still intact), the
         current incumbent spec, what a rollback would restore, and the promotion history, oldest
@@ -221,16 +220,16 @@ def register(server: Any) -> None:
     async def policy_ladder(
         ctx: Context,
         pairs: Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS), Field(
-            description="Pairs per promoted policy and baseline (cached).")]
+            description="Pairs per rung and baseline (cached).")]
         = ladder.DEFAULT_PAIRS,
-        seed: Annotated[Seed, Field(description="Base seed of the baseline pairs (same deals every rung).")] = 0,
+        seed: Annotated[Seed, Field(description="Base seed of the baseline pairs.")] = 0,
         max_workers: Workers = 1,
         measure: Annotated[bool, Strict(), Field(
             description="Play the pairs not cached yet.")] = True,
         limit: limit_arg(50, "rungs") = 50,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        """The Elo of every promotion against its predecessor and the two baselines, with 95% intervals.
+        """The Elo of every promotion against its predecessor and the baselines.
 
         Every promotion in order (rolled-back ones marked rolled_back): its Elo against its
         predecessor with the 95% interval and SPRT decision (recorded by the promotion's benchmark,
@@ -248,7 +247,7 @@ def register(server: Any) -> None:
 
     @tool(title="Run the L0 pipeline")
     async def run_pipeline(
-        group: Annotated[str, Strict(), Field(description="Session group to collect into (resumed if it exists).")],
+        group: Annotated[str, Strict(), Field(description="Session group (resumed if it exists).")],
         name: CheckpointName,
         ctx: Context,
         n_battles: Annotated[int, Strict(), Ge(1), Le(MAX_BATTLES),
@@ -267,10 +266,9 @@ def register(server: Any) -> None:
         = None,
         n_pairs: Pairs = 200,
         baseline_pairs: BaselinePairs = 20,
-        promote: Annotated[bool, Strict(), Field(description="Promote the candidate when its benchmark "
-                                                             "passed.")] = True,
+        promote: Annotated[bool, Strict(), Field(description="Promote it when its benchmark passed.")] = True,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Promote only if benchmarked against the current incumbent.")] = True,
+            description="Promote only against the current incumbent.")] = True,
         max_workers: PipelineWorkers = 1,
         readiness_policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
@@ -303,7 +301,7 @@ def register(server: Any) -> None:
         repair: Annotated[bool, Strict(), Field(
             description="Also repair what is provably safe.")] = False,
     ) -> dict[str, Any]:
-        """Every problem of the sessions, datasets and checkpoints dirs (read-only unless repair=true).
+        """Every problem of the sessions, datasets and checkpoints (read-only unless repair=true).
 
         Walk --sessions-dir, --datasets-dir and --checkpoints-dir and list every problem: damaged
         records (with path, line and field), datasets failing validation, stale or dangling pointers,

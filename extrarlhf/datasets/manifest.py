@@ -26,7 +26,7 @@ from .tables import DATASET_SCHEMA_VERSION, FORMAT_CHANGES, TABLES, describe_col
 
 MANIFEST = "manifest.json"
 KINDS = ("v5_decisions", "v5_policy_split", "nemesis_lite_split", "nemesis_standard_split", "timestamp",
-         "returnclock_export", "returnclock_split")
+         "returnclock_export", "returnclock_split", "preference_pairs")
 
 __all__ = ["MANIFEST", "KINDS", "code_version", "write_manifest", "read_manifest"]
 

@@ -303,13 +303,42 @@ RETURNCLOCK_TRAIN = [
     ("end_hour_utc", pa.float64(), False, "covariate: hour of day (UTC) of the session end"),
 ]
 
+PREFERENCES = [
+    ("task_id", pa.string(), False, "the judgment task (one decision point and two candidate actions)"),
+    ("pool", pa.string(), False, "preference pool the task was sampled into"),
+    ("source", pa.string(), False, "where the two candidates came from: search_top2 or 'A vs B'"),
+    ("source_dataset", pa.string(), False, "V5 dataset id the decision point was sampled from"),
+    ("battle_id", pa.string(), False, "battle of the decision point (the split group key)"),
+    ("group", pa.string(), False, "session group of that battle"),
+    ("decision_index", pa.int32(), False, "position of the decision in its battle"),
+    ("turn", pa.int16(), False, "battle turn of the decision"),
+    ("player", pa.int8(), False, "acting player, 1 or 2: the side the judge saw"),
+    ("state_hash", pa.string(), False, "hash of the state (verified by replay when the pool was made)"),
+    ("board", pa.string(), False, "the acting player's view the judge was shown (no hidden information)"),
+    ("a_action_id", pa.int16(), False, "candidate A's action id"),
+    ("b_action_id", pa.int16(), False, "candidate B's action id (never equal to A's)"),
+    ("a_description", pa.string(), False, "candidate A as the judge read it"),
+    ("b_description", pa.string(), False, "candidate B as the judge read it"),
+    ("a_origin", pa.string(), False, "who proposed A (search:top1, a spec, recorded); not shown to the judge"),
+    ("b_origin", pa.string(), False, "who proposed B; not shown to the judge"),
+    ("observation", OBS, False, "acting player's observation in the state, float32[OBS_DIM]"),
+    ("a_features", ACTION_FEATURES, False, "candidate A's action features, float32[ACTION_FEATURE_DIM]"),
+    ("b_features", ACTION_FEATURES, False, "candidate B's action features, float32[ACTION_FEATURE_DIM]"),
+    ("choice", pa.string(), False, "the judgment: A, B or tie (skips are not rows)"),
+    ("judge", pa.string(), False, "keyed pseudonym of the judge"),
+    ("judge_kind", pa.string(), False, "human (arena), llm (MCP) or synthetic"),
+    ("reason", pa.string(), True, "the judge's optional reason"),
+    ("think_ms", pa.int64(), True, "time from showing to answer (observed, provenance: judging; not production)"),
+    ("judged_at", pa.string(), False, "UTC time of the judgment"),
+]
+
 TABLES = {"decisions": DECISIONS, "turns": TURNS, "battles": BATTLES, "excluded": EXCLUDED,
           "assignments": ASSIGNMENTS, "nemesis": NEMESIS, "production_excluded": PRODUCTION_EXCLUDED,
           "production_battles": PRODUCTION_BATTLES, "metronome": METRONOME,
           "metronome_excluded": METRONOME_EXCLUDED, "timestamp_inputs": TIMESTAMP_INPUTS,
           "timestamp_labels": TIMESTAMP_LABELS, "timestamp_audit": TIMESTAMP_AUDIT,
           "returnclock": RETURNCLOCK, "returnclock_excluded": RETURNCLOCK_EXCLUDED,
-          "returnclock_train": RETURNCLOCK_TRAIN}
+          "returnclock_train": RETURNCLOCK_TRAIN, "preferences": PREFERENCES}
 
 
 def schema_of(columns: list[tuple]) -> pa.Schema:

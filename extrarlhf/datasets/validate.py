@@ -198,10 +198,41 @@ def validate_dir(folder: Path, *, expected_id: str | None = None,
     elif manifest["kind"] == "returnclock_export":
         if {"returnclock", "excluded"} <= set(tables):
             _check_returnclock(folder, manifest, report)
+    elif manifest["kind"] == "preference_pairs":
+        if {"train", "val", "test"} <= set(tables):
+            _check_preferences(folder, report)
     else:
         if {"train", "val", "test", "assignments"} <= set(tables):
             _check_split(folder, manifest, report)
     return report.finish()
+
+
+def _check_preferences(folder: Path, report: _Report) -> None:
+    """Each judgment is A, B or tie between two different actions, once per task and judge, with
+    finite features; a battle's decision points are in one split only."""
+    split_of_battle: dict[str, str] = {}
+    judged: set[tuple[str, str]] = set()
+    for split in ("train", "val", "test"):
+        table = _read(folder / f"{split}.parquet", ["battle_id", "task_id", "judge", "choice", "a_action_id",
+                                                    "b_action_id", "observation", "a_features", "b_features"])
+        for column in ("observation", "a_features", "b_features"):
+            values = table.column(column).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            if values.size and not np.isfinite(values).all():
+                report.add("preference_features_not_finite", f"{split}: {column} holds NaN or infinite values",
+                           file=f"{split}.parquet")
+        rows = zip(*(table.column(c).to_pylist() for c in ("battle_id", "task_id", "judge", "choice", "a_action_id",
+                                                           "b_action_id")))
+        for bid, task, judge, choice, a, b in rows:
+            if choice not in ("A", "B", "tie"):
+                report.add("preference_choice_invalid", f"{split}: task {task} has choice {choice!r} (A, B or tie)")
+            if a == b:
+                report.add("preference_candidates_equal", f"{split}: task {task} compares action {a} with itself")
+            if (task, judge) in judged:
+                report.add("preference_judged_twice", f"{split}: task {task} has two judgments by one judge")
+            judged.add((task, judge))
+            if split_of_battle.setdefault(bid, split) != split:
+                report.add("battle_straddles_splits", f"battle {bid} has decision points in "
+                                                      f"{split_of_battle[bid]} and {split}")
 
 
 def _check_timestamp(folder: Path, manifest: dict[str, Any], report: _Report) -> None:

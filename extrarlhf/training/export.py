@@ -58,8 +58,14 @@ def padded_sample(data: Decisions, n: int = 64) -> tuple[np.ndarray, np.ndarray,
     return data.obs[:n].copy(), feats, mask
 
 
-def build_model(model: ActionScorer, metadata: dict[str, str] | None = None) -> onnx.ModelProto:
-    """The v5 ONNX model of ``model`` (on the CPU; checked with onnx.checker and check_kind)."""
+_OUTPUT_AXES = {"logits": {0: "N", 1: "A"}, "scores": {0: "N", 1: "A"}, "value": {0: "N"}}
+
+
+def build_model(model: torch.nn.Module, metadata: dict[str, str] | None = None, *,
+                outputs: tuple[str, ...] = ("logits", "value"), kind: str = "v5") -> onnx.ModelProto:
+    """The ``kind`` ONNX model of ``model`` (on the CPU; checked with onnx.checker and
+    check_kind): a v5 ActionScorer, or (``outputs=("scores",)``, ``kind="action_onnx"``) a
+    module whose forward returns the scores only, such as the reward model's."""
     # exported in train mode (the network has no dropout or batch norm: the same graph), so that
     # torch's exporter dedups initializers by storage, not by value: two all-zero biases stay two
     # initializers named for their parameters (model.from_onnx reads them back)
@@ -71,11 +77,10 @@ def build_model(model: ActionScorer, metadata: dict[str, str] | None = None) -> 
         warnings.simplefilter("ignore", DeprecationWarning)  # torch's notice about dynamo=False, here only
         warnings.simplefilter("ignore", FutureWarning)
         torch.onnx.export(model, example, buffer, input_names=["obs", "action_features", "action_mask"],
-                          output_names=["logits", "value"], opset_version=OPSET, dynamo=False,
+                          output_names=list(outputs), opset_version=OPSET, dynamo=False,
                           do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE,
                           dynamic_axes={"obs": {0: "N"}, "action_features": {0: "N", 1: "A"},
-                                        "action_mask": {0: "N", 1: "A"}, "logits": {0: "N", 1: "A"},
-                                        "value": {0: "N"}})
+                                        "action_mask": {0: "N", 1: "A"}, **{o: _OUTPUT_AXES[o] for o in outputs}})
     model.eval()
     proto = onnx.load_from_string(buffer.getvalue())
     proto.producer_name = PRODUCER
@@ -83,7 +88,7 @@ def build_model(model: ActionScorer, metadata: dict[str, str] | None = None) -> 
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     onnx.checker.check_model(proto)
-    check_kind("v5", signature(proto))
+    check_kind(kind, signature(proto))
     return proto
 
 

@@ -59,6 +59,26 @@ def _sample(roll: Any, n: int = 256) -> Any:
                      battle_ids=np.array(["finetune"] * n, dtype=object))
 
 
+def load_base(registry: CheckpointRegistry, base: str, use: str = "fine-tuned") -> tuple[Any, Any]:
+    """(checkpoint, model.ActionScorer) of a v5 checkpoint this project trained, its file
+    checked against the registry's weights_hash; ``use`` says what for in the errors."""
+    import onnx
+
+    from .model import from_onnx
+
+    parent = registry.get(base)
+    if parent.kind != "v5":
+        raise InvalidArgument(f"checkpoint {base!r} is a {parent.kind} model; only v5 checkpoints can be {use}")
+    proto = onnx.load_from_string(read_model_file(parent.path))
+    if weights_hash(proto) != parent.weights_hash:
+        raise RLHFError(f"checkpoint {base!r}'s file no longer has the weights_hash the registry recorded; "
+                        f"run `extrarlhf check`", "integrity_error")
+    try:
+        return parent, from_onnx(proto)
+    except ValueError as exc:
+        raise InvalidArgument(f"checkpoint {base!r}: {exc}") from None
+
+
 def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.0,
                     checkpoints_dir: str | os.PathLike[str] = "checkpoints", overwrite: bool = False,
                     progress: Progress | None = None, **settings: Any) -> dict[str, Any]:
@@ -68,10 +88,7 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
     summary: the checkpoint, card path, the score against the first opponent before and after
     (on the fine-tune's own evaluation battles), every evaluation, seconds."""
     require("torch", "fine-tuning a policy")
-    import onnx
-
     from .export import export_onnx
-    from .model import from_onnx
     from .ppo import FinetuneSettings, finetune
 
     check_name(name, "checkpoint")
@@ -90,17 +107,7 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
     root = Path(checkpoints_dir)
     registry = CheckpointRegistry(root)
     registry.check_writable(name, overwrite)  # before any work (register repeats the protection check under its lock)
-    parent = registry.get(base)
-    if parent.kind != "v5":
-        raise InvalidArgument(f"checkpoint {base!r} is a {parent.kind} model; only v5 checkpoints can be fine-tuned")
-    proto = onnx.load_from_string(read_model_file(parent.path))
-    if weights_hash(proto) != parent.weights_hash:
-        raise RLHFError(f"checkpoint {base!r}'s file no longer has the weights_hash the registry recorded; "
-                        f"run `extrarlhf check`", "integrity_error")
-    try:
-        net = from_onnx(proto)
-    except ValueError as exc:
-        raise InvalidArgument(f"checkpoint {base!r}: {exc}") from None
+    parent, net = load_base(registry, base)
     _engine_core()
 
     result = finetune(net, chosen, seed, seconds=60.0 * minutes, progress=progress)

@@ -1,0 +1,197 @@
+"""The preference dataset: a pool's judgments as a versioned, validated Parquet dataset.
+
+``materialize_preference_dataset`` publishes ``<name>/vN`` (kind ``preference_pairs``) through
+the datasets plane (publish.py: built in a temp folder, validated there, renamed into place;
+the Hugging Face card follows): ``train`` / ``val`` / ``test`` tables of the PREFERENCES layout
+(tables.py), split by battle with the keyed hash of assign.py (contour ``preferences``), so a
+battle's states never straddle two splits. Each row is one A/B/tie judgment with the board text
+the judge saw and, for learners, the acting player's observation and both candidates' action
+features, recomputed from the replayed state. Skips are counted, not kept. Readiness
+(``preference_ready``) needs enough non-tie judgments, distinct states and distinct judges.
+
+``export_trl_preferences`` writes the TRL preference shape (``prompt`` / ``chosen`` /
+``rejected`` as text, ties left out) for people who train language-model players.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..core.errors import InvalidArgument, NotReady
+from ..datasets.assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, bucket, check_fractions, check_split_key, split_of
+from ..datasets.manifest import write_manifest
+from ..datasets.paths import DatasetsDir, check_dataset_name
+from ..datasets.pointers import resolve
+from ..datasets.publish import publish_version
+from ..datasets.tables import COMPRESSION, COMPRESSION_LEVEL, SCHEMAS
+from ..datasets.validate import validate_dir, validated_source
+from .points import states_at
+from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, _lines, pool_dir, read_pool
+
+CONTOUR = "preferences"
+SPLITS = ("train", "val", "test")
+PROMPT_SUFFIX = "\n\nYour move:"
+
+
+@dataclass(frozen=True)
+class PreferencePolicy:
+    """What ``preference_ready`` asks of a preference dataset."""
+
+    min_judgments: int = 200  # A or B (ties say nothing about which action is better)
+    min_states: int = 100
+    min_judges: int = 2
+
+    @classmethod
+    def coerce(cls, value: "PreferencePolicy | Mapping[str, Any] | None") -> "PreferencePolicy":
+        if value is None or isinstance(value, cls):
+            return value or cls()
+        if not isinstance(value, Mapping) or set(value) - set(asdict(cls())):
+            raise InvalidArgument(f"a preference readiness policy takes {sorted(asdict(cls()))}, got {value!r}")
+        for key, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidArgument(f"{key} must be a positive integer, got {v!r}")
+        return cls(**value)
+
+
+def preference_readiness(evidence: Mapping[str, int], policy: "PreferencePolicy | Mapping[str, Any] | None" = None
+                         ) -> dict[str, Any]:
+    policy = PreferencePolicy.coerce(policy)
+    blockers = []
+    for have, need, what in ((evidence["decisive_judgments"], policy.min_judgments, "non-tie judgments"),
+                             (evidence["states"], policy.min_states, "distinct states judged"),
+                             (evidence["judges"], policy.min_judges, "distinct judges")):
+        if have < need:
+            blockers.append(f"{have} {what}, needs {need}")
+    return {"ready": not blockers, "blockers": blockers, "evidence": dict(evidence), "policy": asdict(policy)}
+
+
+def _rows(pool_folder: Path, datasets_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    doc = read_pool(pool_folder)
+    tasks = {t["task_id"]: t for t in doc["tasks"]}
+    judgments = [j for j in _lines(pool_folder / JUDGMENTS) if j["task_id"] in tasks]
+    kept = [j for j in judgments if j["choice"] != "skip"]
+    source = resolve(DatasetsDir(datasets_dir), doc["dataset_id"]).path
+    points = sorted({(tasks[j["task_id"]]["battle_id"], tasks[j["task_id"]]["decision_index"],
+                      tasks[j["task_id"]]["state_hash"]) for j in kept})
+    states = states_at(source, points)
+    rows = []
+    for j in kept:
+        t = tasks[j["task_id"]]
+        state = states[(t["battle_id"], t["decision_index"])]
+        a, b = t["candidates"]["A"], t["candidates"]["B"]
+        features = state.action_features([a["action_id"], b["action_id"]])
+        rows.append({
+            "task_id": t["task_id"], "pool": doc["pool"], "source": t["source"], "source_dataset": doc["dataset_id"],
+            "battle_id": t["battle_id"], "group": t["group"], "decision_index": t["decision_index"],
+            "turn": t["turn"], "player": t["player"], "state_hash": t["state_hash"], "board": t["board"],
+            "a_action_id": a["action_id"], "b_action_id": b["action_id"], "a_description": a["description"],
+            "b_description": b["description"], "a_origin": a["origin"], "b_origin": b["origin"],
+            "observation": state.observation(t["player"]).astype(np.float32), "a_features": features[0],
+            "b_features": features[1], "choice": j["choice"], "judge": j["judge"], "judge_kind": j["judge_kind"],
+            "reason": j.get("reason"), "think_ms": j.get("think_ms"), "judged_at": j["judged_at"],
+        })
+    rows.sort(key=lambda r: (r["battle_id"], r["decision_index"], r["task_id"], r["judge"]))
+    return doc, rows, len(judgments) - len(kept)
+
+
+def _evidence(rows: list[dict[str, Any]]) -> dict[str, int]:
+    decisive = [r for r in rows if r["choice"] != "tie"]
+    return {"judgments": len(rows), "decisive_judgments": len(decisive),
+            "states": len({(r["battle_id"], r["decision_index"]) for r in rows}),
+            "judges": len({r["judge"] for r in rows}), "battles": len({r["battle_id"] for r in rows})}
+
+
+def materialize_preference_dataset(pool: str, *, name: str | None = None, fractions: Any = DEFAULT_FRACTIONS,
+                                   split_key: str = DEFAULT_SPLIT_KEY, datasets_dir: str | os.PathLike[str] = "datasets",
+                                   preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
+                                   policy: "PreferencePolicy | Mapping[str, Any] | None" = None) -> dict[str, Any]:
+    """Publish the pool's judgments as ``name`` (default ``prefs-<pool>``); returns the
+    publication with row counts per split, the evidence and ``preference_ready``."""
+    fractions = check_fractions(fractions)
+    split_key = check_split_key(split_key)
+    policy = PreferencePolicy.coerce(policy)
+    folder = pool_dir(preferences_dir, pool)
+    name = check_dataset_name(name or f"prefs-{folder.name}")
+    doc, rows, skipped = _rows(folder, datasets_dir)
+    if not rows:
+        raise NotReady(f"pool {folder.name!r} has no A/B/tie judgment yet; judge some tasks first "
+                       f"(preference_task / submit_preference)", [f"0 judgments ({skipped} skipped)"])
+    split_rows: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
+    for row in rows:
+        split_rows[split_of(bucket(split_key, CONTOUR, row["battle_id"]), fractions)].append(row)
+    evidence = _evidence(rows)
+    readiness = preference_readiness(evidence, policy)
+
+    def build(tmp: Path, dataset_id: str, version: int) -> dict[str, Any]:
+        tables = {}
+        for split, part in split_rows.items():
+            path = tmp / f"{split}.parquet"
+            pq.write_table(pa.Table.from_pylist(part, schema=SCHEMAS["preferences"]), path, compression=COMPRESSION,
+                           compression_level=COMPRESSION_LEVEL)
+            tables[split] = {"file": path.name, "rows": len(part), "table": "preferences"}
+        write_manifest(tmp, dataset_id=dataset_id, name=name, version=version, kind="preference_pairs", tables=tables,
+                       sources={"kind": "preference_pool", "pool": doc["pool"], "dataset_id": doc["dataset_id"],
+                                "dataset_manifest_sha256": doc["dataset_manifest_sha256"], "seed": doc["seed"],
+                                "sources": doc["sources"], "tasks": len(doc["tasks"])},
+                       readiness={"contours": {"preference_ready": readiness}},
+                       extra={"split": {"contour": CONTOUR, "group_key": "battle_id", "split_key": split_key,
+                                        "fractions": dict(zip(SPLITS, fractions)), "battles_straddling_splits": 0,
+                                        "rows": {s: len(p) for s, p in split_rows.items()}},
+                              "skipped_judgments": skipped})
+        return {"rows": {s: len(p) for s, p in split_rows.items()}, "evidence": evidence,
+                "preference_ready": readiness, "skipped_judgments": skipped}
+
+    return publish_version(DatasetsDir(datasets_dir), name, build, validate=validate_dir)
+
+
+def read_preferences(dataset: str, split: str, *, datasets_dir: str | os.PathLike[str] = "datasets",
+                     require_ready: bool = False) -> tuple[pa.Table, dict[str, Any]]:
+    """One split of a validated preference dataset, and its manifest (``require_ready``:
+    refuse one whose ``preference_ready`` holds blockers)."""
+    if split not in SPLITS:
+        raise InvalidArgument(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    resolved, manifest = validated_source(
+        DatasetsDir(datasets_dir), dataset,
+        lambda m: None if m.get("kind") == "preference_pairs" else
+        f"is a {m.get('kind')!r} dataset, not a preference dataset (materialize_preference_dataset)",
+        "materialize the pool again")
+    ready = manifest["readiness"]["contours"]["preference_ready"]
+    if require_ready and not ready["ready"]:
+        raise NotReady(f"{resolved.dataset_id} is not preference-ready: " + "; ".join(ready["blockers"]),
+                       ready["blockers"])
+    return pq.ParquetFile(resolved.path / f"{split}.parquet").read(), manifest
+
+
+def export_trl_preferences(dataset: str, out_dir: str | os.PathLike[str], *,
+                           datasets_dir: str | os.PathLike[str] = "datasets") -> dict[str, Any]:
+    """``<out_dir>/{train,validation,test}.jsonl`` in TRL's preference shape, ties left out:
+    ``prompt`` (the board the judge saw, then ``Your move:``), ``chosen`` and
+    ``rejected`` (the moves' descriptions), plus the provenance columns a user may filter on."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for split, hf in (("train", "train"), ("val", "validation"), ("test", "test")):
+        table, manifest = read_preferences(dataset, split, datasets_dir=datasets_dir)
+        lines = []
+        for r in table.select(["task_id", "board", "a_description", "b_description", "choice", "judge_kind",
+                               "source"]).to_pylist():
+            if r["choice"] == "tie":
+                continue
+            chosen, rejected = ((r["a_description"], r["b_description"]) if r["choice"] == "A"
+                                else (r["b_description"], r["a_description"]))
+            prompt = r["board"] + PROMPT_SUFFIX
+            lines.append({"prompt": prompt, "chosen": chosen, "rejected": rejected, "task_id": r["task_id"],
+                          "judge_kind": r["judge_kind"], "source": r["source"]})
+        tmp = out / f".{hf}.jsonl.tmp"
+        tmp.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        os.replace(tmp, out / f"{hf}.jsonl")
+        counts[hf] = len(lines)
+    return {"dataset_id": manifest["dataset_id"], "path": str(out), "rows": counts, "format": "trl_preference"}

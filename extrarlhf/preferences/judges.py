@@ -1,0 +1,78 @@
+"""Judges: who may judge, how a judge is named in the data, and the synthetic judge.
+
+A judge's name (a person's at the arena, a model's over MCP) is never stored: every record
+holds ``judge-<HMAC-SHA256(key, name)>``, keyed by ``RLHF_JUDGE_KEY`` when set (at least 16
+characters, the same on every machine that must recognise a judge again), else by a random
+key kept in ``<preferences dir>/.judge_key`` (mode 0600, made once).
+
+The synthetic judge stands in for people in tests and demos: it searches the task's state
+with the search teacher (``search:baseline:greedy?sims=N``), scores each candidate by the
+search's value (an action the search did not consider scores below every searched one),
+adds seeded Gaussian noise per judge and task, and prefers the higher; within
+``tie_margin`` it says tie.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import engine
+from adapters import GreedyPolicy, SearchPolicy
+
+from ..core.errors import InvalidArgument
+from ..production.pseudonyms import keyed_ids
+
+JUDGE_KINDS = ("human", "llm", "synthetic")
+KEY_FILE = ".judge_key"
+KEY_ENV = "RLHF_JUDGE_KEY"
+MAX_JUDGE_NAME = 200
+UNSEARCHED_PENALTY = 0.05
+
+
+def judge_key(preferences_dir: str | os.PathLike[str]) -> bytes:
+    env = os.environ.get(KEY_ENV)
+    if env is not None:
+        if len(env) < 16:
+            raise InvalidArgument(f"{KEY_ENV} must be at least 16 characters long (it keys the judges' pseudonyms)")
+        return env.encode()
+    root = Path(preferences_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
+    return path.read_bytes().strip()
+
+
+def judge_pseudonym(preferences_dir: str | os.PathLike[str], judge: Any) -> str:
+    if not isinstance(judge, str) or not judge.strip() or len(judge) > MAX_JUDGE_NAME:
+        raise InvalidArgument(f"judge must be a name of 1 to {MAX_JUDGE_NAME} characters (it is stored only as a "
+                              f"keyed pseudonym)")
+    return keyed_ids(judge_key(preferences_dir), "judge", "judge", [judge.strip()])[0][:6 + 16]
+
+
+def candidate_values(state: engine.State, actions: list[int], sims: int, seed: int) -> list[float]:
+    """The search teacher's value of each action in ``state`` (see the module docstring)."""
+    decision = SearchPolicy(GreedyPolicy(seed), sims, seed).decide(state.clone())
+    legal = state.legal_actions()
+    values = decision.outputs["action_values"] if decision.outputs else [None] * len(legal)
+    searched = [v for v in values if v is not None]
+    floor = (min(searched) if searched else 0.0) - UNSEARCHED_PENALTY
+    by_action = {a: (v if v is not None else floor) for a, v in zip(legal, values)}
+    return [float(by_action[a]) for a in actions]
+
+
+def synthetic_choice(values: tuple[float, float], noise: float, tie_margin: float, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    a, b = (v + noise * rng.standard_normal() for v in values)
+    if abs(a - b) <= tie_margin:
+        return "tie"
+    return "A" if a > b else "B"

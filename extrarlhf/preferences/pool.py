@@ -1,0 +1,271 @@
+"""Preference pools: a fixed, seeded set of judgment tasks, and the judgments they collect.
+
+A pool ``<preferences dir>/<name>/`` holds ``pool.json`` (written once, atomically: the
+source dataset and its manifest hash, the seed, the sources and every task) and two
+append-only logs, ``served.jsonl`` (a task shown to a judge) and ``judgments.jsonl`` (the
+judge's answer), each line appended whole under a lock.
+
+Tasks are sampled deterministically for a seed: each source's eligible decision points in
+the seeded order of points.rank, as many from each source as the others (round-robin; a
+source that runs out is reported, not padded), and which candidate is shown as A is a keyed
+coin. A task shows the acting player's view only (``State.render``) and the two actions'
+descriptions; never which player proposed which (judging is blind).
+
+A judge is only ever stored as a keyed pseudonym (judges.py). :func:`next_task` never shows a
+judge the same task twice: a task given and not yet answered is given again (the same
+showing, resumed); otherwise the next one is the task with the fewest showings so far that
+this judge has not seen, so judgments spread over states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core.clock import utc_now
+from ..core.errors import InvalidArgument, NotFound, RLHFError
+from ..core.fileio import append_line_locked, atomic_write_bytes, check_version, locked, read_json_document, writing
+from ..core.names import check_name
+from ..datasets.paths import DatasetsDir
+from ..datasets.pointers import manifest_sha256, resolve
+from .candidates import Source, parse_sources
+from .judges import JUDGE_KINDS, judge_pseudonym
+from .points import check_count, first_points, rank, states_at
+
+POOL_SCHEMA_VERSION = 1
+POOL_FILE = "pool.json"
+SERVED = "served.jsonl"
+JUDGMENTS = "judgments.jsonl"
+JUDGING_LOCK = "judging"  # held while a task is given or answered (the logs have their own append locks)
+CHOICES = ("A", "B", "tie", "skip")
+MAX_POOL_TASKS = 5000
+MAX_REASON_CHARS = 2000
+DEFAULT_PREFERENCES_DIR = "preferences"
+# points looked at per task wanted: a pair source skips points where both sides agree
+_OVERSAMPLE = 4
+
+
+def pool_dir(preferences_dir: str | os.PathLike[str], pool: Any, *, create: bool = False) -> Path:
+    name = check_name(pool, "preference pool")
+    folder = Path(preferences_dir).resolve() / name
+    if not create and not (folder / POOL_FILE).is_file():
+        root = Path(preferences_dir).resolve()
+        known = sorted(p.name for p in root.iterdir() if (p / POOL_FILE).is_file()) if root.is_dir() else []
+        raise NotFound(f"preference pool {name!r} does not exist under {root} (pools: {', '.join(known) or 'none'}); "
+                       f"create it with create_preference_pool")
+    return folder
+
+
+def _task_id(dataset_id: str, point_key: tuple[str, int], source: str, pair: tuple[int, int]) -> str:
+    text = f"{dataset_id}\0{point_key[0]}\0{point_key[1]}\0{source}\0{min(pair)}\0{max(pair)}"
+    return "t-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _source_tasks(source: Source, folder: Path, dataset_id: str, seed: int, wanted: int) -> list[dict[str, Any]]:
+    points = first_points(folder / "decisions.parquet", seed, wanted * _OVERSAMPLE, source.eligible)
+    states = states_at(folder, [(p.battle_id, p.decision_index, p.state_hash) for p in points])
+    tasks = []
+    for point in points:
+        if len(tasks) == wanted:
+            break
+        state = states[point.key]
+        found = source.candidates(point, state, seed)
+        if found is None:
+            continue
+        swap = rank(seed, point.battle_id, point.decision_index, f"swap:{source.name}") % 2 == 1
+        first, second = (found[1], found[0]) if swap else found
+        descriptions = state.describe_actions([first[0], second[0]])
+        tasks.append({
+            "task_id": _task_id(dataset_id, point.key, source.name, (first[0], second[0])),
+            "source": source.name, "battle_id": point.battle_id, "group": point.group,
+            "decision_index": point.decision_index, "turn": point.turn, "player": point.player,
+            "state_hash": point.state_hash, "board": state.render(point.player),
+            "candidates": {"A": {"action_id": first[0], "description": descriptions[0], "origin": first[1]},
+                           "B": {"action_id": second[0], "description": descriptions[1], "origin": second[1]}},
+        })
+    return tasks
+
+
+def create_preference_pool(name: str, dataset: str, *, sources: Any = ("search_top2",), n_tasks: int = 200,
+                           seed: int = 0, datasets_dir: str | os.PathLike[str] = "datasets",
+                           preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
+                           checkpoints_dir: str | os.PathLike[str] = "checkpoints") -> dict[str, Any]:
+    """Sample ``n_tasks`` judgment tasks from the V5 dataset ``dataset`` into a new pool."""
+    n_tasks = check_count(n_tasks, "n_tasks", MAX_POOL_TASKS)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidArgument(f"seed must be a non-negative integer, got {seed!r}")
+    parsed = parse_sources(list(sources) if isinstance(sources, tuple) else sources, checkpoints_dir)
+    resolved = resolve(DatasetsDir(datasets_dir), dataset)
+    manifest = read_json_document(resolved.path / "manifest.json", 2, what="dataset manifest")
+    if manifest.get("kind") != "v5_decisions":
+        raise InvalidArgument(f"{resolved.dataset_id} is a {manifest.get('kind')!r} dataset; preference tasks are "
+                              f"sampled from a V5 decisions dataset (materialize_v5_dataset)")
+    folder = pool_dir(preferences_dir, name, create=True)
+    if (folder / POOL_FILE).exists():
+        raise RLHFError(f"preference pool {name!r} exists already (its tasks never change once judged); "
+                        f"choose another name", "pool_exists")
+    quota = [n_tasks // len(parsed) + (i < n_tasks % len(parsed)) for i in range(len(parsed))]
+    per_source = [_source_tasks(s, resolved.path, resolved.dataset_id, seed, q) for s, q in zip(parsed, quota)]
+    tasks, seen = [], set()
+    for i in range(max(quota)):
+        for source_tasks in per_source:
+            if i < len(source_tasks) and source_tasks[i]["task_id"] not in seen:
+                seen.add(source_tasks[i]["task_id"])
+                tasks.append(source_tasks[i])
+    if not tasks:
+        raise RLHFError(f"no judgment task could be made from {resolved.dataset_id} with sources "
+                        f"{[s.name for s in parsed]}: search_top2 needs decisions of a search actor, 'A vs B' "
+                        f"points where A and B choose differently", "no_tasks")
+    counts = {s.name: len(t) for s, t in zip(parsed, per_source)}
+    doc = {"schema_version": POOL_SCHEMA_VERSION, "pool": folder.name, "dataset_id": resolved.dataset_id,
+           "dataset_manifest_sha256": manifest_sha256(resolved.path), "seed": seed,
+           "sources": [s.name for s in parsed], "created_at": utc_now(), "tasks": tasks}
+    with writing(folder.parent, f"creating preference pool {folder.name!r}"):
+        folder.mkdir(parents=True, exist_ok=True)
+        with locked(folder / POOL_FILE):
+            if (folder / POOL_FILE).exists():
+                raise RLHFError(f"preference pool {name!r} exists already; choose another name", "pool_exists")
+            atomic_write_bytes(folder / POOL_FILE, orjson.dumps(doc, option=orjson.OPT_SORT_KEYS))
+    shortfall = {s.name: q - counts[s.name] for s, q in zip(parsed, quota) if counts[s.name] < q}
+    return {"pool": folder.name, "path": str(folder), "dataset_id": resolved.dataset_id, "seed": seed,
+            "tasks": len(tasks), "by_source": counts, "shortfall": shortfall}
+
+
+_POOLS: dict[tuple[str, int, int], dict[str, Any]] = {}  # pool.json never changes once written: read it once
+
+
+def read_pool(folder: Path) -> dict[str, Any]:
+    path = folder / POOL_FILE
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _POOLS:
+        _POOLS.clear()
+        _POOLS[key] = check_version(orjson.loads(path.read_bytes()), path, POOL_SCHEMA_VERSION, what="preference pool ")
+    return _POOLS[key]
+
+
+_LOGS: dict[str, tuple[int, int, list[dict[str, Any]]]] = {}  # path -> (inode, bytes parsed, records)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """The records of an append-only log (read incrementally: only what was appended since the
+    last call in this process is parsed; the caller must not change the list)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return []
+    inode, done, records = _LOGS.get(str(path), (stat.st_ino, 0, []))
+    if inode != stat.st_ino or stat.st_size < done:
+        done, records = 0, []
+    if stat.st_size > done:
+        with open(path, "rb") as f:
+            f.seek(done)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line still being written is left for the next call
+        for line in data[:end].splitlines():
+            if line.strip():
+                try:
+                    records.append(orjson.loads(line))
+                except orjson.JSONDecodeError:
+                    continue  # a line cut by a killed writer: append_line_locked starts the next one afresh
+        done += end
+    _LOGS[str(path)] = (stat.st_ino, done, records)
+    return records
+
+
+def task_view(task: dict[str, Any]) -> dict[str, Any]:
+    """What a judge is shown: the acting player's board and the two actions, not their origins."""
+    return {"task_id": task["task_id"], "turn": task["turn"], "player": task["player"], "board": task["board"],
+            "A": task["candidates"]["A"]["description"], "B": task["candidates"]["B"]["description"],
+            "choices": list(CHOICES)}
+
+
+def next_task(pool: str, judge: str, judge_kind: str, *, preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR
+              ) -> dict[str, Any]:
+    """The judge's next task (module docstring), or ``{"task": None, "done": true}`` when they saw them all."""
+    kind = _check_kind(judge_kind)
+    folder = pool_dir(preferences_dir, pool)
+    pseudonym = judge_pseudonym(preferences_dir, judge)
+    doc = read_pool(folder)
+    with locked(folder / JUDGING_LOCK):
+        served = _lines(folder / SERVED)
+        answered = {(j["judge"], j["task_id"]) for j in _lines(folder / JUDGMENTS)}
+        mine = [s["task_id"] for s in served if s["judge"] == pseudonym]
+        pending = [t for t in mine if (pseudonym, t) not in answered]
+        by_id = {t["task_id"]: t for t in doc["tasks"]}
+        if pending:
+            return {"pool": doc["pool"], "judge": pseudonym, "resumed": True, "task": task_view(by_id[pending[0]]),
+                    "remaining": len(doc["tasks"]) - len(mine)}
+        shown: dict[str, int] = {}
+        for s in served:
+            shown[s["task_id"]] = shown.get(s["task_id"], 0) + 1
+        seen = set(mine)
+        fresh = [(shown.get(t["task_id"], 0), i, t) for i, t in enumerate(doc["tasks"]) if t["task_id"] not in seen]
+        if not fresh:
+            return {"pool": doc["pool"], "judge": pseudonym, "task": None, "done": True, "remaining": 0}
+        task = min(fresh, key=lambda x: x[:2])[2]
+        record = {"task_id": task["task_id"], "judge": pseudonym, "judge_kind": kind, "served_at": utc_now(),
+                  "served_ns": time.monotonic_ns()}
+        # not fsynced: a showing lost to a power cut only means the task may be shown again
+        append_line_locked(folder / SERVED, orjson.dumps(record).decode(), fsync=False)
+    return {"pool": doc["pool"], "judge": pseudonym, "resumed": False, "task": task_view(task),
+            "remaining": len(fresh) - 1}
+
+
+def submit_preference(pool: str, task_id: str, judge: str, judge_kind: str, choice: str, reason: str | None = None, *,
+                      preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR) -> dict[str, Any]:
+    """Record the judge's answer to a task they were given (once; a second answer is refused)."""
+    kind = _check_kind(judge_kind)
+    if choice not in CHOICES:
+        raise InvalidArgument(f"choice must be one of {', '.join(CHOICES)}, got {choice!r}")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
+        raise InvalidArgument(f"reason must be text of at most {MAX_REASON_CHARS} characters")
+    folder = pool_dir(preferences_dir, pool)
+    pseudonym = judge_pseudonym(preferences_dir, judge)
+    with locked(folder / JUDGING_LOCK):
+        given = [s for s in _lines(folder / SERVED) if s["judge"] == pseudonym and s["task_id"] == task_id]
+        if not given:
+            raise InvalidArgument(f"task {task_id!r} was not given to this judge in pool {pool!r}; ask for a task "
+                                  f"first (preference_task) and answer the one you were shown")
+        if any(j["judge"] == pseudonym and j["task_id"] == task_id for j in _lines(folder / JUDGMENTS)):
+            raise RLHFError(f"task {task_id!r} is answered already by this judge; a judgment is never changed",
+                            "already_judged")
+        think_ms = max(0, (time.monotonic_ns() - given[0]["served_ns"]) // 1_000_000) \
+            if given[0].get("served_ns") is not None else None
+        record = {"task_id": task_id, "judge": pseudonym, "judge_kind": kind, "choice": choice,
+                  "reason": reason or None, "served_at": given[0]["served_at"], "judged_at": utc_now(),
+                  "think_ms": think_ms}
+        append_line_locked(folder / JUDGMENTS, orjson.dumps(record).decode())
+    return {"pool": folder.name, "task_id": task_id, "judge": pseudonym, "choice": choice, "recorded": True}
+
+
+def list_preferences(pool: str, *, limit: int = 50, offset: int = 0,
+                     preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR) -> dict[str, Any]:
+    """A page of the pool's judgments (newest last) and its totals by choice, source and judge kind."""
+    limit = check_count(limit, "limit", 500)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
+    folder = pool_dir(preferences_dir, pool)
+    doc = read_pool(folder)
+    source_of = {t["task_id"]: t["source"] for t in doc["tasks"]}
+    judgments = _lines(folder / JUDGMENTS)
+    totals: dict[str, dict[str, int]] = {"choice": {}, "source": {}, "judge_kind": {}}
+    for j in judgments:
+        for key, value in (("choice", j["choice"]), ("source", source_of.get(j["task_id"], "?")),
+                           ("judge_kind", j["judge_kind"])):
+            totals[key][value] = totals[key].get(value, 0) + 1
+    page = [{**j, "source": source_of.get(j["task_id"])} for j in judgments[offset:offset + limit]]
+    return {"pool": doc["pool"], "dataset_id": doc["dataset_id"], "tasks": len(doc["tasks"]),
+            "judgments": len(judgments), "judges": len({j["judge"] for j in judgments}), "totals": totals,
+            "offset": offset, "items": page, "next_offset": offset + limit if offset + limit < len(judgments) else None}
+
+
+def _check_kind(kind: Any) -> str:
+    if kind not in JUDGE_KINDS:
+        raise InvalidArgument(f"judge_kind must be one of {', '.join(JUDGE_KINDS)}, got {kind!r}")
+    return kind

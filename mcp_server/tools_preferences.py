@@ -1,0 +1,68 @@
+"""L2 judging tools (DESIGN section 17): ``preference_task``, ``submit_preference``,
+``list_preferences`` over the preference pools in --preferences-dir.
+
+A thin facade over extrarlhf.preferences.pool: an MCP client judges as kind ``llm``; its
+``judge`` name is stored only as a keyed pseudonym. Pools are made with
+``python -m extrarlhf preferences pool`` (or the core's ``create_preference_pool``).
+Call :func:`register` on a built server to add them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, Strict
+
+from extrarlhf.preferences import pool as prefs
+
+if TYPE_CHECKING:
+    from .app import ExtraRLHFServer
+
+PoolName = Annotated[str, Strict(), Field(description="Pool name.")]
+JudgeName = Annotated[str, Strict(), Field(min_length=1, max_length=200, description="Your name (kept as a pseudonym).")]
+
+
+def register(server: "ExtraRLHFServer") -> None:
+    tool = server.envelope_tool
+    where = {"preferences_dir": server.config.preferences_dir}
+
+    @tool(title="Next preference task")
+    def preference_task(pool: PoolName, judge: JudgeName) -> dict[str, Any]:
+        """Your next judging task in a pool: a board and two moves, A and B.
+
+        The acting player's view at a recorded decision point (no hidden information) and two
+        candidate moves, A and B; which player proposed each is not shown. Answer with
+        submit_preference (A, B, tie or skip). You are never shown the same task twice: an
+        unanswered task is given again (resumed: true); task null and done: true when you have
+        seen them all.
+        """
+        return prefs.next_task(pool, judge, "llm", **where)
+
+    @tool(title="Submit a preference")
+    def submit_preference(
+        pool: PoolName,
+        task_id: Annotated[str, Strict(), Field(max_length=64, description="From preference_task.")],
+        judge: JudgeName,
+        choice: Annotated[Literal["A", "B", "tie", "skip"], Field(description="The better move.")],
+        reason: Annotated[str | None, Strict(), Field(max_length=prefs.MAX_REASON_CHARS, description="Why.")] = None,
+    ) -> dict[str, Any]:
+        """Judge a task you were given: A, B, tie or skip (final).
+
+        Records A, B, tie or skip for a task preference_task gave you, with an optional reason;
+        a task you were not given is invalid_argument, a second answer already_judged.
+        """
+        return prefs.submit_preference(pool, task_id, judge, "llm", choice, reason, **where)
+
+    @tool(title="List preferences", read_only=True, idempotent=True)
+    def list_preferences(
+        pool: PoolName,
+        limit: Annotated[int, Strict(), Field(ge=1, le=500, description="Page size.")] = 50,
+        offset: Annotated[int, Strict(), Field(ge=0, description="Skip this many.")] = 0,
+    ) -> dict[str, Any]:
+        """A pool's judgments (paged) and their totals.
+
+        The pool's judgments oldest first (task, judge pseudonym, kind, choice, reason, source)
+        from offset, up to limit, with next_offset, and totals by choice, task source and judge
+        kind; judges are pseudonyms, never names.
+        """
+        return prefs.list_preferences(pool, limit=limit, offset=offset, **where)
