@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, Strict, with_config
 from typing_extensions import TypedDict
 
 from extrarlhf import datasets
-from extrarlhf.core.readiness import ReadinessPolicy
+from extrarlhf.core.readiness import BOOLEAN_FIELDS, ReadinessPolicy
 
 from .cancel import run_cancellable, run_long
 from .listing import NAMES_LISTED_ONCE
@@ -36,9 +36,12 @@ Fractions = Annotated[list[Fraction] | None, Field(min_length=3, max_length=3,
                                                    description="train/val/test fractions.")]
 # Readiness overrides are a closed object: an unknown key is refused by argument validation,
 # located by position (policy.<key 2>) and never repeated (the core would name it).
+# The policy's switches (metronome_arena_labels: count the arena's think times) are not thresholds and
+# stay with the Python and CLI callers: an MCP override is counts only.
 _Threshold = Annotated[int, Strict(), Ge(0)]
 ReadinessThresholds = with_config(ConfigDict(extra="forbid"))(
-    TypedDict("ReadinessThresholds", {f.name: _Threshold for f in fields(ReadinessPolicy)}, total=False))
+    TypedDict("ReadinessThresholds", {f.name: _Threshold for f in fields(ReadinessPolicy)
+                                      if f.name not in BOOLEAN_FIELDS}, total=False))
 Policy = Annotated[ReadinessThresholds | None, Field(description='Threshold overrides, e.g. {"min_v5_battles": 50}.')]
 # tools/list names the thresholds once, in dataset_readiness (DESIGN 8.1: every client reads the listing
 # in every session); the other tools advertise an object of integers >= 0 (mcp_server/listing.py) and

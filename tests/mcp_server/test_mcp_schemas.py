@@ -93,7 +93,14 @@ def _probes(tmp: Path) -> Callable[[Leaf], list[Probe]]:
     def fraction(v: Any) -> bool:
         return _accepts(lambda: check_fractions([v, 0.0, 0.0]), "finite numbers >= 0")
 
+    def judged(param: str) -> Probe:
+        from extrarlhf.preferences import list_preferences  # a missing pool is refused after the checks
+        return lambda v: _accepts(lambda: list_preferences("no-such-pool", **{param: v},
+                                                           preferences_dir=tmp / "p"), rf"^{param} must be")
+
     fixed: dict[str, list[Probe]] = {
+        "list_preferences.limit": [judged("limit")],
+        "list_preferences.offset": [judged("offset")],
         "submit_action.action_id": [lambda v: _accepts(lambda: check_action_id(v), "action id")],
         "start_battle.seed": [lambda v: _accepts(lambda: check_seed(v), "^seed must be")],
         "claim_codename.stale_after_s": [lease],
