@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
+from xml.sax.saxutils import escape
 
 import dagster as dg
 
@@ -23,7 +24,7 @@ TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPO
 # checked in Chromium, tests/extrarlhf_assets/test_dagster_ui.py). Every chart is built to fit.
 INLINE_MD_LIMIT = 1000
 _SVG_OPEN = ("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' "
-             "font-size='11'><text x='2' y='12' font-weight='bold'>{title}</text>")
+             "font-size='11'><text x='2' y='12' font-weight='bold'>{title}</text>")  # title: escaped text
 _COLOURS = ("#25e", "#d22", "#1a4", "#93e")  # short hex: every character counts
 
 
@@ -31,17 +32,20 @@ def _svg_md(svg: str, alt: str) -> str:
     """An SVG as a markdown image: a data URI in an angle-bracket destination, where spaces need
     no escape and ``<``/``>`` only a backslash (shorter than base64 or percent-encoding)."""
     alt = alt.replace("[", "(").replace("]", ")")
-    uri = svg.replace("%", "%25").replace("#", "%23").replace("\\", "%5C").replace("<", "\\<").replace(">", "\\>")
+    uri = (svg.replace("%", "%25").replace("#", "%23").replace("&", "%26")  # '&': markdown would decode entities
+           .replace("\\", "%5C").replace("<", "\\<").replace(">", "\\>"))
     return f"![{alt}](<data:image/svg+xml,{uri}>)"
 
 
 def _fit(render: Callable[[int], str], n: int) -> str:
-    """``render(k)`` for the largest ``k <= n`` whose markdown fits inline (``k`` >= 1)."""
+    """``render(k)`` for the largest ``1 <= k <= n`` whose markdown fits inline (else ``render(1)``,
+    which the UI then shows behind its link: a chart never fails an asset)."""
+    md = ""
     for k in range(max(n, 1), 0, -1):
         md = render(k)
         if len(md) < INLINE_MD_LIMIT:
-            return md
-    raise ValueError(f"chart does not fit in {INLINE_MD_LIMIT} characters even with one item")
+            break
+    return md
 
 
 def _n(v: float) -> str:
@@ -50,14 +54,14 @@ def _n(v: float) -> str:
 
 def bar_chart_md(title: str, bars: Sequence[tuple[str, float, str]]) -> str:
     """Horizontal bars (label, value, colour), each value written beside its bar, as an inline
-    SVG image short enough for the UI to show in place."""
+    SVG image short enough for the UI to show in place (a handful of bars: four take ~800 characters)."""
     width, row, left = 360, 20, 84
     top = max((v for _, v, _ in bars), default=0) or 1
-    parts = [_SVG_OPEN.format(w=width, h=row * len(bars) + 24, title=title)]
+    parts = [_SVG_OPEN.format(w=width, h=row * len(bars) + 24, title=escape(title))]
     for i, (label, value, colour) in enumerate(bars):
         y = 18 + i * row
         w = round((width - left - 56) * value / top)
-        parts.append(f"<text x='2' y='{y + 13}'>{label}</text><rect x='{left}' y='{y + 2}' width='{w}' "
+        parts.append(f"<text x='2' y='{y + 13}'>{escape(label)}</text><rect x='{left}' y='{y + 2}' width='{w}' "
                      f"height='14' fill='{colour}'/><text x='{left + w + 4}' y='{y + 13}'>{value:g}</text>")
     return _svg_md("".join(parts) + "</svg>", title)
 
@@ -83,12 +87,12 @@ def line_chart_md(title: str, series: dict[str, Sequence[float | None]]) -> str:
             pts = [(pad + 4 + (right - pad - 8) * i / max(n - 1, 1),
                     top + (height - bottom - top) * (1 - (ys[i] - lo) / (hi - lo)))
                    for i in epochs if i < len(ys) and ys[i] is not None]
-            texts.append(f"<text x='{right + 6}' y='{top + 10 + 13 * s}' fill='{colour}'>{name}</text>")
+            texts.append(f"<text x='{right + 6}' y='{top + 10 + 13 * s}' fill='{colour}'>{escape(name)}</text>")
             if pts:
                 paths.append(f"<path d='M" + " ".join(f"{x:.0f} {y:.0f}" for x, y in pts) + f"' stroke='{colour}'/>"
                              f"<path d='" + "".join(f"M{x:.0f} {y:.0f}h0" for x, y in pts) +
                              f"' stroke='{colour}' stroke-width='5'/>")
-        return _svg_md(_SVG_OPEN.format(w=width, h=height, title=title) + "".join(texts) +
+        return _svg_md(_SVG_OPEN.format(w=width, h=height, title=escape(title)) + "".join(texts) +
                        "<g fill='none' stroke-width='2' stroke-linecap='round'>" + "".join(paths) + "</g></svg>",
                        title)
     return _fit(render, n)
@@ -124,19 +128,19 @@ def interval_chart_md(title: str, labels: Sequence[str],
         texts = [f"<text x='2' y='{top + 8}'>{hi:+.0f}</text><text x='2' y='{base}'>{lo:+.0f}</text>"
                  + (f"<text x='2' y='{zero + 4}'>0</text>" if top + 12 < zero < base - 12 else "")
                  + f"<text y='{base + 14}' text-anchor='middle' x='{' '.join(map(str, xs))}'>"
-                 + "".join(labels[i] for i in shown) + "</text>"]
+                 + escape("".join(labels[i] for i in shown)) + "</text>"]
         paths = [f"<path d='M{pad} {top}V{base}H{right}' stroke='gray' stroke-width='1'/>"
                  f"<path d='M{pad} {zero}H{right}' stroke='gray' stroke-width='1' stroke-dasharray='4 3'/>"]
         for s, (name, ps) in enumerate(pts.items()):
             colour = _COLOURS[s % len(_COLOURS)]
             if len(pts) > 1:
-                texts.append(f"<text x='{right + 6}' y='{top + 10 + 13 * s}' fill='{colour}'>{name}</text>")
+                texts.append(f"<text x='{right + 6}' y='{top + 10 + 13 * s}' fill='{colour}'>{escape(name)}</text>")
             drawn = [(round(pad + step * (j + (s + 1) / (len(pts) + 1))), p) for j, p in enumerate(ps) if p is not None]
             if drawn:
                 paths.append("<path d='" + "".join(f"M{x} {y(p[1])}V{y(p[2])}" for x, p in drawn) +
                              f"' stroke='{colour}'/><path d='" + "".join(f"M{x} {y(p[0])}h0" for x, p in drawn)
                              + f"' stroke='{colour}' stroke-width='7'/>")
-        return _svg_md(_SVG_OPEN.format(w=width, h=height, title=head) + "".join(texts) +
+        return _svg_md(_SVG_OPEN.format(w=width, h=height, title=escape(head)) + "".join(texts) +
                        "<g fill='none' stroke-width='2' stroke-linecap='round'>" + "".join(paths) + "</g></svg>", head)
     return _fit(render, len(labels))
 

@@ -1,6 +1,7 @@
 """The asset graph on an ephemeral instance: real campaigns, real files, checks asserted."""
 
 import json
+import re
 
 import dagster as dg
 import pytest
@@ -234,3 +235,38 @@ def test_recording_a_missing_group_fails_clearly(tmp_path):
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure][0]
     assert "not on disk" in failure.step_failure_data.error.message
+
+
+def _svg_of(md: str) -> str:
+    """What the browser draws from a chart: markdown's backslash escapes undone, then the URI's."""
+    from urllib.parse import unquote
+
+    uri = md[md.index("](<") + 3:md.rindex(">)")]
+    assert uri.startswith("data:image/svg+xml,")
+    return unquote(uri.split(",", 1)[1].replace("\\<", "<").replace("\\>", ">"))
+
+
+def test_charts_fit_the_inline_limit_and_stay_valid_svg():
+    """Every chart is shorter than the UI's inline limit at any size (long histories drawn on a
+    sample, a long ladder on its latest rungs, the title says so) and is well-formed SVG, text
+    with '&' or '<' included."""
+    import xml.dom.minidom
+
+    from extrarlhf_assets.metadata import INLINE_MD_LIMIT, bar_chart_md, interval_chart_md, line_chart_md
+
+    charts = [bar_chart_md("W & L <all>", [("P1 wins", 120, "#16a34a"), ("draws", 3, "#a3a3a3"),
+                                            ("P1 losses", 77, "#dc2626"), ("degraded", 0, "#f59e0b")])]
+    for n in (0, 1, 5, 200):
+        charts.append(line_chart_md("Loss per epoch", {"train_loss": [1 / (i + 1) for i in range(n)],
+                                                      "val_loss": [None if i % 3 else 1.1 / (i + 1) for i in range(n)]}))
+    for n in (1, 4, 40):
+        charts.append(interval_chart_md("Cumulative Elo per promotion (95% CI)", [str(i + 1) for i in range(n)],
+                                        {"cumulative": [(25.0 * i, 25.0 * i - 60, 25.0 * i + 60) for i in range(n)]}))
+    for md in charts:
+        assert len(md) < INLINE_MD_LIMIT, md
+        svg = xml.dom.minidom.parseString(_svg_of(md)).documentElement
+        assert svg.tagName == "svg" and svg.getAttribute("xmlns") == "http://www.w3.org/2000/svg"
+    assert "W &amp; L &lt;all&gt;" in _svg_of(charts[0])
+    long_ladder = _svg_of(charts[-1])
+    shown = re.search(r"last (\d+) of 40", long_ladder)
+    assert shown and int(shown.group(1)) >= 10, long_ladder[:200]

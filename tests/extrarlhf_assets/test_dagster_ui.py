@@ -197,7 +197,8 @@ def test_charts_show_on_the_asset_pages_without_a_click(dagster_dev, tmp_path):
         images = {alt.group(1) for tag in re.findall(r"<img [^>]*>", dom) if 'src="data:image/svg+xml,' in tag
                   for alt in [re.search(r'alt="([^"]*)"', tag)] if alt}
         assert set(alts) <= images, (asset, images, re.findall(r"<img [^>]{0,200}", dom))
-        shot = _screenshot(f"{url}/assets/{asset}", f"dagster_{asset}_overview.png", tmp_path)
-        assert shot.stat().st_size > 10_000
+        if asset != "v5_dataset":  # pictures of the two pages with the most to see (each Chromium run costs)
+            shot = _screenshot(f"{url}/assets/{asset}", f"dagster_{asset}_overview.png", tmp_path)
+            assert shot.stat().st_size > 10_000
         if asset == "policy_ladder":  # the narrow table in place, every column behind the click
             assert f"{promoted} (current)</td>" in dom and "[Show Markdown]" in dom
