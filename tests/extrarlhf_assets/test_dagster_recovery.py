@@ -17,9 +17,8 @@ Alongside, a run of the two production exports of a day asks for the multiproces
 in its run config (the code location stays in process by default): each export runs in its
 own process, and the ``production_db`` pool still lets only one run at a time.
 
-Not reproduced here: a run left STARTING by a daemon restart, failed by
-``start_timeout_seconds`` (180 s in deploy/dagster.yaml): waiting for it would triple this
-module's time (docs/dagster.md, "When a run dies").
+A run left STARTING by a daemon restart (failed by ``start_timeout_seconds``, then retried)
+is test_dagster_restart.py: it needs the daemon killed and a shorter start timeout.
 """
 
 import os
