@@ -11,6 +11,8 @@ datasets and (for the reward model, the ``train`` extra) training. Modules:
 - dataset.py     ``materialize_preference_dataset`` (kind ``preference_pairs``), ``preference_ready``,
                  ``read_preferences``, ``export_trl_preferences``
 - reward.py      ``train_reward_model``: Bradley-Terry over the policies' features, ONNX, model card
+- dpo.py         ``dpo_finetune``: a DPO-style fine-tune of a v5 policy against a reference policy
+- commands.py    ``python -m extrarlhf preferences ...``
 
 The names below are imported lazily (torch and pyarrow only when used).
 """
@@ -24,6 +26,7 @@ _EXPORTS = {
     "list_preferences": "pool", "judge_synthetically": "synthetic",
     "materialize_preference_dataset": "dataset", "preference_readiness": "dataset", "PreferencePolicy": "dataset",
     "read_preferences": "dataset", "export_trl_preferences": "dataset", "train_reward_model": "reward",
+    "dpo_finetune": "dpo",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,4 +1,4 @@
-"""``python -m extrarlhf preferences pool|judge|synthetic|list|materialize|reward|export-trl``.
+"""``python -m extrarlhf preferences pool|judge|synthetic|list|materialize|reward|dpo|export-trl``.
 
 Each subcommand calls one function of this package and prints a short report (``--json``: the
 function's result); business errors are printed by extrarlhf/cli.py as one line (exit 2).
@@ -103,6 +103,19 @@ def _cmd_reward(args: argparse.Namespace) -> int:
                             f"{r['card_path']}")
 
 
+def _cmd_dpo(args: argparse.Namespace) -> int:
+    from .dpo import dpo_finetune
+
+    r = dpo_finetune(args.dataset, args.base, args.name, args.seed, reference=args.reference, beta=args.beta,
+                     epochs=args.epochs, lr=args.lr, anchor=args.anchor, require_ready=not args.not_ready,
+                     datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir, overwrite=args.overwrite)
+    f = r["final"]
+    return _report(args, r, f"{r['name']}: v5 checkpoint, DPO of {r['base']['name']} against {r['reference']['name']} "
+                            f"on {r['dataset_id']}; held-out preference accuracy {f['test']['accuracy']:.3f} (reference "
+                            f"{f['reference_test_accuracy']:.3f}) over {f['test']['pairs']} pairs; benchmark it next: "
+                            f"python -m extrarlhf benchmark {r['name']} {r['reference']['name']}")
+
+
 def _cmd_export_trl(args: argparse.Namespace) -> int:
     from .dataset import export_trl_preferences
 
@@ -153,6 +166,18 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--name", required=True)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--epochs", type=int, default=30)
+    v.add_argument("--not-ready", action="store_true", help="train even when preference_ready has blockers")
+    v.add_argument("--overwrite", action="store_true")
+    v = verb("dpo", _cmd_dpo, "a DPO-style fine-tune of a v5 policy on a preference dataset")
+    v.add_argument("dataset")
+    v.add_argument("--base", required=True, help="the v5 checkpoint to start from (the reference by default)")
+    v.add_argument("--name", required=True)
+    v.add_argument("--reference", help="another v5 checkpoint as the reference")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--beta", type=float, default=0.5)
+    v.add_argument("--epochs", type=int, default=10)
+    v.add_argument("--lr", type=float, default=1e-4)
+    v.add_argument("--anchor", type=float, default=1e-3)
     v.add_argument("--not-ready", action="store_true", help="train even when preference_ready has blockers")
     v.add_argument("--overwrite", action="store_true")
     v = verb("export-trl", _cmd_export_trl, "write the TRL preference shape (prompt/chosen/rejected JSONL)")

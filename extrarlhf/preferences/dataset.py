@@ -15,6 +15,7 @@ features, recomputed from the replayed state. Skips are counted, not kept. Readi
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +24,10 @@ from typing import Any, Mapping
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+import engine
 
 from ..core.errors import InvalidArgument, NotReady
 from ..datasets.assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, bucket, check_fractions, check_split_key, split_of
@@ -195,3 +199,27 @@ def export_trl_preferences(dataset: str, out_dir: str | os.PathLike[str], *,
         os.replace(tmp, out / f"{hf}.jsonl")
         counts[hf] = len(lines)
     return {"dataset_id": manifest["dataset_id"], "path": str(out), "rows": counts, "format": "trl_preference"}
+
+
+def decisive_pairs(table: pa.Table) -> dict[str, np.ndarray]:
+    """The A/B (non-tie) rows of a preference table as arrays: ``obs``, ``a`` and ``b`` features,
+    ``y`` 1.0 where A was preferred."""
+    decisive = table.filter(pc.not_equal(table.column("choice"), "tie"))
+
+    def matrix(column: str, width: int) -> np.ndarray:
+        flat = decisive.column(column).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        return flat.astype(np.float32).reshape(-1, width)
+
+    return {"obs": matrix("observation", engine.OBS_DIM), "a": matrix("a_features", engine.ACTION_FEATURE_DIM),
+            "b": matrix("b_features", engine.ACTION_FEATURE_DIM),
+            "y": (np.array(decisive.column("choice").to_pylist()) == "A").astype(np.float32)}
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson 95% interval of a proportion."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

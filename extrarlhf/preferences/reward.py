@@ -24,9 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import pyarrow as pa
 
-import engine
 
 from ..checkpoints import CheckpointRegistry
 from ..core.clock import utc_now
@@ -34,30 +32,9 @@ from ..core.errors import InvalidArgument, NotReady, RLHFError
 from ..core.names import check_name
 from ..training.card import CARD_SCHEMA_VERSION, checkpoint_block, environment_block, model_block, write_card
 from ..training.hyper import require_torch
-from .dataset import PreferencePolicy, preference_readiness, read_preferences
+from .dataset import PreferencePolicy, decisive_pairs, preference_readiness, read_preferences, wilson
 
 MAX_EPOCHS = 200
-
-
-def _pairs(table: pa.Table) -> dict[str, np.ndarray]:
-    decisive = table.filter(pa.compute.not_equal(table.column("choice"), "tie"))
-
-    def matrix(column: str, width: int) -> np.ndarray:
-        flat = decisive.column(column).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-        return flat.astype(np.float32).reshape(-1, width)
-
-    return {"obs": matrix("observation", engine.OBS_DIM), "a": matrix("a_features", engine.ACTION_FEATURE_DIM),
-            "b": matrix("b_features", engine.ACTION_FEATURE_DIM),
-            "y": (np.array(decisive.column("choice").to_pylist()) == "A").astype(np.float32)}
-
-
-def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _check(value: Any, what: str, lo: float, hi: float, integer: bool = False) -> Any:
@@ -94,9 +71,9 @@ def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | No
     if require_ready and not ready["ready"]:
         raise NotReady(f"{manifest['dataset_id']} is not preference-ready: " + "; ".join(ready["blockers"]),
                        ready["blockers"])
-    splits = {"train": _pairs(train_table)}
+    splits = {"train": decisive_pairs(train_table)}
     for split in ("val", "test"):
-        splits[split] = _pairs(read_preferences(dataset, split, datasets_dir=datasets_dir)[0])
+        splits[split] = decisive_pairs(read_preferences(dataset, split, datasets_dir=datasets_dir)[0])
     if len(splits["train"]["y"]) == 0 or len(splits["test"]["y"]) == 0:
         raise NotReady(f"{manifest['dataset_id']} needs non-tie judgments in its train and test splits to fit and "
                        f"measure a reward model (train {len(splits['train']['y'])}, test {len(splits['test']['y'])})",

@@ -15,11 +15,14 @@ import pytest
 
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.datasets import materialize_v5_dataset, validate_dataset
-from extrarlhf.preferences import (create_preference_pool, export_trl_preferences, judge_synthetically,
+from extrarlhf.policies.benchmarking import benchmark_models
+from extrarlhf.policies.promotion import promote_checkpoint
+from extrarlhf.preferences import (create_preference_pool, dpo_finetune, export_trl_preferences, judge_synthetically,
                                    list_preferences, materialize_preference_dataset, next_task, submit_preference,
                                    train_reward_model)
 from extrarlhf.preferences.pool import read_pool
 from extrarlhf.runtime.series import run_series
+from extrarlhf.training.train import train_policy
 from tests.datasets_helpers import rewrite_table, set_cell
 
 TEACHER = "search:baseline:greedy?sims=8"
@@ -164,3 +167,27 @@ def test_the_trl_export_loads_with_hugging_face_datasets(data, tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows, columns, prompt_ok, differ = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
     assert rows == out["rows"]["train"] and {"prompt", "chosen", "rejected"} <= set(columns) and prompt_ok and differ
+
+
+def test_a_dpo_tuned_policy_is_a_v5_checkpoint_promotable_through_the_sprt_gate(data):
+    materialize_preference_dataset("main", name="prefs-dpo", datasets_dir=data["datasets"],
+                                   preferences_dir=data["preferences"], policy={"min_judges": 1})
+    train_policy("teach", "bc", 0, imitate="search", target="search_values", epochs=3, datasets_dir=data["datasets"],
+                 checkpoints_dir=data["checkpoints"])
+    tuned = dpo_finetune("prefs-dpo", "bc", "bc-dpo", epochs=4, datasets_dir=data["datasets"],
+                         checkpoints_dir=data["checkpoints"], policy={"min_judges": 1})
+    history = tuned["history"]
+    assert history[0]["epoch"] == 0 and tuned["final"]["best_epoch"] >= 0
+    best = history[tuned["final"]["best_epoch"]]["val"]["loss"]
+    assert best <= history[0]["val"]["loss"]  # the kept epoch is never worse than the reference on val
+    assert tuned["kind"] == "v5" and tuned["reference"]["name"] == "bc"
+    assert tuned["export_verification"]["max_abs_logit_diff"] <= tuned["export_verification"]["tolerance"]
+    card = Path(tuned["card_path"]).read_text()
+    assert '"method": "dpo"' in card and tuned["base"]["weights_hash"] in card
+    with pytest.raises(RLHFError, match="refused"):  # never benchmarked: the gate holds
+        promote_checkpoint("bc-dpo", checkpoints_dir=data["checkpoints"])
+    report = benchmark_models("bc-dpo", "baseline:random", n_pairs=200, baseline_pairs=0,
+                              checkpoints_dir=data["checkpoints"])
+    assert report["verdict"].startswith("PASSED"), report["verdict"]
+    promoted = promote_checkpoint("bc-dpo", checkpoints_dir=data["checkpoints"])
+    assert promoted["promoted"]["name"] == "bc-dpo"
