@@ -110,7 +110,7 @@ def test_nightly_campaign_turned_on_in_the_evening_starts_with_the_next_night():
     assert "the first campaign is nightly-2026-11-30 at 02:00 UTC" in first.skip_reason.skip_message
     assert "RLHF_NIGHTLY_CATCH_UP=1" in first.skip_reason.skip_message
     later = nightly_request(datetime.datetime(2026, 11, 29, 23, 50, tzinfo=UTC), first.cursor, set())
-    assert isinstance(later, dg.SkipReason)
+    assert isinstance(later, dg.SkipReason) and "passed before the sensor was turned on" in later.skip_message
     night = nightly_request(datetime.datetime(2026, 11, 30, 2, 5, tzinfo=UTC), first.cursor, set())
     assert [r.partition_key for r in night.run_requests] == ["nightly-2026-11-30"]
     # turned off for a week and on again: the missed nights are not run on the spot either

@@ -50,7 +50,8 @@ def nightly_request(now: _dt.datetime, cursor: str | None, known: set[str], *, f
     group = f"nightly-{day}"
     upcoming = f"nightly-{(night + _dt.timedelta(days=1)):%Y-%m-%d} at {NIGHT_HOUR_UTC:02d}:00 UTC"
     if cursor == day:
-        return dg.SkipReason(f"{group} was requested already; the next night is {upcoming}")
+        return dg.SkipReason(f"{group} is handled (requested, or passed before the sensor was turned on); "
+                             f"the next night is {upcoming}")
     if first_tick and not catch_up:
         return dg.SensorResult(cursor=day, skip_reason=dg.SkipReason(
             f"turned on after the night of {day}: the first campaign is {upcoming}; to collect {group} now, "
