@@ -317,6 +317,9 @@ def test_an_incomplete_export_is_never_green(world, tmp_path, monkeypatch):
     materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
     assert not {"production_v5_export", "timestamp_dataset", "metronome_dataset"} & materialized
     assert "is incomplete" in _failures(result)["production_v5_export"]
+    (observed,) = _observations(result)
+    assert observed.metadata["published"].value is True
+    assert observed.metadata["dataset_id"].value == f"production-v5-{DAY}/v1"
     evaluation = _checks(result)[("production_v5_export", "export_complete")]
     assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
     assert evaluation.partition == DAY and evaluation.metadata["latest_complete"].value == "none"

@@ -97,11 +97,14 @@ def _core(call, *args: Any, **kwargs: Any) -> dict[str, Any]:
 
 
 def _not_published(kind: str, result: dict[str, Any]) -> dg.AssetObservation:
-    """What the timeline shows for an export the row ceiling stopped (nothing was published)."""
+    """What the timeline shows for an export the row ceiling stopped on a day with no complete
+    export: nothing published, or a version written for inspection only (``publish_incomplete``)."""
     return dg.AssetObservation(asset_key=kind, metadata={
-        "published": False, "stop_reason": result.get("stop_reason") or "none",
+        "published": bool(result.get("published")), "dataset_id": result.get("dataset_id") or "none",
+        "stop_reason": result.get("stop_reason") or "none",
         "stopped_stream": result.get("stopped_stream") or "none", "max_rows": result.get("max_rows") or 0,
-        "streams": dg.MetadataValue.json(result.get("streams") or {}), "message": result.get("message") or ""})
+        "streams": dg.MetadataValue.json(result.get("streams") or {}),
+        "message": result.get("message") or _incomplete(result)})
 
 
 def refresh_check_specs(asset: str) -> list[dg.AssetCheckSpec]:
