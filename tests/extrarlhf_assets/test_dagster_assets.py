@@ -1,10 +1,8 @@
 """The asset graph on an ephemeral instance: real campaigns, real files, checks asserted."""
 
-import json
 import re
 
 import dagster as dg
-import pytest
 
 from extrarlhf.policies.promotion import read_promoted
 from extrarlhf.runtime.sessions import SessionStore
