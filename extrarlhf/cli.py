@@ -56,6 +56,8 @@ def _add_arena_parser(sub: argparse._SubParsersAction) -> None:
     arena.add_argument("--sessions-dir", default="sessions", help="where battles are recorded (default sessions)")
     arena.add_argument("--checkpoints-dir", default="checkpoints",
                        help="the checkpoint registry opponents are looked up in (default checkpoints)")
+    arena.add_argument("--preferences-dir", default="preferences",
+                       help="the preference pools people judge at /judge (default preferences)")
     arena.add_argument("--token", default=None,
                        help="access token every request must carry (or RLHF_ARENA_TOKEN); required to bind beyond "
                             "the loopback interface")
@@ -64,7 +66,7 @@ def _add_arena_parser(sub: argparse._SubParsersAction) -> None:
 
 def _arena(args: argparse.Namespace) -> int:
     serve = require("web.serve", "the browser arena").serve  # MissingExtra names the arena extra
-    return serve(args.host, args.port, args.sessions_dir, args.checkpoints_dir, args.token)
+    return serve(args.host, args.port, args.sessions_dir, args.checkpoints_dir, args.token, args.preferences_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,11 @@ with a mouse, with the keyboard alone and without JavaScript. Every refusal and 
 an HTML page with what happened and where to go (404, 405, 413, 403 for a missing CSRF or
 access token, 400/409 for a bad spec, an illegal move, a finished battle, 429 for too many
 battles, 500 without the traceback, which goes to the server's log).
+
+``/judge`` is the judging page of the preference data (extrarlhf.preferences.pool): a person
+picks a pool, is shown one task at a time (player's board, moves A and B) and answers A, B, tie
+or skip with an optional reason; the judge is the name they gave or else their browser
+session, stored only as a keyed pseudonym (kind ``human``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 from pathlib import Path
+from urllib.parse import quote
 from typing import Any, Callable
 
 import anyio
@@ -33,6 +39,7 @@ from adapters import work
 from extrarlhf.core.echo import safe_text
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
+from extrarlhf.preferences import pool as prefs
 
 from .arena import Arena, ArenaError
 from .config import ArenaConfig
@@ -44,11 +51,13 @@ HERE = Path(__file__).parent
 COOKIE = "arena_session"
 STATUS_OF = {"unknown_match": 404, "foreign_match": 404, "match_finished": 409, "not_your_turn": 409,
              "stale_page": 409, "group_conflict": 409, "group_busy": 409, "too_many_matches": 429,
-             "illegal_action": 400, "invalid_argument": 400, "unknown_spec": 400}
+             "illegal_action": 400, "invalid_argument": 400, "unknown_spec": 400, "not_found": 404,
+             "already_judged": 409}
 TITLE_OF = {"unknown_match": "Unknown match", "foreign_match": "Unknown match", "match_finished": "This battle is over",
             "not_your_turn": "Not your turn", "stale_page": "This page was out of date",
             "group_conflict": "Group holds other battles", "too_many_matches": "Too many battles",
-            "illegal_action": "Illegal move", "unknown_spec": "Unknown opponent", "invalid_argument": "Bad request"}
+            "illegal_action": "Illegal move", "unknown_spec": "Unknown opponent", "invalid_argument": "Bad request",
+            "not_found": "Not found", "already_judged": "Already judged"}
 
 
 def _environment() -> Environment:
@@ -144,6 +153,40 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
         step = min(max(step, 0), len(steps) - 1)
         return render(request, "replay.html", played=played, steps=steps, step=step, s=steps[step])
 
+    # ------------------------------------------------------------------ judging (preference data)
+    def judge_of(request: Request) -> str:
+        """This browser's judge: the name it gave, else the browser session itself (stored only as
+        a keyed pseudonym either way)."""
+        return request.session.get("judge") or f"browser-{sid(request)}"
+
+    async def judging(request: Request) -> Response:
+        pools = await call(prefs.list_pools, config.preferences_dir)
+        return render(request, "judge_lobby.html", pools=pools, named=bool(request.session.get("judge")))
+
+    async def judge_start(request: Request) -> Response:
+        fields = await form(request)
+        name = (fields.get("name") or "").strip()
+        if len(name) > 64:
+            raise ArenaError("a judge name is at most 64 characters", "invalid_argument", 400)
+        if name:
+            request.session["judge"] = name
+        pool = fields.get("pool", "")
+        return RedirectResponse(f"/judge/{quote(pool, safe='')}", status_code=303)
+
+    async def judge_task(request: Request) -> Response:
+        pool = request.path_params["pool"]
+        got = await call(lambda: prefs.next_task(pool, judge_of(request), "human",
+                                                 preferences_dir=config.preferences_dir))
+        return render(request, "judge.html", pool=pool, got=got, task=got["task"])
+
+    async def judge_answer(request: Request) -> Response:
+        fields = await form(request)
+        pool = request.path_params["pool"]
+        await call(lambda: prefs.submit_preference(pool, fields.get("task_id", ""), judge_of(request), "human",
+                                                   fields.get("choice", ""), (fields.get("reason") or "").strip()
+                                                   or None, preferences_dir=config.preferences_dir))
+        return RedirectResponse(f"/judge/{quote(pool, safe='')}", status_code=303)
+
     # ------------------------------------------------------------------ errors
     async def business_error(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "code", "invalid_argument") if isinstance(exc, RLHFError) else "illegal_action"
@@ -184,6 +227,10 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
         Route("/match/{match_id}/continue", resume, methods=["POST"]),
         Route("/match/{match_id}/abandon", abandon, methods=["POST"]),
         Route("/match/{match_id}/replay", replay, methods=["GET"]),
+        Route("/judge", judging, methods=["GET"]),
+        Route("/judge", judge_start, methods=["POST"]),
+        Route("/judge/{pool}", judge_task, methods=["GET"]),
+        Route("/judge/{pool}/answer", judge_answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, middleware=middleware,

@@ -28,6 +28,7 @@ LOOPBACK_NAMES = ("localhost",)
 class ArenaConfig:
     sessions_dir: Path = Path("sessions")
     checkpoints_dir: Path = Path("checkpoints")
+    preferences_dir: Path = Path("preferences")  # the preference pools judged at /judge
     token: str | None = None  # required on every request when set
     secret: str = field(default_factory=lambda: os.environ.get(SECRET_ENV) or secrets.token_urlsafe(32))
     # the key of the players' pseudonyms: stable across restarts only when RLHF_ARENA_PSEUDONYM_KEY is set

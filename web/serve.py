@@ -20,11 +20,13 @@ DEFAULT_PORT = 8765
 
 
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, sessions_dir: str | os.PathLike[str] = "sessions",
-          checkpoints_dir: str | os.PathLike[str] = "checkpoints", token: str | None = None) -> int:
+          checkpoints_dir: str | os.PathLike[str] = "checkpoints", token: str | None = None,
+          preferences_dir: str | os.PathLike[str] = "preferences") -> int:
     """Serve the arena until interrupted; returns the exit status."""
     token = token or os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
-    config = ArenaConfig(sessions_dir=Path(sessions_dir), checkpoints_dir=Path(checkpoints_dir), token=token)
+    config = ArenaConfig(sessions_dir=Path(sessions_dir), checkpoints_dir=Path(checkpoints_dir), token=token,
+                         preferences_dir=Path(preferences_dir))
     app = build_app(config)
     shown = f"[{host}]" if ":" in host else host
     where = f"http://{shown}:{port}/" + ("?token=<the token>" if token else "")

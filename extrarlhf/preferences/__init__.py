@@ -5,7 +5,8 @@ datasets and (for the reward model, the ``train`` extra) training. Modules:
 
 - points.py      decision points of a V5 dataset, their seeded order, states replayed and checked
 - candidates.py  task sources: ``search_top2`` and ``A vs B`` (two specs or ``recorded``)
-- pool.py        ``create_preference_pool``, ``next_task``, ``submit_preference``, ``list_preferences``
+- pool.py        ``create_preference_pool``, ``next_task``, ``submit_preference``, ``list_preferences``,
+                 ``list_pools``
 - judges.py      judge kinds, keyed judge pseudonyms, the synthetic judge's rule
 - synthetic.py   ``judge_synthetically``: synthetic judges answering a pool
 - dataset.py     ``materialize_preference_dataset`` (kind ``preference_pairs``), ``preference_ready``,
@@ -23,7 +24,7 @@ from ..core.lazy import lazy_exports
 
 _EXPORTS = {
     "create_preference_pool": "pool", "next_task": "pool", "submit_preference": "pool",
-    "list_preferences": "pool", "judge_synthetically": "synthetic",
+    "list_preferences": "pool", "list_pools": "pool", "judge_synthetically": "synthetic",
     "materialize_preference_dataset": "dataset", "preference_readiness": "dataset", "PreferencePolicy": "dataset",
     "read_preferences": "dataset", "export_trl_preferences": "dataset", "train_reward_model": "reward",
     "dpo_finetune": "dpo",

@@ -139,6 +139,19 @@ def create_preference_pool(name: str, dataset: str, *, sources: Any = ("search_t
 _POOLS: dict[tuple[str, int, int], dict[str, Any]] = {}  # pool.json never changes once written: read it once
 
 
+def list_pools(preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR) -> list[dict[str, Any]]:
+    """Every pool under ``preferences_dir``: name, source dataset, tasks and sources."""
+    root = Path(preferences_dir).resolve()
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in sorted(p for p in root.iterdir() if (p / POOL_FILE).is_file()):
+        doc = read_pool(folder)
+        out.append({"pool": doc["pool"], "dataset_id": doc["dataset_id"], "tasks": len(doc["tasks"]),
+                    "sources": doc["sources"]})
+    return out
+
+
 def read_pool(folder: Path) -> dict[str, Any]:
     path = folder / POOL_FILE
     stat = path.stat()

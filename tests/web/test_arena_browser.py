@@ -3,7 +3,7 @@ download) against the real server (``python -m extrarlhf arena`` on a free port,
 finally). A whole battle by clicking the highlighted moves, with screenshots at its start,
 middle and end (kept under ``RLHF_SCREENSHOT_DIR`` when set), whose trace validates, replays and
 materializes like an MCP-played one; a battle by the keyboard alone (Tab and Enter); and a
-390x844 phone viewport without horizontal scrolling. Skipped with the reason when
+390x844 phone viewport without horizontal scrolling; and judging preference tasks by clicking. Skipped with the reason when
 /usr/bin/chromium is missing, unless ``RLHF_REQUIRE_CHROMIUM`` is set."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import pytest
 
 from extrarlhf.datasets.materialize import materialize_v5_dataset
 from extrarlhf.datasets.validate import validate_dataset
+from extrarlhf.preferences import create_preference_pool, list_preferences
+from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore
 from tests.test_schemas import errors as schema_errors
@@ -60,7 +62,8 @@ def server(work: Path) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "extrarlhf", "arena", "--port", str(port), "--sessions-dir",
-                             str(work / "sessions"), "--checkpoints-dir", str(work / "checkpoints")],
+                             str(work / "sessions"), "--checkpoints-dir", str(work / "checkpoints"),
+                             "--preferences-dir", str(work / "preferences")],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -217,3 +220,33 @@ def test_a_phone_sized_viewport_never_scrolls_sideways(server: str, browser: Bro
         assert page.evaluate(NO_HSCROLL)
     finally:
         context.close()
+
+
+def test_judging_preference_tasks_by_clicking(server: str, browser: Browser, work: Path, shots: Path):
+    run_series(work / "judged-sessions", "judged", 3, p1_model="search:baseline:greedy?sims=2",
+               opponent="baseline:greedy", seed=9)
+    materialize_v5_dataset("judged", "judged", sessions_dir=work / "judged-sessions", datasets_dir=work / "datasets")
+    create_preference_pool("clicks", "judged", n_tasks=3, datasets_dir=work / "datasets",
+                           preferences_dir=work / "preferences")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(server + "/")
+        with page.expect_navigation():
+            page.click("#to-judging")
+        page.select_option("#pool", "clicks")
+        page.fill("#name", "Browser Judge")
+        with page.expect_navigation():
+            page.click("text=Start judging")
+        page.screenshot(path=str(shots / "judge-task.png"), full_page=True)
+        for button in ("#choose-a", "#choose-b", "#choose-tie"):
+            assert page.locator("pre.position").is_visible() and "your board" in page.inner_text("pre.position")
+            page.fill("#reason", f"clicked {button}")
+            with page.expect_navigation():
+                page.click(button)
+        assert page.locator("#done").is_visible()
+        page.screenshot(path=str(shots / "judge-done.png"), full_page=True)
+    finally:
+        page.close()
+    listed = list_preferences("clicks", preferences_dir=work / "preferences")
+    assert [i["choice"] for i in listed["items"]] == ["A", "B", "tie"]
+    assert listed["totals"]["judge_kind"] == {"human": 3} and listed["items"][0]["reason"] == "clicked #choose-a"
