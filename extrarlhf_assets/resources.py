@@ -1,7 +1,8 @@
-"""Resources wrapping the core: where sessions, datasets and checkpoints live, readiness, and
-the production gate.
+"""Resources wrapping the core: where sessions, datasets, checkpoints and preference pools live,
+readiness, and the production gate.
 
-The directories come from ``RLHF_SESSIONS_DIR`` / ``RLHF_DATASETS_DIR`` / ``RLHF_CHECKPOINTS_DIR``
+The directories come from ``RLHF_SESSIONS_DIR`` / ``RLHF_DATASETS_DIR`` / ``RLHF_CHECKPOINTS_DIR`` /
+``RLHF_PREFERENCES_DIR``
 as ``dg.EnvVar`` values: Dagster reads them in the process that runs the step (a run worker,
 a pod), not when the code location is imported, and the UI shows which variable a field comes
 from. Unset, a directory defaults to ``sessions/`` etc. under the loading process's working
@@ -73,6 +74,24 @@ class CheckpointsResource(dg.ConfigurableResource):
         return CheckpointRegistry(self.path)
 
 
+class PreferencesResource(dg.ConfigurableResource):
+    """The preference pools' dir and the ``preference_ready`` thresholds (None: the core's)."""
+
+    preferences_dir: str = "preferences"
+    min_judgments: int | None = None
+    min_states: int | None = None
+    min_judges: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.preferences_dir).absolute()
+
+    def policy(self) -> dict | None:
+        chosen = {k: getattr(self, k) for k in ("min_judgments", "min_states", "min_judges")
+                  if getattr(self, k) is not None}
+        return chosen or None
+
+
 class ProductionResource(dg.ConfigurableResource):
     """The production plane's gate (DESIGN 10.1) and how the daily exports cut their windows.
 
@@ -130,4 +149,5 @@ def default_resources() -> dict[str, Any]:
         "datasets": DatasetsResource(datasets_dir=_dir("RLHF_DATASETS_DIR", "datasets")),
         "checkpoints": CheckpointsResource(checkpoints_dir=_dir("RLHF_CHECKPOINTS_DIR", "checkpoints")),
         "production": ProductionResource(),
+        "preferences": PreferencesResource(preferences_dir=_dir("RLHF_PREFERENCES_DIR", "preferences")),
     }

@@ -15,6 +15,7 @@ features, recomputed from the replayed state. Skips are counted, not kept. Readi
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -29,9 +30,9 @@ import pyarrow.parquet as pq
 
 import engine
 
-from ..core.errors import InvalidArgument, NotReady
+from ..core.errors import InvalidArgument, NotReady, RLHFError
 from ..datasets.assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, bucket, check_fractions, check_split_key, split_of
-from ..datasets.manifest import write_manifest
+from ..datasets.manifest import read_manifest, write_manifest
 from ..datasets.paths import DatasetsDir, check_dataset_name
 from ..datasets.pointers import resolve
 from ..datasets.publish import publish_version
@@ -118,12 +119,18 @@ def materialize_preference_dataset(pool: str, *, name: str | None = None, fracti
                                    preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
                                    policy: "PreferencePolicy | Mapping[str, Any] | None" = None) -> dict[str, Any]:
     """Publish the pool's judgments as ``name`` (default ``prefs-<pool>``); returns the
-    publication with row counts per split, the evidence and ``preference_ready``."""
+    publication with row counts per split, the evidence and ``preference_ready``. Judgments
+    unchanged since the latest version (same hash, same split settings) keep that version
+    (``reused: true``) instead of writing an identical copy."""
     fractions = check_fractions(fractions)
     split_key = check_split_key(split_key)
     policy = PreferencePolicy.coerce(policy)
     folder = pool_dir(preferences_dir, pool)
     name = check_dataset_name(name or f"prefs-{folder.name}")
+    judged = _judgments_sha256(folder)
+    kept = _unchanged(DatasetsDir(datasets_dir), name, folder.name, judged, split_key, fractions, policy)
+    if kept is not None:
+        return kept
     doc, rows, skipped = _rows(folder, datasets_dir)
     if not rows:
         raise NotReady(f"pool {folder.name!r} has no A/B/tie judgment yet; judge some tasks first "
@@ -144,7 +151,7 @@ def materialize_preference_dataset(pool: str, *, name: str | None = None, fracti
         write_manifest(tmp, dataset_id=dataset_id, name=name, version=version, kind="preference_pairs", tables=tables,
                        sources={"kind": "preference_pool", "pool": doc["pool"], "dataset_id": doc["dataset_id"],
                                 "dataset_manifest_sha256": doc["dataset_manifest_sha256"], "seed": doc["seed"],
-                                "sources": doc["sources"], "tasks": len(doc["tasks"])},
+                                "sources": doc["sources"], "tasks": len(doc["tasks"]), "judgments_sha256": judged},
                        readiness={"contours": {"preference_ready": readiness}},
                        extra={"split": {"contour": CONTOUR, "group_key": "battle_id", "split_key": split_key,
                                         "fractions": dict(zip(SPLITS, fractions)), "battles_straddling_splits": 0,
@@ -153,7 +160,40 @@ def materialize_preference_dataset(pool: str, *, name: str | None = None, fracti
         return {"rows": {s: len(p) for s, p in split_rows.items()}, "evidence": evidence,
                 "preference_ready": readiness, "skipped_judgments": skipped}
 
-    return publish_version(DatasetsDir(datasets_dir), name, build, validate=validate_dir)
+    return {**publish_version(DatasetsDir(datasets_dir), name, build, validate=validate_dir), "reused": False}
+
+
+def _judgments_sha256(pool_folder: Path) -> str:
+    """The hash of the pool's whole judgment lines (a line still being written is not one yet)."""
+    path = pool_folder / JUDGMENTS
+    data = path.read_bytes() if path.exists() else b""
+    return hashlib.sha256(data[:data.rfind(b"\n") + 1]).hexdigest()
+
+
+def _unchanged(dirs: DatasetsDir, name: str, pool: str, judged: str, split_key: str,
+               fractions: tuple[float, ...], policy: PreferencePolicy) -> dict[str, Any] | None:
+    """The latest version of ``name`` when it was made from exactly these judgments with these
+    split settings and still validates: materializing again would write an identical copy.
+    Its readiness is judged again under ``policy`` (the manifest keeps the one of its build)."""
+    versions = dirs.versions(name) if dirs.dataset_dir(name).is_dir() else []
+    if not versions:
+        return None
+    path = dirs.version_dir(name, versions[-1])
+    try:
+        manifest = read_manifest(path)
+    except RLHFError:
+        return None
+    sources, split = manifest.get("sources") or {}, manifest.get("split") or {}
+    if (manifest.get("kind"), sources.get("pool"), sources.get("judgments_sha256"), split.get("split_key"),
+            split.get("fractions")) != ("preference_pairs", pool, judged, split_key, dict(zip(SPLITS, fractions))):
+        return None
+    if validate_dir(path, expected_id=manifest["dataset_id"]):
+        return None
+    evidence = manifest["readiness"]["contours"]["preference_ready"]["evidence"]
+    readiness = preference_readiness(evidence, policy)
+    return {"dataset_id": manifest["dataset_id"], "name": name, "version": versions[-1], "path": str(path),
+            "rows": split["rows"], "evidence": evidence, "preference_ready": readiness,
+            "skipped_judgments": manifest.get("skipped_judgments", 0), "reused": True}
 
 
 def read_preferences(dataset: str, split: str, *, datasets_dir: str | os.PathLike[str] = "datasets",

@@ -124,6 +124,9 @@ def test_bad_submissions_say_what_was_wrong_and_record_nothing(data):
 def test_the_preference_dataset_validates_splits_by_battle_and_says_when_it_is_not_ready(data):
     result = materialize_preference_dataset("main", datasets_dir=data["datasets"], preferences_dir=data["preferences"])
     assert result["dataset_id"] == "prefs-main/v1" and sum(result["rows"].values()) == result["evidence"]["judgments"]
+    assert result["reused"] is False
+    again = materialize_preference_dataset("main", datasets_dir=data["datasets"], preferences_dir=data["preferences"])
+    assert again["reused"] is True and again["dataset_id"] == "prefs-main/v1"  # same judgments: no copy
     assert result["preference_ready"]["ready"] is False  # one judge: the default policy asks for two
     assert result["preference_ready"]["blockers"] == ["1 distinct judges, needs 2"]
     assert validate_dataset("prefs-main", datasets_dir=data["datasets"])["valid"]
