@@ -279,9 +279,16 @@ def test_the_compose_file_validates_and_matches_the_docker_instance(monkeypatch,
         assert "../workspace.grpc.yaml:/opt/dagster/app/workspace.yaml:ro" in services[name]["volumes"]
     # the code server tells the launcher which image runs go in (the fix of "No docker image specified")
     assert "DAGSTER_CURRENT_IMAGE" in services["code-server"]["environment"]
-    # secrets pass by name: no value in the launcher's env_vars, none in the compose file
+    # secrets pass by name: no value in the launcher's env_vars, none in the compose file; each name
+    # is set in the daemon's environment (even empty), else DockerRunLauncher refuses the launch
     passed = [v for v in launcher["config"]["env_vars"] if "=" not in v]
     assert {"DAGSTER_PG_PASSWORD", "RLHF_PRODUCTION_DSN", "RETURNCLOCK_DATASET_SALT"} <= set(passed)
+    assert set(passed) <= set(services["daemon"]["environment"])
+    # the code server loads the instance too (its sensors read it): the Postgres settings reach it
+    assert {v for v in passed if v.startswith("DAGSTER_PG_")} <= set(services["code-server"]["environment"])
+    # only the code server answers the image's gRPC health check
+    assert services["daemon"]["healthcheck"]["test"][1:] == ["dagster-daemon", "liveness-check"]
+    assert launcher["config"]["container_kwargs"]["healthcheck"] == {"test": ["NONE"]}
     assert all(v.split("=", 1)[0].startswith("RLHF_") and v.split("=", 1)[1].startswith("/mnt/")
                for v in launcher["config"]["env_vars"] if "=" in v)
 
