@@ -24,9 +24,9 @@ import engine
 from ..core.errors import InvalidArgument
 from ..core.names import check_name
 from ..core.readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import SessionStore, read_meta
+from ..runtime.sessions import SessionStore
 from .manifest import read_manifest
-from .materialize import snapshot_group
+from .materialize import arena_think_times, snapshot_group
 from .paths import DatasetsDir
 from .pointers import resolve
 from .validate import validate_dir
@@ -62,7 +62,7 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
         decisions += n_decisions or 0
         decks.update(deck_ids)
         if human:
-            arena_labels += _arena_think_times(store.battle_dir(group, battle_id))
+            arena_labels += arena_think_times(store.battle_dir(group, battle_id))
     if unverified > MAX_LISTED:
         problems.append(f"... {unverified - MAX_LISTED} more battles fail their catalog digests")
     evidence = {"source_kind": "session_group", "eligible_battles": eligible, "eligible_decisions": decisions,
@@ -74,12 +74,6 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
               "sessions_dir": str(store.root.resolve())}
     return evidence, {k: source[k] for k in ("kind", "group", "sessions_dir", "catalog_sha256", "catalog_lines",
                                               "battles", "by_status", "battle_tag")}
-
-
-def _arena_think_times(battle_dir: Path) -> int:
-    """The observed arena think times of one battle's trace (0 when it has none)."""
-    think = (read_meta(battle_dir).get("audit") or {}).get("think_times") or {}
-    return len(think.get("decisions") or []) if think.get("provenance") == "arena" else 0
 
 
 def _bad_files(v5: Path, files: dict[str, str]) -> str | None:

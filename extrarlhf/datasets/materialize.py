@@ -42,7 +42,7 @@ import engine
 from ..core.errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
 from ..core.names import check_name
 from ..core.readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import SessionStore
+from ..runtime.sessions import SessionStore, read_meta
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep
@@ -138,6 +138,7 @@ class TableBuilder:
         self.included = self.decisions_total = self.replay_failures = self.hvh = 0
         self.tags: Counter = Counter()
         self.excluded_reasons: Counter = Counter()
+        self.human_battles: list[tuple[str, str]] = []
 
     def add(self, batches: dict[str, pa.RecordBatch]) -> None:
         for table, batch in batches.items():
@@ -146,8 +147,11 @@ class TableBuilder:
         battles = batches["battles"]
         if battles.num_rows:
             cols = battles.select(["p1_deck_id", "p2_deck_id", "battle_tag", "replay_verified", "p1_type",
-                                   "p2_type"]).to_pydict()
+                                   "p2_type", "group", "battle_id"]).to_pydict()
             self.decks.update(cols["p1_deck_id"], cols["p2_deck_id"])
+            # only a person's think times are ever observed (the arena's; Metronome counts them by opt-in)
+            self.human_battles += [(g, b) for g, b, p1 in zip(cols["group"], cols["battle_id"], cols["p1_type"])
+                                   if p1 == "human"]
             for p1, p2, d1, d2 in zip(cols["p1_type"], cols["p2_type"], cols["p1_deck_id"], cols["p2_deck_id"]):
                 if p1 == p2 == "human":  # production rows only: in session groups player 2 is a bot or a model
                     self.hvh += 1
@@ -231,6 +235,12 @@ def auto_workers(workers: int | None, battles: int) -> int:
     return workers
 
 
+def arena_think_times(battle_dir: Path) -> int:
+    """The observed arena think times of one battle's trace (0 when it has none)."""
+    think = (read_meta(battle_dir).get("audit") or {}).get("think_times") or {}
+    return len(think.get("decisions") or []) if think.get("provenance") == "arena" else 0
+
+
 def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_dir: str | Path = "sessions",
                            datasets_dir: str | Path | DatasetsDir = "datasets", version: int | None = None,
                            overwrite: bool = False, promote: str | None = None,
@@ -299,6 +309,8 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
                     "eligible_decisions": builder.decisions_total, "distinct_decks": len(builder.decks),
                     "human_vs_human_battles": builder.hvh, "human_vs_human_decks": len(builder.hvh_decks),
                     "metronome_labels": 0, "timestamp_labels": 0,
+                    "arena_metronome_labels": sum(arena_think_times(store.battle_dir(g, b))
+                                                  for g, b in builder.human_battles),
                     "integrity_failures": ([f"{builder.replay_failures} included battles do not replay on this "
                                             f"engine"] if builder.replay_failures else [])}
         readiness = contour_readiness(evidence, policy)

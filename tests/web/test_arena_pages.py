@@ -18,6 +18,7 @@ from extrarlhf.core.errors import InvalidArgument
 from extrarlhf.core.readiness import ReadinessPolicy
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
 from extrarlhf.datasets.contours import dataset_readiness
+from extrarlhf.datasets.materialize import materialize_v5_dataset
 from mcp_server.limits import Limits
 from extrarlhf.checkpoints.registry import CheckpointRegistry
 from tests import onnx_factory
@@ -236,6 +237,13 @@ def test_metronome_counts_arena_think_times_only_when_the_policy_opts_in(tmp_pat
                               policy={"min_metronome_labels": labels + 1, "metronome_arena_labels": True})
     assert short["metronome_blockers"] == [f"{labels} observed human decision-time labels (production and arena); "
                                            f"need {labels + 1}"]
+    # a dataset of the group keeps the count: its readiness says the same as the group's
+    materialize_v5_dataset([group], "arena-ds", sessions_dir=tmp_path / "sessions", datasets_dir=tmp_path / "datasets")
+    ds_on = dataset_readiness(dataset="arena-ds", datasets_dir=tmp_path / "datasets",
+                              policy={"min_metronome_labels": labels, "metronome_arena_labels": True})
+    assert ds_on["evidence"]["arena_metronome_labels"] == labels and ds_on["metronome_ready"] is True
+    ds_off = dataset_readiness(dataset="arena-ds", datasets_dir=tmp_path / "datasets", policy={"min_metronome_labels": 1})
+    assert ds_off["metronome_ready"] is False
     # an MCP-played human battle has no observed think times: opting in counts nothing
     mcp_trace(tmp_path / "sessions", group="mcp-human")
     mcp = dataset_readiness(group="mcp-human", sessions_dir=tmp_path / "sessions",
