@@ -29,21 +29,14 @@ import numpy as np
 
 from ..checkpoints import CheckpointRegistry
 from ..core.clock import utc_now
-from ..core.errors import InvalidArgument, NotReady, RLHFError
+from ..core.errors import NotReady, RLHFError
 from ..core.names import check_name
 from ..training.card import CARD_SCHEMA_VERSION, checkpoint_block, environment_block, model_block, write_card
 from ..training.hyper import require_torch
 from .dataset import PreferencePolicy, decisive_pairs, preference_readiness, read_preferences, wilson
+from .points import check_number
 
 MAX_EPOCHS = 200
-
-
-def _number(value: Any, what: str, lo: float, hi: float, integer: bool = False) -> Any:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not lo <= value <= hi:
-        raise InvalidArgument(f"{what} must be {'an integer' if integer else 'a number'} from {lo} to {hi}, "
-                              f"got {value!r}")
-    return value
 
 
 def _sample(pairs: dict[str, np.ndarray], n: int = 64) -> Any:
@@ -65,12 +58,12 @@ def dpo_finetune(dataset: str, base: str, name: str, seed: int = 0, *, reference
     """Fine-tune checkpoint ``base`` on the preference dataset ``dataset`` (module docstring)
     and register the result as ``name``."""
     check_name(name, "checkpoint")
-    seed = _number(seed, "seed", 0, 2 ** 63 - 1, integer=True)
-    epochs = _number(epochs, "epochs", 1, MAX_EPOCHS, integer=True)
-    _number(beta, "beta", 1e-3, 100.0)
-    _number(lr, "lr", 1e-7, 1.0)
-    _number(anchor, "anchor", 0.0, 100.0)
-    _number(batch_size, "batch_size", 8, 8192, integer=True)
+    seed = check_number(seed, "seed", 0, 2 ** 63 - 1, integer=True)
+    epochs = check_number(epochs, "epochs", 1, MAX_EPOCHS, integer=True)
+    check_number(beta, "beta", 1e-3, 100.0)
+    check_number(lr, "lr", 1e-7, 1.0)
+    check_number(anchor, "anchor", 0.0, 100.0)
+    check_number(batch_size, "batch_size", 8, 8192, integer=True)
     require_torch()
     registry = CheckpointRegistry(checkpoints_dir)
     registry.check_writable(name, overwrite)

@@ -141,3 +141,12 @@ def check_count(value: Any, what: str, cap: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= int(value) <= cap:
         raise InvalidArgument(f"{what} must be an integer from 1 to {cap}, got {value!r}")
     return int(value)
+
+
+def check_number(value: Any, what: str, lo: float, hi: float, integer: bool = False) -> Any:
+    """``value`` when it is a number (an integer if ``integer``) in [lo, hi]; else a clear error."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not lo <= value <= hi:
+        raise InvalidArgument(f"{what} must be {'an integer' if integer else 'a number'} from {lo} to {hi}, "
+                              f"got {value!r}")
+    return value

@@ -28,21 +28,14 @@ import numpy as np
 
 from ..checkpoints import CheckpointRegistry
 from ..core.clock import utc_now
-from ..core.errors import InvalidArgument, NotReady, RLHFError
+from ..core.errors import NotReady, RLHFError
 from ..core.names import check_name
 from ..training.card import CARD_SCHEMA_VERSION, checkpoint_block, environment_block, model_block, write_card
 from ..training.hyper import require_torch
 from .dataset import PreferencePolicy, decisive_pairs, preference_readiness, read_preferences, wilson
+from .points import check_number
 
 MAX_EPOCHS = 200
-
-
-def _check(value: Any, what: str, lo: float, hi: float, integer: bool = False) -> Any:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or not lo <= value <= hi:
-        raise InvalidArgument(f"{what} must be {'an integer' if integer else 'a number'} from {lo} to {hi}, "
-                              f"got {value!r}")
-    return value
 
 
 def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | None = None, epochs: int = 30,
@@ -54,13 +47,13 @@ def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | No
     ``base`` (a v5 checkpoint this project trained) starts it from that policy's action scorer
     (its logits are a reward the policy already believes; ``hidden``/``hidden2`` are then its)."""
     check_name(name, "checkpoint")
-    seed = _check(seed, "seed", 0, 2 ** 63 - 1, integer=True)
-    epochs = _check(epochs, "epochs", 1, MAX_EPOCHS, integer=True)
+    seed = check_number(seed, "seed", 0, 2 ** 63 - 1, integer=True)
+    epochs = check_number(epochs, "epochs", 1, MAX_EPOCHS, integer=True)
     for what, value in (("hidden", hidden), ("hidden2", hidden2)):
-        _check(value, what, 4, 1024, integer=True)
-    _check(lr, "lr", 1e-6, 1.0)
-    _check(weight_decay, "weight_decay", 0.0, 1.0)
-    _check(batch_size, "batch_size", 8, 8192, integer=True)
+        check_number(value, what, 4, 1024, integer=True)
+    check_number(lr, "lr", 1e-6, 1.0)
+    check_number(weight_decay, "weight_decay", 0.0, 1.0)
+    check_number(batch_size, "batch_size", 8, 8192, integer=True)
     require_torch()
     registry = CheckpointRegistry(checkpoints_dir)
     registry.check_writable(name, overwrite)

@@ -6,9 +6,7 @@ module defines, the image's health check command answers, and a ``production_dai
 submitted to the webserver is dequeued by the daemon, launched through the code server and
 succeeds (the production gate is off, so the run skips its assets quickly)."""
 
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from extrarlhf.production import gate
-from tests.dagster_helpers import stop_group
+from tests.dagster_helpers import free_port, graphql, stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -33,21 +31,6 @@ RUN = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status
   stepStats { stepKey status } } } }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
-    req = urllib.request.Request(url + "/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        body = json.loads(resp.read())
-    assert "errors" not in body, body
-    return body["data"]
-
-
 def _health(port: int, env: dict) -> int:
     return subprocess.run([str(BIN / "dagster"), "api", "grpc-health-check", "-p", str(port)], env=env,
                           capture_output=True, timeout=60).returncode
@@ -59,7 +42,7 @@ def grpc_deployment(tmp_path_factory):
     home = tmp / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nnux:\n  enabled: false\n")
-    grpc_port, web_port = _free_port(), _free_port()
+    grpc_port, web_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k not in gate.VARIABLES}
     # production opted in (its group is in the code location only then), the rest of the gate off
     env.update({gate.ENABLE_VAR: "1", "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
@@ -110,7 +93,7 @@ def test_the_webserver_loads_the_location_from_the_code_server(grpc_deployment):
     from extrarlhf_assets.definitions import defs
     from extrarlhf_assets.defs.production import with_production
 
-    entries = _graphql(grpc_deployment["url"], LOCATION)["workspaceOrError"]["locationEntries"]
+    entries = graphql(grpc_deployment["url"], LOCATION)["workspaceOrError"]["locationEntries"]
     assert [e["name"] for e in entries] == ["extrarlhf"]
     location = entries[0]["locationOrLoadError"]
     assert location["__typename"] == "RepositoryLocation", location
@@ -132,12 +115,12 @@ def test_a_run_launched_through_the_grpc_location_succeeds(grpc_deployment):
                            "jobName": "production_daily"},
               "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "2026-01-02"}]},
               "runConfigData": {}}
-    out = _graphql(url, LAUNCH, {"params": params})["launchRun"]
+    out = graphql(url, LAUNCH, {"params": params})["launchRun"]
     assert out["__typename"] == "LaunchRunSuccess", out
     run_id = out["run"]["runId"]
     deadline = time.time() + 180
     while True:
-        run = _graphql(url, RUN, {"id": run_id})["runOrError"]
+        run = graphql(url, RUN, {"id": run_id})["runOrError"]
         if run["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         assert time.time() < deadline, f"the run did not finish: {run['status']}"
