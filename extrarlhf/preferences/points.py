@@ -19,8 +19,6 @@ from typing import Any, Iterator
 
 import numpy as np
 import orjson
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 import engine
 
@@ -71,6 +69,8 @@ def rank(seed: int, battle_id: str, decision_index: int, salt: str = "point") ->
 
 def iter_points(decisions: Path) -> Iterator[DecisionPoint]:
     """Every decision of a decisions table, one row group at a time."""
+    import pyarrow.parquet as pq  # here, not at import: the MCP server lists its tools without pyarrow
+
     file = pq.ParquetFile(decisions)
     for g in range(file.num_row_groups):
         table = file.read_row_group(g, columns=POINT_COLUMNS)
@@ -101,6 +101,9 @@ def first_points(decisions: Path, seed: int, keep: int, eligible: Any = None) ->
 def states_at(folder: Path, points: list[tuple[str, int, str]]) -> dict[tuple[str, int], engine.State]:
     """The state of every ``(battle_id, decision_index, state_hash)``, replayed from its battle
     and checked against the recorded hash."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     battle_ids = sorted({bid for bid, _, _ in points})
     if not battle_ids:
         return {}

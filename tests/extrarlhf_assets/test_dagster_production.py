@@ -168,7 +168,8 @@ def test_the_production_domain_is_there_only_when_opted_in():
     env = {k: v for k, v in os.environ.items() if k not in gate.VARIABLES}
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
-    assert out.stdout.split("] [")[0] == "['collection', 'datasets', 'training'", out.stdout + out.stderr[-2000:]
+    groups = out.stdout.split("] [")[0]
+    assert groups == "['collection', 'datasets', 'preferences', 'training'", out.stdout + out.stderr[-2000:]
     assert "production_daily" not in out.stdout
 
 
