@@ -38,11 +38,12 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import stat
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from adapters import KindMismatch, ModelPolicy
 from adapters.decision import AdapterError
@@ -366,6 +367,21 @@ class CheckpointRegistry:
         finally:
             tmp.unlink(missing_ok=True)
         return self._to_checkpoint(entry)
+
+    def register_written(self, name: str, write: Callable[[Path], None], kind: str, *, label: str,
+                         overwrite: bool = False) -> Checkpoint:
+        """Register a model a trainer writes: ``write(tmp)`` saves it to a temp file in the
+        registry's directory, named like fileio's temp files (``.<label>-<name>.onnx.<pid>-<random>.tmp``,
+        so ``gc`` can tell a dead trainer's export), which :meth:`register` copies in; the temp
+        file is removed whatever happens."""
+        with writing(self.root, "creating the checkpoints directory"):
+            self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{label}-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            write(tmp)
+            return self.register(name, tmp, kind, overwrite=overwrite)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ reading
     def specs(self) -> list[str]:

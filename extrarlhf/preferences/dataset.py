@@ -255,6 +255,29 @@ def decisive_pairs(table: pa.Table) -> dict[str, np.ndarray]:
             "y": (np.array(decisive.column("choice").to_pylist()) == "A").astype(np.float32)}
 
 
+def load_pairs(dataset: str, *, datasets_dir: str | os.PathLike[str] = "datasets", require_ready: bool = True,
+               policy: "PreferencePolicy | Mapping[str, Any] | None" = None
+               ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, Any], dict[str, Any]]:
+    """(decisive pairs per split, manifest, ``preference_ready``) of a preference dataset, what
+    the reward model and DPO train on: readiness judged again under ``policy`` when one is
+    given, :class:`NotReady` with its blockers under ``require_ready``, and :class:`NotReady`
+    when the train or test split has no decisive judgment (nothing to fit or to measure on)."""
+    train_table, manifest = read_preferences(dataset, "train", datasets_dir=datasets_dir)
+    ready = manifest["readiness"]["contours"]["preference_ready"]
+    if policy is not None:  # judged again under the caller's thresholds
+        ready = preference_readiness(ready["evidence"], policy)
+    if require_ready and not ready["ready"]:
+        raise NotReady(f"{manifest['dataset_id']} is not preference-ready: " + "; ".join(ready["blockers"]),
+                       ready["blockers"])
+    splits = {"train": decisive_pairs(train_table),
+              **{s: decisive_pairs(read_preferences(dataset, s, datasets_dir=datasets_dir)[0]) for s in ("val", "test")}}
+    if len(splits["train"]["y"]) == 0 or len(splits["test"]["y"]) == 0:
+        raise NotReady(f"{manifest['dataset_id']} needs non-tie judgments in its train and test splits to fit and "
+                       f"measure a model (train {len(splits['train']['y'])}, test {len(splits['test']['y'])})",
+                       ["no decisive judgments in a split"])
+    return splits, manifest, ready
+
+
 def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """The Wilson 95% interval of a proportion."""
     if n == 0:

@@ -20,20 +20,17 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..checkpoints import CheckpointRegistry
 from ..core.clock import utc_now
-from ..core.errors import NotReady, RLHFError
 from ..core.names import check_name
 from ..training.card import CARD_SCHEMA_VERSION, checkpoint_block, environment_block, model_block, write_card
 from ..training.hyper import require_torch
-from .dataset import PreferencePolicy, decisive_pairs, preference_readiness, read_preferences, wilson
+from .dataset import PreferencePolicy, load_pairs, wilson
 from .points import check_number
 
 MAX_EPOCHS = 200
@@ -72,25 +69,13 @@ def dpo_finetune(dataset: str, base: str, name: str, seed: int = 0, *, reference
     parent, net = load_base(registry, base, "fine-tuned with preferences")
     ref_checkpoint, ref_net = (parent, None) if reference is None else load_base(registry, reference,
                                                                                 "a DPO reference")
-    train_table, manifest = read_preferences(dataset, "train", datasets_dir=datasets_dir)
-    ready = manifest["readiness"]["contours"]["preference_ready"]
-    if policy is not None:
-        ready = preference_readiness(ready["evidence"], policy)
-    if require_ready and not ready["ready"]:
-        raise NotReady(f"{manifest['dataset_id']} is not preference-ready: " + "; ".join(ready["blockers"]),
-                       ready["blockers"])
-    splits = {"train": decisive_pairs(train_table),
-              **{s: decisive_pairs(read_preferences(dataset, s, datasets_dir=datasets_dir)[0]) for s in ("val", "test")}}
-    if len(splits["train"]["y"]) == 0 or len(splits["test"]["y"]) == 0:
-        raise NotReady(f"{manifest['dataset_id']} needs non-tie judgments in its train and test splits "
-                       f"(train {len(splits['train']['y'])}, test {len(splits['test']['y'])})",
-                       ["no decisive judgments in a split"])
+    splits, manifest, ready = load_pairs(dataset, datasets_dir=datasets_dir, require_ready=require_ready, policy=policy)
 
     import copy
 
     import torch
 
-    from ..training.export import export_onnx
+    from ..training.export import export_and_register
     from ..training.model import deterministic
 
     started = time.perf_counter()
@@ -152,19 +137,10 @@ def dpo_finetune(dataset: str, base: str, name: str, seed: int = 0, *, reference
         net.load_state_dict(best[1])
         test = evaluate("test")
         ref_correct = int((ref_margins["test"] > 0).sum().item())
-        root = Path(checkpoints_dir)
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".dpo-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-        try:
-            exported = export_onnx(net, tmp, _sample(splits["test"]),
-                                   metadata={"extrarlhf.dataset_id": manifest["dataset_id"], "extrarlhf.seed": str(seed),
-                                             "extrarlhf.method": "dpo", "extrarlhf.finetuned_from": parent.weights_hash})
-            checkpoint = registry.register(name, tmp, "v5", overwrite=overwrite)
-        finally:
-            tmp.unlink(missing_ok=True)
-    if checkpoint.weights_hash != exported["weights_hash"]:
-        raise RLHFError(f"registered weights_hash {checkpoint.weights_hash} differs from the exported "
-                        f"{exported['weights_hash']}", "integrity_error")
+        checkpoint, exported = export_and_register(
+            registry, name, net, _sample(splits["test"]),
+            {"extrarlhf.dataset_id": manifest["dataset_id"], "extrarlhf.seed": str(seed), "extrarlhf.method": "dpo",
+             "extrarlhf.finetuned_from": parent.weights_hash}, label="dpo", overwrite=overwrite)
     pairs = test["pairs"]
     final = {"best_epoch": best[2], "test": test,
              "test_accuracy_ci95": [round(x, 4) for x in wilson(test["correct"], pairs)],
@@ -189,7 +165,7 @@ def dpo_finetune(dataset: str, base: str, name: str, seed: int = 0, *, reference
                                                "interval: Wilson 95%"},
             "export": {"verification": exported["verification"], "opset": 17, "exporter": "torch.onnx"},
             "environment": environment_block()}
-    card_path = write_card(root, card)
+    card_path = write_card(registry.root, card)
     return {"name": name, "kind": "v5", "weights_hash": checkpoint.weights_hash, "card_path": str(card_path.absolute()),
             "dataset_id": manifest["dataset_id"], "base": described, "reference": card["training"]["reference"],
             "pairs": {s: int(len(p["y"])) for s, p in splits.items()}, "final": final, "history": history,

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -28,11 +26,11 @@ import numpy as np
 
 from ..checkpoints import CheckpointRegistry
 from ..core.clock import utc_now
-from ..core.errors import NotReady, RLHFError
+from ..core.errors import RLHFError
 from ..core.names import check_name
 from ..training.card import CARD_SCHEMA_VERSION, checkpoint_block, environment_block, model_block, write_card
 from ..training.hyper import require_torch
-from .dataset import PreferencePolicy, decisive_pairs, preference_readiness, read_preferences, wilson
+from .dataset import PreferencePolicy, load_pairs, wilson
 from .points import check_number
 
 MAX_EPOCHS = 200
@@ -57,20 +55,7 @@ def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | No
     require_torch()
     registry = CheckpointRegistry(checkpoints_dir)
     registry.check_writable(name, overwrite)
-    train_table, manifest = read_preferences(dataset, "train", datasets_dir=datasets_dir, require_ready=False)
-    ready = manifest["readiness"]["contours"]["preference_ready"]
-    if policy is not None:  # judged again under the caller's thresholds
-        ready = preference_readiness(ready["evidence"], policy)
-    if require_ready and not ready["ready"]:
-        raise NotReady(f"{manifest['dataset_id']} is not preference-ready: " + "; ".join(ready["blockers"]),
-                       ready["blockers"])
-    splits = {"train": decisive_pairs(train_table)}
-    for split in ("val", "test"):
-        splits[split] = decisive_pairs(read_preferences(dataset, split, datasets_dir=datasets_dir)[0])
-    if len(splits["train"]["y"]) == 0 or len(splits["test"]["y"]) == 0:
-        raise NotReady(f"{manifest['dataset_id']} needs non-tie judgments in its train and test splits to fit and "
-                       f"measure a reward model (train {len(splits['train']['y'])}, test {len(splits['test']['y'])})",
-                       ["no decisive judgments in a split"])
+    splits, manifest, ready = load_pairs(dataset, datasets_dir=datasets_dir, require_ready=require_ready, policy=policy)
 
     import torch
 
@@ -148,16 +133,10 @@ def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | No
                                            "extrarlhf.method": "bradley_terry_reward"},
                             outputs=("scores",), kind="action_onnx")
         verification = _verify(proto, net, splits["test"])
-    root = Path(checkpoints_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".reward-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    try:
-        import onnx
+    import onnx
 
-        onnx.save(proto, os.fspath(tmp))
-        checkpoint = registry.register(name, tmp, "action_onnx", overwrite=overwrite)
-    finally:
-        tmp.unlink(missing_ok=True)
+    checkpoint = registry.register_written(name, lambda tmp: onnx.save(proto, os.fspath(tmp)), "action_onnx",
+                                           label="reward", overwrite=overwrite)
     final = {"best_epoch": best[2], "test": test, "test_accuracy_ci95": [round(low, 4), round(high, 4)]}
     card = {"schema_version": CARD_SCHEMA_VERSION, "kind": "model_card", "name": name, "created_at": utc_now(),
             "model": model_block(arch), "checkpoint": checkpoint_block(checkpoint.as_dict()),
@@ -178,7 +157,7 @@ def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | No
                                                "reward; interval: Wilson 95%"},
             "export": {"verification": verification, "opset": 17, "exporter": "torch.onnx", "kind": "action_onnx"},
             "environment": environment_block()}
-    card_path = write_card(root, card)
+    card_path = write_card(registry.root, card)
     return {"name": name, "kind": "action_onnx", "weights_hash": checkpoint.weights_hash,
             "card_path": str(card_path.absolute()), "dataset_id": manifest["dataset_id"],
             "pairs": {s: int(len(p["y"])) for s, p in splits.items()}, "final": final, "history": history,

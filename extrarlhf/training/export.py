@@ -29,6 +29,7 @@ import engine
 from adapters.model_files import read_model_file
 from adapters.onnx_models import check_kind, new_session, signature, weights_hash
 
+from ..checkpoints.registry import Checkpoint, CheckpointRegistry
 from ..core.errors import RLHFError
 from .data import Decisions
 from .model import ActionScorer
@@ -140,3 +141,19 @@ def export_onnx(model: ActionScorer, path: str | os.PathLike[str], sample: Decis
     onnx.save(proto, os.fspath(path))
     verification = verify_export(path, model, sample)
     return {"path": os.fspath(path), "weights_hash": weights_hash(proto), "verification": verification}
+
+
+def export_and_register(registry: CheckpointRegistry, name: str, model: ActionScorer, sample: Decisions,
+                        metadata: dict[str, str], *, label: str, overwrite: bool = False
+                        ) -> tuple[Checkpoint, dict[str, Any]]:
+    """(checkpoint, export) of ``model`` exported and verified (:func:`export_onnx`), registered
+    as ``v5`` ``name`` (``CheckpointRegistry.register_written``), its registered weights_hash
+    checked against the exported one (the registry hashes the same initializers)."""
+    exported: dict[str, Any] = {}
+    checkpoint = registry.register_written(
+        name, lambda tmp: exported.update(export_onnx(model, tmp, sample, metadata=metadata)), "v5",
+        label=label, overwrite=overwrite)
+    if checkpoint.weights_hash != exported["weights_hash"]:
+        raise RLHFError(f"registered weights_hash {checkpoint.weights_hash} differs from the exported "
+                        f"{exported['weights_hash']}", "integrity_error")
+    return checkpoint, exported

@@ -18,7 +18,6 @@ Steps (refusals are :class:`~extrarlhf.core.errors.RLHFError` with a stable code
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any, Callable
 
@@ -88,7 +87,7 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
     summary: the checkpoint, card path, the score against the first opponent before and after
     (on the fine-tune's own evaluation battles), every evaluation, seconds."""
     require("torch", "fine-tuning a policy")
-    from .export import export_onnx
+    from .export import export_and_register
     from .ppo import FinetuneSettings, finetune
 
     check_name(name, "checkpoint")
@@ -111,17 +110,10 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
     _engine_core()
 
     result = finetune(net, chosen, seed, seconds=60.0 * minutes, progress=progress)
-    tmp = root / f".finetune-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    try:
-        exported = export_onnx(result.net, tmp, _sample(result.sample),
-                               metadata={"extrarlhf.finetuned_from": parent.weights_hash,
-                                         "extrarlhf.seed": str(seed), "extrarlhf.method": "ppo_finetune"})
-        checkpoint = registry.register(name, tmp, "v5", overwrite=overwrite)
-    finally:
-        tmp.unlink(missing_ok=True)
-    if checkpoint.weights_hash != exported["weights_hash"]:
-        raise RLHFError(f"registered weights_hash {checkpoint.weights_hash} differs from the exported "
-                        f"{exported['weights_hash']}", "integrity_error")
+    checkpoint, exported = export_and_register(
+        registry, name, result.net, _sample(result.sample),
+        {"extrarlhf.finetuned_from": parent.weights_hash, "extrarlhf.seed": str(seed),
+         "extrarlhf.method": "ppo_finetune"}, label="finetune", overwrite=overwrite)
     improved = result.best.get("update") is not None
     card = {
         "schema_version": CARD_SCHEMA_VERSION, "kind": "model_card", "name": name, "created_at": utc_now(),

@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import signal
 from pathlib import Path
 from typing import Any, Callable
@@ -131,7 +130,7 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
         check_training_cost(hp, stats["train"].decisions)
 
         from .bc import policy_metrics, train_bc
-        from .export import export_onnx
+        from .export import export_and_register
         from .model import deterministic
 
         with deterministic(hp.threads) as runtime:
@@ -147,19 +146,10 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
             held_out = next(s for s in ("val", "test", "train") if stats[s].decisions)
             sample = stream.sample(held_out, 64)
 
-            root.mkdir(parents=True, exist_ok=True)
-            # named like fileio's temp files (.<target>.<pid>-<random>.tmp): `gc` can tell a dead trainer's export
-            tmp = root / f".train-{name}.onnx.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-            try:
-                metadata = {"extrarlhf.dataset_id": info["dataset_id"], "extrarlhf.seed": str(seed),
-                            "extrarlhf.imitate": imitate}
-                exported = export_onnx(result.model, tmp, sample, metadata=metadata)
-                checkpoint = registry.register(name, tmp, "v5", overwrite=overwrite)
-            finally:
-                tmp.unlink(missing_ok=True)
-    if checkpoint.weights_hash != exported["weights_hash"]:  # the registry hashes the same initializers
-        raise RLHFError(f"registered weights_hash {checkpoint.weights_hash} differs from the exported "
-                        f"{exported['weights_hash']}", "integrity_error")
+            metadata = {"extrarlhf.dataset_id": info["dataset_id"], "extrarlhf.seed": str(seed),
+                        "extrarlhf.imitate": imitate}
+            checkpoint, exported = export_and_register(registry, name, result.model, sample, metadata,
+                                                       label="train", overwrite=overwrite)
 
     if os.environ.get("RLHF_TEST_CRASH_AT") == "before_card":  # test hook (module docstring)
         os.kill(os.getpid(), signal.SIGKILL)
