@@ -40,10 +40,14 @@ groups.
 **Fine-tune rounds** (``finetune_minutes`` > 0): imitation stops below its teacher (measured
 here: the search scores 0.76 against greedy, its students about 0.6), so the last
 ``finetune_minutes`` of the budget go to policy-gradient rounds instead
-(:func:`extrarlhf.policies.pipeline.run_finetune`): each fine-tunes the incumbent with PPO
-against ``baseline:greedy`` for up to ``finetune_round_minutes`` on battles the native core
-steps (extrarlhf/training/ppo.py), registers the best-evaluated network as ``<prefix>-rNN``,
-and benchmarks it against the incumbent with the same SPRT and promotion rules. A fine-tune
+(:func:`extrarlhf.policies.pipeline.run_finetune`): each fine-tunes with PPO against
+``baseline:greedy`` for up to ``finetune_round_minutes`` on battles the native core steps
+(extrarlhf/training/ppo.py), registers the best-evaluated network as ``<prefix>-rNN``, and
+benchmarks it against the incumbent with the same SPRT and promotion rules. The first starts
+from the incumbent, each later one from the round before's network whether or not it was
+promoted: one PPO run in checkpointed pieces, so a gain too small for one round's SPRT can
+grow into one the next round's detects. (Measured: restarting every round from the incumbent,
+three rounds after a promotion found nothing the SPRT could confirm, docs/training.md.) A fine-tune
 round has a checkpoint and no session group; :func:`last_round` numbers a second call's
 rounds after both.
 
@@ -218,8 +222,8 @@ def _outcome(entry: dict[str, Any], result: dict[str, Any]) -> None:
     stages = result["stages"]
     if "benchmark" in stages:
         b = stages["benchmark"]
-        entry["benchmark"] = {"verdict": b["verdict"], "passed": b["passed"], **b["match"],
-                              "baselines": b["baselines"]}
+        entry["benchmark"] = {"verdict": b["verdict"], "passed": b["passed"], "incumbent": b["incumbent"],
+                              **b["match"], "baselines": b["baselines"]}
     if not result["promoted"]:
         p = stages.get("promote", {})
         entry["not_promoted"] = result.get("reason") or p.get("refused") or p.get("skipped")
@@ -244,6 +248,7 @@ def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop
                      cancel: Callable[[], bool] | None) -> str:
     """Policy-gradient rounds until ``budget`` (module docstring); returns the stop reason."""
     contest = FINETUNE_CONTEST_SECONDS  # seconds kept for a round's benchmark, then what the last one took
+    student = None  # the last fine-tune round's network, promoted or not: the next round goes on from it
     for k in range(first, stop):
         left = budget - (time.perf_counter() - started)
         minutes = min(round_minutes, (left - contest) / 60.0)
@@ -253,21 +258,23 @@ def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop
         incumbent = current_incumbent(checkpoints_dir)
         if incumbent == DEFAULT_INCUMBENT:
             return "nothing promoted to fine-tune (the imitation rounds promoted no policy)"
-        name = f"{prefix}-r{k:02d}"
+        name, base = f"{prefix}-r{k:02d}", student or incumbent
 
         def stage(label: str, done: int, total: int, tag: str = f"r{k:02d}") -> None:
             if progress is not None:
                 progress(f"{tag} {label}", done, total)
 
         t0 = time.perf_counter()
-        result = run_finetune(incumbent, name, minutes=minutes, seed=seed + k, finetune_options=options,
+        result = run_finetune(base, name, incumbent=incumbent, minutes=minutes, seed=seed + k,
+                              finetune_options=options,
                               n_pairs=n_pairs, baseline_pairs=baseline_pairs, max_workers=max_workers,
                               checkpoints_dir=checkpoints_dir, progress=stage, sprt_progress=sprt_progress,
                               cancel=cancel)
         seconds = time.perf_counter() - t0
         contest = max(seconds - result["seconds"].get("finetune", 0.0), 1.0)
         tuned = result["stages"]["finetune"]
-        entry: dict[str, Any] = {"round": k, "kind": "finetune", "base": incumbent, "incumbent": incumbent,
+        student = name
+        entry: dict[str, Any] = {"round": k, "kind": "finetune", "base": base, "incumbent": incumbent,
                                  "student": name, "minutes": round(minutes, 2), "seconds": round(seconds, 1),
                                  "promoted": result["promoted"], "stopped_at": result["stopped_at"],
                                  "finetune": {key: tuned[key] for key in ("updates", "start", "best", "improved",

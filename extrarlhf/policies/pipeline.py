@@ -206,12 +206,14 @@ def run_finetune(base: str, name: str, *, minutes: float = 10.0, seed: int = 0,
                  finetune_options: dict[str, Any] | None = None, n_pairs: int = 200, baseline_pairs: int = 20,
                  elo0: float = 0.0, elo1: float = 10.0, alpha: float = 0.05, beta: float = 0.05,
                  promote: bool = True, max_workers: int = 1, promotion_policy: PromotionPolicy | None = None,
+                 incumbent: str | None = None,
                  checkpoints_dir: str | os.PathLike[str] = "checkpoints", progress: PipelineProgress | None = None,
                  sprt_progress: SprtProgress | None = None,
                  cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """The loop's other way to a candidate: fine-tune checkpoint ``base`` with policy gradient
-    (``finetune_policy``) into ``name``, then benchmark it against ``base`` and promote it when
-    it passes, as :func:`run_pipeline` does; stages ``finetune``, ``benchmark``, ``promote``."""
+    (``finetune_policy``) into ``name``, then benchmark it against ``incumbent`` (default
+    ``base``) and promote it when it passes, as :func:`run_pipeline` does; stages ``finetune``,
+    ``benchmark``, ``promote``."""
     from ..training.finetune import finetune_policy
 
     check_name(name, "checkpoint")
@@ -219,7 +221,8 @@ def run_finetune(base: str, name: str, *, minutes: float = 10.0, seed: int = 0,
         raise InvalidArgument(f"promote must be true or false, got {promote!r}")
     promotion_policy = PromotionPolicy.coerce(promotion_policy)
     checkpoints_dir = os.path.abspath(checkpoints_dir)
-    run = _Run({"base": base, "name": name}, progress)
+    against = base if incumbent is None else incumbent
+    run = _Run({"base": base, "name": name, "incumbent": against}, progress)
     tuned = run.timed("finetune", lambda: finetune_policy(
         base, name, seed, minutes=minutes, checkpoints_dir=checkpoints_dir,
         progress=lambda done, _figures: run.report("finetune")(done, 0), **(finetune_options or {})))
@@ -227,7 +230,7 @@ def run_finetune(base: str, name: str, *, minutes: float = 10.0, seed: int = 0,
                                                     "improved", "updates", "seconds")}
     if cancel is not None and cancel():
         raise Cancelled(f"the fine-tune of {base} into {name} was cancelled before its benchmark")
-    return _contest(run, name, base, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
+    return _contest(run, name, against, n_pairs=n_pairs, seed=seed, elo0=elo0, elo1=elo1, alpha=alpha, beta=beta,
                     baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
                     sprt_progress=sprt_progress, promotion_policy=promotion_policy, cancel=cancel, promote=promote,
                     require_current_incumbent=True)

@@ -180,9 +180,13 @@ def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Pa
     assert [r["kind"] for r in result["rounds"]] == [r["kind"] for r in rounds]
     first, tune1, tune2 = result["rounds"]
     assert first["promoted"] and first["student"] == "exit-r01"
-    # each fine-tune starts from the incumbent of its round and is benchmarked against it
+    # the first fine-tune starts from the incumbent, the next from it whether or not it was promoted;
+    # each is benchmarked against the incumbent of its round
     assert tune1["base"] == tune1["incumbent"] == "exit-r01" and tune1["student"] == "exit-r02"
-    assert tune2["base"] == tune2["incumbent"] == ("exit-r02" if tune1["promoted"] else "exit-r01")
+    assert tune2["base"] == "exit-r02" and tune2["incumbent"] == ("exit-r02" if tune1["promoted"] else "exit-r01")
+    assert tune2["benchmark"]["incumbent"] == tune2["incumbent"]
+    card2 = json.loads((tmp_path / "checkpoints" / "exit-r03.card.json").read_text())
+    assert card2["training"]["base"]["name"] == "exit-r02"
     assert tune1["finetune"]["updates"] == 1 and "verdict" in tune1["benchmark"]
     card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
     assert card["training"]["method"] == "ppo_finetune" and card["training"]["base"]["name"] == "exit-r01"
