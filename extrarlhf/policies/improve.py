@@ -46,8 +46,9 @@ here: the search scores 0.76 against greedy, its students about 0.6), so the las
 benchmarks it against the incumbent with the same SPRT and promotion rules. The first starts
 from the incumbent, each later one from the round before's network whether or not it was
 promoted: one PPO run in checkpointed pieces, so a gain too small for one round's SPRT can
-grow into one the next round's detects. (Measured: restarting every round from the incumbent,
-three rounds after a promotion found nothing the SPRT could confirm, docs/training.md.) A fine-tune
+grow into one the next round's detects. (Measured, docs/training.md: neither restarting every
+round from the incumbent nor the chain got past the first fine-tune's promotion in the 60-minute
+loop; three more rounds were H0 either way.) A fine-tune
 round has a checkpoint and no session group; :func:`last_round` numbers a second call's
 rounds after both.
 
