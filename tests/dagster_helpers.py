@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ import pytest  # noqa: E402
 
 from extrarlhf.production import localdb  # noqa: E402
 from extrarlhf_assets.resources import CheckpointsResource, DatasetsResource, SessionsResource  # noqa: E402
+from tests.servers import free_port, wait_http  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -96,12 +96,6 @@ def stop_groups(procs: list[subprocess.Popen], timeout: float = 20) -> None:
         proc.wait(timeout=10)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def tcp_postgres() -> Iterator[localdb.ThrowawayPostgres]:
     """A throwaway PostgreSQL listening on 127.0.0.1 too (Dagster's storage connects over TCP);
@@ -161,15 +155,8 @@ def dagster_services(env: dict[str, str], logs: Path) -> Iterator[Services]:
                                        "-p", str(port)], cwd=ROOT, env=env, stdout=files["webserver"],
                                       stderr=subprocess.STDOUT, start_new_session=True))
         url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 90
-        while True:
-            assert all(p.poll() is None for p in procs), (logs / "webserver.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/server_info", timeout=5):
-                    break
-            except OSError:
-                assert time.time() < deadline, "the webserver did not come up"
-                time.sleep(0.5)
+        wait_http(url + "/server_info", procs, "the webserver",
+                  lambda: (logs / "webserver.log").read_text()[-3000:], timeout=90)
         yield Services(url, procs)
     finally:
         stop_groups(procs)

@@ -64,7 +64,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         line(min(round(time.perf_counter() - started), budget - 1), budget)
 
     settings = {"opponents": args.opponent or ["baseline:greedy"], "lr": args.lr, "temperature": args.temperature,
-                "num_envs": args.envs, "threads": args.threads}
+                "num_envs": args.envs, "threads": args.threads, **({} if args.ema is None else {"ema": args.ema})}
     result = finetune_policy(args.base, args.name, args.seed, minutes=args.minutes,
                              checkpoints_dir=args.checkpoints_dir, overwrite=args.overwrite, progress=progress,
                              **settings)
@@ -136,6 +136,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4)")
     p.add_argument("--temperature", type=float, default=0.3, help="the policy played is softmax(logits / T) (default 0.3)")
     p.add_argument("--envs", type=int, default=128, help="battles per opponent stepped at once (default 128)")
+    p.add_argument("--ema", type=float, default=None,
+                   help="decay per update of the weight average that is evaluated and registered "
+                        "(0: the learner itself; default 0.99)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
     add_dir_options(p)

@@ -14,6 +14,13 @@ minibatches over them. Every ``eval_every`` updates the network plays its *argma
 own seeds (never the benchmark's); the best-scoring network so far is what
 :func:`finetune` returns, so an update that makes play worse is never kept.
 
+With ``ema`` > 0 (default 0.99) the network evaluated (and returned) is an exponential moving
+average of the learner's weights (``torch.optim.swa_utils.AveragedModel``, updated after every
+update with that decay) while the learner goes on: at PPO's plateau the iterates wander around
+a better point than any one of them. Measured (docs/training.md, 15-minute fine-tunes of the
+same 40,000-battle student, 4,096 fresh battles against greedy): 0.7118 with ema 0.99, 0.7061
+with 0.997, where the learner itself (ema 0) peaked at 0.692-0.700.
+
 Determinism: one ``torch.Generator`` (sampling, minibatch order) seeded by the run, the
 battle seeds derived from it, and :func:`.model.deterministic`; the same network, settings,
 seed and thread count give the same result on the same machine.
@@ -29,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from adapters import work
 
@@ -56,6 +64,7 @@ class FinetuneSettings:
     max_grad_norm: float = 0.5
     eval_battles: int = 1024
     eval_every: int = 10
+    ema: float = 0.99            # decay of the weight average evaluated and returned (0: the learner itself)
     threads: int = 1             # two intra-op threads ran up to 8x slower whenever another process was busy
     max_updates: int = 1_000_000  # a cap besides the time budget (tests: a fixed number of updates)
 
@@ -73,7 +82,8 @@ class FinetuneSettings:
         # name -> (low, high): lr, clip, temperature and the grad norm above low, the others at least low
         for name, (low, high) in {"lr": (0.0, 1.0), "clip": (0.0, 1.0), "temperature": (0.0, 10.0),
                                   "max_grad_norm": (0.0, 1e6), "value_coef": (0.0, 100.0),
-                                  "entropy_coef": (0.0, 1.0), "gae_lambda": (0.0, 1.0)}.items():
+                                  "entropy_coef": (0.0, 1.0), "gae_lambda": (0.0, 1.0),
+                                  "ema": (0.0, 0.9999)}.items():
             value = getattr(self, name)
             strict = name in ("lr", "clip", "temperature", "max_grad_norm")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -251,6 +261,8 @@ def finetune(net: ActionScorer, settings: FinetuneSettings, seed: int, *, second
         learner = copy.deepcopy(net)
         learner.train()
         opt = torch.optim.Adam(learner.parameters(), lr=settings.lr)
+        averaged = AveragedModel(learner, multi_avg_fn=get_ema_multi_avg_fn(settings.ema)) if settings.ema else None
+        candidate = learner if averaged is None else averaged.module  # what is evaluated and returned
         eval_seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator))
         start = evaluate(learner, settings.opponents[0], settings.eval_battles, eval_seed)
         best, best_state = start, copy.deepcopy(learner.state_dict())
@@ -274,12 +286,14 @@ def finetune(net: ActionScorer, settings: FinetuneSettings, seed: int, *, second
             merged = rolls[0] if len(rolls) == 1 else Rollout(
                 *(np.concatenate([getattr(r, f) for r in rolls]) for f in Rollout.__dataclass_fields__))
             figures.update(_update(learner, opt, merged, settings, generator))
+            if averaged is not None:
+                averaged.update_parameters(learner)
             if update % settings.eval_every == 0:
-                score = evaluate(learner, settings.opponents[0], settings.eval_battles, eval_seed)
+                score = evaluate(candidate, settings.opponents[0], settings.eval_battles, eval_seed)
                 evaluations.append({"update": update, **score})
                 figures["eval_score"] = score["score"]
                 if score["score"] > best["score"]:
-                    best, best_state = {"update": update, **score}, copy.deepcopy(learner.state_dict())
+                    best, best_state = {"update": update, **score}, copy.deepcopy(candidate.state_dict())
             per_update = time.perf_counter() - t0
             figures["seconds"] = round(per_update, 2)
             history.append(figures)

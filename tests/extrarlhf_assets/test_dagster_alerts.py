@@ -16,7 +16,8 @@ from extrarlhf_assets.defs.collection.assets import battle_sessions
 from extrarlhf_assets.defs.operations import sensors
 from extrarlhf_assets.defs.operations.sensors import UI_URL_VAR, WEBHOOK_VAR, run_failure_alert
 
-from tests.dagster_helpers import free_port, resources, webhook_server
+from tests.dagster_helpers import resources, webhook_server
+from tests.servers import free_port
 
 TOKEN = "T0KEN-abc123-secret"
 

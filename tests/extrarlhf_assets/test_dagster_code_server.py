@@ -10,13 +10,13 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from extrarlhf.production import gate
-from tests.dagster_helpers import free_port, graphql, stop_group
+from tests.dagster_helpers import graphql, stop_group
+from tests.servers import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -71,14 +71,8 @@ def grpc_deployment(tmp_path_factory):
             [str(BIN / "dagster-daemon"), "run", "-w", str(ROOT / "deploy" / "workspace.grpc.yaml")],
             cwd=tmp, env=env, stdout=logs["daemon"], stderr=subprocess.STDOUT, start_new_session=True))
         url = f"http://127.0.0.1:{web_port}"
-        while True:
-            assert procs[1].poll() is None, (tmp / "webserver.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(url + "/server_info", timeout=5):
-                    break
-            except OSError:
-                assert time.time() < deadline + 60, "the webserver did not come up"
-                time.sleep(0.5)
+        wait_http(url + "/server_info", procs[1:], "the webserver",
+                  lambda: (tmp / "webserver.log").read_text()[-3000:], timeout=deadline + 60 - time.time())
         yield {"url": url, "tmp": tmp, "grpc_port": grpc_port, "env": env}
     finally:
         for proc in reversed(procs):

@@ -13,14 +13,14 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from extrarlhf_assets.defs.collection.nightly import latest_night
-from tests.dagster_helpers import free_port, graphql, loop_config, resources, run_loop, stop_group, wait_for
+from tests.dagster_helpers import graphql, loop_config, resources, run_loop, stop_group, wait_for
+from tests.servers import free_port, wait_http
 from tests.extrarlhf_assets.test_dagster_deploy import _chromium, _screenshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,18 +60,9 @@ def dagster_dev(tmp_path_factory):
                             stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/server_info", timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                pytest.fail("dagster dev did not come up:\n" + (tmp_path / "dagster_dev.log").read_text()[-4000:])
-            time.sleep(1)
+        log.flush()
+        wait_http(url + "/server_info", [proc], "dagster dev",
+                  lambda: (tmp_path / "dagster_dev.log").read_text()[-4000:], timeout=180, every=1)
         yield url, home
     finally:
         stop_group(proc)

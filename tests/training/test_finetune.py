@@ -123,3 +123,27 @@ def test_the_finetune_command_reports_and_refuses_in_one_line(base: Path, tmp_pa
     assert_clean_error(cli("finetune", "bc", "--name", "other", "--opponent", "bc", "--checkpoints-dir", str(ck)),
                        "invalid_argument", "opponents must be specs the native core plays")
     assert "other" not in CheckpointRegistry(ck).specs()
+
+
+def test_ema_returns_the_moving_average_of_the_learners_weights(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from extrarlhf.training import ppo
+    from extrarlhf.training.finetune import load_base
+
+    # every evaluation scores higher than the one before, so the network returned is the last one evaluated
+    calls = iter(range(1000))
+    monkeypatch.setattr(ppo, "evaluate", lambda *a: {"score": next(calls) / 1000})
+    _, net = load_base(CheckpointRegistry(base), "bc")
+    tiny = {**TINY, "max_updates": 1, "ema": 0.0}  # the learner itself
+
+    def weights(result: ppo.FinetuneResult) -> dict[str, torch.Tensor]:
+        return {k: v.clone() for k, v in result.net.state_dict().items()}
+
+    w1 = weights(ppo.finetune(net, FinetuneSettings(**tiny), 5, seconds=300))
+    w2 = weights(ppo.finetune(net, FinetuneSettings(**{**tiny, "max_updates": 2}), 5, seconds=300))
+    averaged = ppo.finetune(net, FinetuneSettings(**{**tiny, "max_updates": 2, "ema": 0.75}), 5, seconds=300)
+    assert averaged.best["update"] == 2 and averaged.settings["ema"] == 0.75
+    assert all(not torch.equal(w1[k], w2[k]) for k in w1)  # the second update moved every parameter
+    for k, v in averaged.net.state_dict().items():  # the first update's weights, then 0.75 of them + 0.25 of the next
+        torch.testing.assert_close(v, 0.75 * w1[k] + 0.25 * w2[k], rtol=1e-5, atol=1e-6)
+    with pytest.raises(InvalidArgument, match=r"ema must be a number in \[0.0, 0.9999\], got 1.0"):
+        FinetuneSettings(ema=1.0)

@@ -9,11 +9,8 @@ materializes like an MCP-played one; a battle by the keyboard alone (Tab and Ent
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,6 +24,7 @@ from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore
 from tests.test_schemas import errors as schema_errors
+from tests.servers import free_port, wait_http
 from tests.web.arena_helpers import mcp_trace, trace_files
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -58,25 +56,15 @@ def shots(work: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def server(work: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "extrarlhf", "arena", "--port", str(port), "--sessions-dir",
                              str(work / "sessions"), "--checkpoints-dir", str(work / "checkpoints"),
                              "--preferences-dir", str(work / "preferences")],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"the arena did not start: {proc.stderr.read().decode()[-2000:]}") from None
-                time.sleep(0.25)
+        wait_http(url + "/", [proc], "the arena", lambda: proc.stderr.read().decode()[-2000:]
+                  if proc.poll() is not None else "(still running)", timeout=90, every=0.25)
         yield url
     finally:
         proc.terminate()
