@@ -127,8 +127,11 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
                              "lambda-return",
                      "base": {"name": base, "weights_hash": parent.weights_hash},
                      "seed": seed, "settings": result.settings, "minutes": minutes,
-                     "selection": "the best of the evaluations (argmax play against the first opponent on the "
-                                  "fine-tune's own battles); the base network when none improved on it",
+                     "selection": ("the best of the evaluations (argmax play against the first opponent on the "
+                                   "fine-tune's own battles) of "
+                                   + (f"the exponential moving average of the learner's weights (decay "
+                                      f"{chosen.ema:g} per update)" if chosen.ema else "the learner")
+                                   + "; the base network when none improved on it"),
                      "improved": improved, "seconds": result.seconds},
         "metrics": {"start": result.start, "best": result.best, "evaluations": result.evaluations,
                     "per_update": result.history},

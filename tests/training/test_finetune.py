@@ -60,7 +60,8 @@ def test_finetune_registers_the_best_network_with_its_card_and_is_deterministic(
     card = read_card(ck, "tuned")
     assert card["training"]["method"] == "ppo_finetune" and card["dataset"] is None
     assert card["training"]["base"] == {"name": "bc", "weights_hash": registry.get("bc").weights_hash}
-    assert card["training"]["settings"]["opponents"] == ["baseline:greedy"]
+    assert card["training"]["settings"]["opponents"] == ["baseline:greedy"] and card["training"]["settings"]["ema"] == 0.99
+    assert "moving average of the learner's weights (decay 0.99 per update)" in card["training"]["selection"]
     assert len(card["metrics"]["per_update"]) == 2 and card["metrics"]["evaluations"] == first["evaluations"]
     assert first["export_verification"]["max_abs_logit_diff"] <= first["export_verification"]["tolerance"]
 
