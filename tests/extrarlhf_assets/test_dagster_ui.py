@@ -20,8 +20,8 @@ import pytest
 
 from extrarlhf_assets.defs.collection.nightly import latest_night
 from tests.dagster_helpers import graphql, loop_config, resources, run_loop, stop_group, wait_for
-from tests.servers import free_port, wait_http
 from tests.extrarlhf_assets.test_dagster_deploy import _chromium, _screenshot
+from tests.servers import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
@@ -60,7 +60,6 @@ def dagster_dev(tmp_path_factory):
                             stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        log.flush()
         wait_http(url + "/server_info", [proc], "dagster dev",
                   lambda: (tmp_path / "dagster_dev.log").read_text()[-4000:], timeout=180, every=1)
         yield url, home

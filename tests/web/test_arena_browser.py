@@ -23,8 +23,8 @@ from extrarlhf.preferences import create_preference_pool, list_preferences
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore
-from tests.test_schemas import errors as schema_errors
 from tests.servers import free_port, wait_http
+from tests.test_schemas import errors as schema_errors
 from tests.web.arena_helpers import mcp_trace, trace_files
 
 CHROMIUM = Path("/usr/bin/chromium")
