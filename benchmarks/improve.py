@@ -105,7 +105,8 @@ def loop(args: argparse.Namespace) -> dict:
               f"{b.get('verdict', r.get('not_promoted'))}", file=sys.stderr, flush=True)
 
     finetune = {k: v for k, v in (("lr", args.ft_lr), ("temperature", args.ft_temperature),
-                                  ("num_envs", args.ft_envs), ("ema", args.ft_ema)) if v is not None}
+                                  ("num_envs", args.ft_envs), ("ema", args.ft_ema),
+                                  ("learners", args.ft_learners)) if v is not None}
     result = improve_policy("exit", minutes=args.minutes, first_battles=args.first_battles,
                             finetune_minutes=args.finetune_minutes, finetune_round_minutes=args.finetune_round_minutes,
                             finetune_options=finetune,
@@ -182,6 +183,8 @@ def main() -> None:
     parser.add_argument("--ft-temperature", type=float, default=None, help="--loop: the fine-tune's policy temperature")
     parser.add_argument("--ft-envs", type=int, default=None, help="--loop: battles stepped at once by the fine-tune")
     parser.add_argument("--ft-ema", type=float, default=None, help="--loop: decay of the fine-tune's weight average")
+    parser.add_argument("--ft-learners", type=int, default=None,
+                        help="--loop: independent fine-tune learners, one process each (then the selection)")
     parser.add_argument("--ladder-pairs", type=int, default=100, help="--loop: pairs of each rung vs the baselines")
     parser.add_argument("--workdir", default=None, help="--loop: a new directory to keep (default: a temp dir)")
     args = parser.parse_args()

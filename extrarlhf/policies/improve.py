@@ -81,8 +81,13 @@ TEMPERATURE = 0.05
 # [+6, +36] over the incumbent and 0.617 against greedy, stopped undecided at LLR 2.66 of 2.94.
 ROUND_PAIRS = 10_000
 FINETUNE_ROUND_MINUTES = 8.0
-MIN_FINETUNE_MINUTES = 1.0
-FINETUNE_CONTEST_SECONDS = 90.0
+# A fine-tune round shorter than this (from the round before's network) moves it too little for
+# its benchmark to be worth the seconds: a 1.7-minute last round (48 updates) measured H0 after
+# 3,713 pairs and overran a 60-minute loop.
+MIN_FINETUNE_MINUTES = 3.0
+FINETUNE_CONTEST_SECONDS = 90.0  # kept at the end of every fine-tune round for its benchmark
+FINETUNE_EXPORT_SECONDS = 15.0   # a fine-tune's first evaluation, export and verification
+MIN_ROUND_PAIRS = 200            # a round's SPRT capped below this could not decide anything
 _ROUND = re.compile(r"-r(\d{2,})$")
 
 
@@ -102,6 +107,22 @@ def round_seconds(cost: tuple[float, float], held: int, battles: int) -> float:
     battle collected, seconds per battle held for the rest of the round)."""
     per_new, per_held = cost
     return per_new * battles + per_held * (held + battles)
+
+
+def benchmark_pair_seconds(result: dict[str, Any]) -> float | None:
+    """Seconds per main pair of a pipeline run's benchmark (its baseline battles counted in: a
+    cautious figure), or None when it had none."""
+    bench, seconds = result["stages"].get("benchmark"), result["seconds"].get("benchmark")
+    pairs = (bench or {}).get("match", {}).get("pairs")
+    return seconds / pairs if seconds and pairs else None
+
+
+def contest_pairs(seconds: float, pair_seconds: float | None, n_pairs: int, margin: float = 1.25) -> int:
+    """The most pairs a benchmark may play in ``seconds`` at ``pair_seconds`` each (with a
+    ``margin``), at most ``n_pairs``; ``n_pairs`` when no pair has been timed yet."""
+    if pair_seconds is None:
+        return n_pairs
+    return max(0, min(n_pairs, int(seconds / (pair_seconds * margin))))
 
 
 def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: int = 50, first_battles: int = 150,
@@ -150,6 +171,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     stop_reason = f"max_rounds ({max_rounds}) reached"
     cost: tuple[float, float] | None = None  # (collect s per new battle, rest s per battle this call added)
     held = 0
+    pair_seconds: float | None = None  # of the last benchmark: caps the fine-tune rounds' SPRT to their time
     for k in range(start_round, start_round + max_rounds):
         battles = first_battles if k == 1 else int(battles_per_round * growth ** (k - 2))
         elapsed = time.perf_counter() - started
@@ -181,6 +203,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         collect = result["seconds"].get("collect", 0.0)
         held += battles
         cost = (collect / battles, max(seconds - collect, 0.0) / held)
+        pair_seconds = benchmark_pair_seconds(result) or pair_seconds
         groups.append(group)
         stages = result["stages"]
         entry: dict[str, Any] = {"round": k, "kind": "imitation", "group": group, "battles": battles,
@@ -197,6 +220,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         stop_reason = _finetune_rounds(
             rounds, prefix, start_round + len(rounds), start_round + max_rounds, started, budget,
             finetune_round_minutes, dict(finetune_options or {}), seed=seed, n_pairs=n_pairs,
+            pair_seconds=pair_seconds,
             baseline_pairs=baseline_pairs, max_workers=max_workers, checkpoints_dir=checkpoints_dir,
             progress=progress, sprt_progress=sprt_progress, round_done=round_done, cancel=cancel)
     promotions = [r["student"] for r in rounds if r["promoted"]]
@@ -243,19 +267,22 @@ def _record(rounds: list[dict[str, Any]], entry: dict[str, Any], result: dict[st
 
 def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop: int, started: float,
                      budget: float, round_minutes: float, options: dict[str, Any], *, seed: int, n_pairs: int,
-                     baseline_pairs: int, max_workers: int, checkpoints_dir: str | os.PathLike[str],
+                     pair_seconds: float | None, baseline_pairs: int, max_workers: int,
+                     checkpoints_dir: str | os.PathLike[str],
                      progress: PipelineProgress | None, sprt_progress: SprtProgress | None,
                      round_done: Callable[[dict[str, Any]], None] | None,
                      cancel: Callable[[], bool] | None) -> str:
     """Policy-gradient rounds until ``budget`` (module docstring); returns the stop reason."""
-    contest = FINETUNE_CONTEST_SECONDS  # seconds kept for a round's benchmark, then what the last one took
     student = None  # the last fine-tune round's network, promoted or not: the next round goes on from it
     for k in range(first, stop):
         left = budget - (time.perf_counter() - started)
-        minutes = min(round_minutes, (left - contest) / 60.0)
-        if minutes < MIN_FINETUNE_MINUTES:
+        minutes = min(round_minutes, (left - FINETUNE_CONTEST_SECONDS - FINETUNE_EXPORT_SECONDS) / 60.0)
+        # the round's SPRT may play only the pairs that fit in what the fine-tune leaves of the budget
+        pairs = contest_pairs(left - 60.0 * minutes - FINETUNE_EXPORT_SECONDS, pair_seconds, n_pairs)
+        if minutes < MIN_FINETUNE_MINUTES or pairs < MIN_ROUND_PAIRS:
             return (f"time budget: {budget / 60:g} min, {(budget - left) / 60:.1f} used; a fine-tune round of "
-                    f"{MIN_FINETUNE_MINUTES:g} min and its benchmark (about {contest:.0f} s) would not fit")
+                    f"{MIN_FINETUNE_MINUTES:g} min and its benchmark ({MIN_ROUND_PAIRS} pairs or more, "
+                    f"{FINETUNE_CONTEST_SECONDS:.0f} s kept) would not fit")
         incumbent = current_incumbent(checkpoints_dir)
         if incumbent == DEFAULT_INCUMBENT:
             return "nothing promoted to fine-tune (the imitation rounds promoted no policy)"
@@ -268,15 +295,16 @@ def _finetune_rounds(rounds: list[dict[str, Any]], prefix: str, first: int, stop
         t0 = time.perf_counter()
         result = run_finetune(base, name, incumbent=incumbent, minutes=minutes, seed=seed + k,
                               finetune_options=options,
-                              n_pairs=n_pairs, baseline_pairs=baseline_pairs, max_workers=max_workers,
+                              n_pairs=pairs, baseline_pairs=baseline_pairs, max_workers=max_workers,
                               checkpoints_dir=checkpoints_dir, progress=stage, sprt_progress=sprt_progress,
                               cancel=cancel)
         seconds = time.perf_counter() - t0
-        contest = max(seconds - result["seconds"].get("finetune", 0.0), 1.0)
+        pair_seconds = benchmark_pair_seconds(result) or pair_seconds
         tuned = result["stages"]["finetune"]
         student = name
         entry: dict[str, Any] = {"round": k, "kind": "finetune", "base": base, "incumbent": incumbent,
-                                 "student": name, "minutes": round(minutes, 2), "seconds": round(seconds, 1),
+                                 "student": name, "minutes": round(minutes, 2), "max_pairs": pairs,
+                                 "seconds": round(seconds, 1),
                                  "promoted": result["promoted"], "stopped_at": result["stopped_at"],
                                  "finetune": {key: tuned[key] for key in ("updates", "start", "best", "improved",
                                                                           "weights_hash")}}

@@ -64,7 +64,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         line(min(round(time.perf_counter() - started), budget - 1), budget)
 
     settings = {"opponents": args.opponent or ["baseline:greedy"], "lr": args.lr, "temperature": args.temperature,
-                "num_envs": args.envs, "threads": args.threads, **({} if args.ema is None else {"ema": args.ema})}
+                "num_envs": args.envs, "threads": args.threads, "learners": args.learners,
+                **({} if args.ema is None else {"ema": args.ema})}
     result = finetune_policy(args.base, args.name, args.seed, minutes=args.minutes,
                              checkpoints_dir=args.checkpoints_dir, overwrite=args.overwrite, progress=progress,
                              **settings)
@@ -139,7 +140,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ema", type=float, default=None,
                    help="decay per update of the weight average that is evaluated and registered "
                         "(0: the learner itself; default 0.99)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per learner (default 1)")
+    p.add_argument("--learners", type=int, default=1,
+                   help="independent learners, one process each; the best of the base, each learner and their "
+                        "weight average on fresh battles is kept (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
     add_dir_options(p)
     p.set_defaults(func=_cmd_finetune)

@@ -58,6 +58,20 @@ def _sample(roll: Any, n: int = 256) -> Any:
                      battle_ids=np.array(["finetune"] * n, dtype=object))
 
 
+def _selection(chosen: Any) -> str:
+    """What the registered network is, in words (the model card's ``training.selection``)."""
+    network = (f"the exponential moving average of the learner's weights (decay {chosen.ema:g} per update)"
+               if chosen.ema else "the learner")
+    said = ("the best of the evaluations (argmax play against the first opponent on the fine-tune's own battles) of "
+            + network + "; the base network when none improved on it")
+    if chosen.learners == 1:
+        return said
+    return (f"{chosen.learners} independent learners, one process each; for each, " + said
+            + f". Then the base, each learner's network and the average of their weights were played on "
+              f"{chosen.eval_battles} battles of a selection seed none of them evaluated on, and the best-scoring "
+              f"one was kept (metrics.best.selection)")
+
+
 def load_base(registry: CheckpointRegistry, base: str, use: str = "fine-tuned") -> tuple[Any, Any]:
     """(checkpoint, model.ActionScorer) of a v5 checkpoint this project trained, its file
     checked against the registry's weights_hash; ``use`` says what for in the errors."""
@@ -114,7 +128,7 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
         registry, name, result.net, _sample(result.sample),
         {"extrarlhf.finetuned_from": parent.weights_hash, "extrarlhf.seed": str(seed),
          "extrarlhf.method": "ppo_finetune"}, label="finetune", overwrite=overwrite)
-    improved = result.best.get("update") is not None
+    improved = result.improved
     card = {
         "schema_version": CARD_SCHEMA_VERSION, "kind": "model_card", "name": name, "created_at": utc_now(),
         "model": model_block(result.net.arch),
@@ -127,11 +141,7 @@ def finetune_policy(base: str, name: str, seed: int = 0, *, minutes: float = 10.
                              "lambda-return",
                      "base": {"name": base, "weights_hash": parent.weights_hash},
                      "seed": seed, "settings": result.settings, "minutes": minutes,
-                     "selection": ("the best of the evaluations (argmax play against the first opponent on the "
-                                   "fine-tune's own battles) of "
-                                   + (f"the exponential moving average of the learner's weights (decay "
-                                      f"{chosen.ema:g} per update)" if chosen.ema else "the learner")
-                                   + "; the base network when none improved on it"),
+                     "selection": _selection(chosen),
                      "improved": improved, "seconds": result.seconds},
         "metrics": {"start": result.start, "best": result.best, "evaluations": result.evaluations,
                     "per_update": result.history},

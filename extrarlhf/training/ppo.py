@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -39,11 +39,15 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from adapters import work
+from engine import derive_seed
 
 from ..core.errors import InvalidArgument
-from .model import ActionScorer, deterministic, segment_log_softmax
+from .model import ActionScorer, Architecture, deterministic, segment_log_softmax
 
 Progress = Callable[[int, dict[str, Any]], None]  # (updates done, the last update's figures)
+MAX_LEARNERS = 8
+SELECTION_SECONDS_PER_1K = 4.0  # kept per candidate and 1,024 selection battles at the end of a multi-learner run
+POOL_START_SECONDS = 6.0        # a multi-learner run's worker processes importing torch before they learn
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class FinetuneSettings:
     eval_every: int = 10
     ema: float = 0.99            # decay of the weight average evaluated and returned (0: the learner itself)
     threads: int = 1             # two intra-op threads ran up to 8x slower whenever another process was busy
+    learners: int = 1            # independent PPO learners, one process each, then the selection (docstring)
     max_updates: int = 1_000_000  # a cap besides the time budget (tests: a fixed number of updates)
 
     def __post_init__(self) -> None:
@@ -75,10 +80,12 @@ class FinetuneSettings:
             raise InvalidArgument(f"opponents must be specs the native core plays (baseline:greedy, baseline:random, "
                                   f"search:baseline:greedy?sims=N), got {list(self.opponents)!r}")
         for name in ("num_envs", "horizon", "epochs", "minibatch", "eval_battles", "eval_every", "threads",
-                     "max_updates"):
+                     "max_updates", "learners"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"{name} must be an integer >= 1, got {value!r}")
+        if self.learners > MAX_LEARNERS:
+            raise InvalidArgument(f"learners must be at most {MAX_LEARNERS} (one process each), got {self.learners}")
         # name -> (low, high): lr, clip, temperature and the grad norm above low, the others at least low
         for name, (low, high) in {"lr": (0.0, 1.0), "clip": (0.0, 1.0), "temperature": (0.0, 10.0),
                                   "max_grad_norm": (0.0, 1e6), "value_coef": (0.0, 100.0),
@@ -212,7 +219,10 @@ def _update(net: ActionScorer, opt: torch.optim.Optimizer, roll: Rollout, s: Fin
                 sums["clipped"] += float(((ratio - 1).abs() > s.clip).float().mean())
                 sums["kl"] += float((old - logp).mean())
             batches += 1
-    return {k: round(v / max(batches, 1), 5) for k, v in sums.items()}
+    figures = {k: round(v / max(batches, 1), 5) for k, v in sums.items()}
+    spread = float(roll.returns.var())
+    figures["explained_variance"] = round(1.0 - float(roll.advantage.var()) / spread, 4) if spread > 0 else None
+    return figures
 
 
 def evaluate(net: ActionScorer, opponent: str, battles: int, seed: int) -> dict[str, Any]:
@@ -245,16 +255,25 @@ class FinetuneResult:
     start: dict[str, Any]
     seconds: float
     sample: Rollout  # the last update's decisions (real decision points, to verify an export on)
+    improved: bool   # False: the base network is returned (no update or learner beat it)
 
 
 def finetune(net: ActionScorer, settings: FinetuneSettings, seed: int, *, seconds: float,
              progress: Progress | None = None) -> FinetuneResult:
     """PPO updates on a copy of ``net`` for about ``seconds`` (module docstring); returns the
     best-evaluated network (``net`` itself unchanged when no update improved on it)."""
-    from engine_native.batch import BattleBatch
-
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise InvalidArgument(f"seconds must be a positive number, got {seconds!r}")
+    if settings.learners > 1:
+        return _learn_in_parallel(net, settings, seed, seconds, progress)
+    return _learn(net, settings, seed, seconds, progress)
+
+
+def _learn(net: ActionScorer, settings: FinetuneSettings, seed: int, seconds: float,
+           progress: Progress | None) -> FinetuneResult:
+    """One PPO learner (module docstring)."""
+    from engine_native.batch import BattleBatch
+
     started = time.perf_counter()
     with deterministic(settings.threads):
         generator = torch.Generator().manual_seed(seed)
@@ -304,4 +323,85 @@ def finetune(net: ActionScorer, settings: FinetuneSettings, seed: int, *, second
     if merged is None:  # not one update fitted in the time given
         merged, _, _ = _play(learner, batches[0], outs[0], 1, generator, settings.gae_lambda, settings.temperature)
     return FinetuneResult(net=learner, settings=asdict(settings), history=history, evaluations=evaluations,
-                          best=best, start=start, seconds=round(time.perf_counter() - started, 1), sample=merged)
+                          best=best, start=start, seconds=round(time.perf_counter() - started, 1), sample=merged,
+                          improved="update" in best)
+
+
+def learner_seed(seed: int, index: int) -> int:
+    """Learner ``index``'s seed: the run's own for the first (one learner is the plain fine-tune)."""
+    return seed if index == 0 else derive_seed(seed, f"ppo-learner:{index}") >> 2
+
+
+def _remote_learn(arch: Architecture, state: dict[str, torch.Tensor], settings: FinetuneSettings, seed: int,
+                  seconds: float) -> dict[str, Any]:
+    """A learner in a worker process: the network travels as its architecture and weights."""
+    net = ActionScorer(arch)
+    net.load_state_dict(state)
+    result = _learn(net, settings, seed, seconds, None)
+    return {"state": result.net.state_dict(), "history": result.history, "evaluations": result.evaluations,
+            "best": result.best, "start": result.start, "sample": result.sample}
+
+
+def weight_average(nets: list[ActionScorer]) -> ActionScorer:
+    """The network whose every weight is the mean of ``nets``' (same architecture): a "model
+    soup" (Wortsman et al. 2022) of fine-tunes of one base."""
+    soup = copy.deepcopy(nets[0])
+    states = [n.state_dict() for n in nets]
+    soup.load_state_dict({k: sum(st[k] for st in states) / len(states) for k in states[0]})
+    return soup
+
+
+def _learn_in_parallel(net: ActionScorer, settings: FinetuneSettings, seed: int, seconds: float,
+                       progress: Progress | None) -> FinetuneResult:
+    """``settings.learners`` independent learners (seeds :func:`learner_seed`), one worker
+    process each, for the time budget less the selection's; then the selection: the base, each
+    learner's best network and the weight average of those are played on ``eval_battles``
+    battles of a selection seed none of the learners evaluated on, and the best-scoring one is
+    returned (the base on a tie, then the average: the earlier candidate wins ties)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from ..core.procs import process_pool, stop_flag
+
+    started = time.perf_counter()
+    n = settings.learners
+    selection = POOL_START_SECONDS + SELECTION_SECONDS_PER_1K * (n + 2) * settings.eval_battles / 1024
+    single = replace(settings, learners=1)
+    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    stop = stop_flag("extrarlhf.training.ppo")
+    pool = process_pool(n, "extrarlhf.training.ppo", stop=stop)
+    try:
+        futures = [pool.submit(_remote_learn, net.arch, state, single, learner_seed(seed, i),
+                               max(seconds - selection, 1.0)) for i in range(n)]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            work.check()
+            if progress is not None:
+                progress(0, {"seconds": round(time.perf_counter() - started, 1), "learners": n,
+                             "learners_done": n - len(pending)})
+        learned = [f.result() for f in futures]
+    finally:
+        stop.set()  # learners still running (a cancel, a failure) stop at their next check
+        pool.shutdown(wait=True, cancel_futures=True)
+    nets = []
+    for one in learned:
+        tuned = ActionScorer(net.arch)
+        tuned.load_state_dict(one["state"])
+        nets.append(tuned)
+    candidates = [("base", net), ("average", weight_average(nets))] + [(f"learner {i}", m) for i, m in enumerate(nets)]
+    selection_seed = derive_seed(seed, "ppo-selection") >> 2
+    with deterministic(settings.threads):
+        scored = [{"candidate": name, **evaluate(m, settings.opponents[0], settings.eval_battles, selection_seed)}
+                  for name, m in candidates]
+    pick = max(range(len(scored)), key=lambda i: (scored[i]["score"], -i))
+    chosen = copy.deepcopy(candidates[pick][1])
+    chosen.eval()
+    best = {**scored[pick], "selection": scored}
+    if pick >= 2:
+        best["update"] = learned[pick - 2]["best"].get("update")
+    return FinetuneResult(
+        net=chosen, settings=asdict(settings),
+        history=[{"learner": i, **h} for i, one in enumerate(learned) for h in one["history"]],
+        evaluations=[{"learner": i, **e} for i, one in enumerate(learned) for e in one["evaluations"]],
+        best=best, start=scored[0], seconds=round(time.perf_counter() - started, 1), sample=learned[0]["sample"],
+        improved=pick != 0)

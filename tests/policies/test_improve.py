@@ -163,6 +163,20 @@ def test_round_seconds_counts_collection_per_new_battle_and_the_rest_per_battle_
     assert round_seconds((0.4, 0.02), 8000, 0) == pytest.approx(160.0)
 
 
+def test_a_fine_tune_rounds_benchmark_plays_only_the_pairs_that_fit_in_its_time() -> None:
+    from extrarlhf.policies.improve import benchmark_pair_seconds, contest_pairs
+
+    # the overrun this prevents: a last round's SPRT between two nearly equal networks ran 3,713
+    # pairs where the loop had kept 26 s; at 10 ms a pair (and a 1.25 margin) 26 s hold 2,080
+    assert contest_pairs(26.0, 0.01, 10_000) == 2080
+    assert contest_pairs(600.0, 0.01, 10_000) == 10_000  # never above the cap asked for
+    assert contest_pairs(-5.0, 0.01, 10_000) == 0        # no time left: no pairs (the round is not started)
+    assert contest_pairs(26.0, None, 10_000) == 10_000   # nothing timed yet
+    timed = {"stages": {"benchmark": {"match": {"pairs": 500}}}, "seconds": {"benchmark": 6.0}}
+    assert benchmark_pair_seconds(timed) == pytest.approx(0.012)
+    assert benchmark_pair_seconds({"stages": {}, "seconds": {}}) is None
+
+
 def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from extrarlhf.policies import improve
@@ -172,6 +186,8 @@ def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Pa
     # the whole budget is the fine-tune rounds': round 1 (always played) is the only imitation round
     monkeypatch.setattr(improve, "FINETUNE_CONTEST_SECONDS", 5.0)  # a tiny loop's benchmark reserve
     monkeypatch.setattr(improve, "MIN_FINETUNE_MINUTES", 0.01)
+    monkeypatch.setattr(improve, "FINETUNE_EXPORT_SECONDS", 1.0)
+    monkeypatch.setattr(improve, "MIN_ROUND_PAIRS", 1)
     tiny = {"num_envs": 8, "horizon": 8, "minibatch": 32, "eval_every": 1, "eval_battles": 16, "max_updates": 1,
             "threads": 1}
     result, rounds, _ = _loop(tmp_path, max_rounds=3, minutes=1.0, finetune_minutes=1.0, finetune_round_minutes=0.1,
@@ -188,6 +204,9 @@ def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Pa
     card2 = json.loads((tmp_path / "checkpoints" / "exit-r03.card.json").read_text())
     assert card2["training"]["base"]["name"] == "exit-r02"
     assert tune1["finetune"]["updates"] == 1 and "verdict" in tune1["benchmark"]
+    # each round's SPRT is capped to the pairs that fit in what its fine-tune left of the budget
+    for tune in (tune1, tune2):
+        assert 1 <= tune["max_pairs"] <= 150 and tune["benchmark"]["pairs"] <= tune["max_pairs"]
     card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
     assert card["training"]["method"] == "ppo_finetune" and card["training"]["base"]["name"] == "exit-r01"
     assert result["stop_reason"] == "max_rounds reached (imitation and fine-tune rounds)"

@@ -148,3 +148,48 @@ def test_ema_returns_the_moving_average_of_the_learners_weights(base: Path, monk
         torch.testing.assert_close(v, 0.75 * w1[k] + 0.25 * w2[k], rtol=1e-5, atol=1e-6)
     with pytest.raises(InvalidArgument, match=r"ema must be a number in \[0.0, 0.9999\], got 1.0"):
         FinetuneSettings(ema=1.0)
+
+
+def test_parallel_learners_keep_the_best_of_the_base_each_learner_and_their_average(base: Path) -> None:
+    import multiprocessing
+
+    from engine import derive_seed
+
+    from extrarlhf.training import ppo
+    from extrarlhf.training.finetune import load_base
+
+    _, net = load_base(CheckpointRegistry(base), "bc")
+    tiny = {**TINY, "max_updates": 2}
+    alone = ppo.finetune(net, FinetuneSettings(**tiny), 5, seconds=300)
+    both = ppo.finetune(net, FinetuneSettings(**tiny, learners=2), 5, seconds=300)
+    # learner 0 is the one-learner fine-tune of the same seed, in its own process; learner 1 has another seed
+    first = [{k: v for k, v in h.items() if k not in ("learner", "seconds")} for h in both.history if h["learner"] == 0]
+    assert first == [{k: v for k, v in h.items() if k != "seconds"} for h in alone.history]
+    assert [e for e in both.evaluations if e["learner"] == 0] == [{"learner": 0, **e} for e in alone.evaluations]
+    assert any(h["learner"] == 1 for h in both.history) and ppo.learner_seed(5, 0) == 5 != ppo.learner_seed(5, 1)
+    # the selection: every candidate on the same fresh battles, the best (earliest on a tie) is returned
+    selection = both.best["selection"]
+    assert [c["candidate"] for c in selection] == ["base", "average", "learner 0", "learner 1"]
+    assert len({c["battles"] for c in selection}) == 1 and both.start == selection[0]
+    top = max(c["score"] for c in selection)
+    assert both.best["candidate"] == next(c["candidate"] for c in selection if c["score"] == top)
+    assert both.improved == (both.best["candidate"] != "base")
+    score = ppo.evaluate(both.net, "baseline:greedy", selection[0]["battles"],
+                         derive_seed(5, "ppo-selection") >> 2)["score"]
+    assert score == both.best["score"]  # what is returned is the network that scored it
+    assert multiprocessing.active_children() == []  # the learners' processes are gone
+    with pytest.raises(InvalidArgument, match=r"learners must be at most 8 \(one process each\), got 9"):
+        FinetuneSettings(learners=9)
+
+
+def test_a_weight_average_is_the_mean_of_every_parameter(base: Path) -> None:
+    from extrarlhf.training import ppo
+    from extrarlhf.training.finetune import load_base
+
+    _, a = load_base(CheckpointRegistry(base), "bc")
+    b = ppo.ActionScorer(a.arch)
+    b.reset_parameters(torch.Generator().manual_seed(3))
+    soup = ppo.weight_average([a, b])
+    for k, v in soup.state_dict().items():
+        torch.testing.assert_close(v, (a.state_dict()[k] + b.state_dict()[k]) / 2)
+    assert not torch.equal(soup.state_dict()["obs_in.weight"], a.state_dict()["obs_in.weight"])
