@@ -48,7 +48,13 @@ from the incumbent, each later one from the round before's network whether or no
 promoted: one PPO run in checkpointed pieces, so a gain too small for one round's SPRT can
 grow into one the next round's detects. (Measured, docs/training.md: neither restarting every
 round from the incumbent nor the chain got past the first fine-tune's promotion in the 60-minute
-loop; three more rounds were H0 either way.) A fine-tune
+loop; three more rounds were H0 either way.) Each fine-tune round keeps
+:data:`FINETUNE_CONTEST_SECONDS` for its benchmark, and that benchmark's SPRT may play only the
+pairs that fit in what the fine-tune leaves of the budget, at the last benchmark's seconds per
+pair (:func:`contest_pairs`): an SPRT between two nearly equal networks can need thousands of
+pairs (3,713 in a measured loop that overran its 60 minutes by the time they took), and capped
+it stops undecided, which is not a promotion. A round shorter than
+:data:`MIN_FINETUNE_MINUTES` is not started. A fine-tune
 round has a checkpoint and no session group; :func:`last_round` numbers a second call's
 rounds after both.
 

@@ -21,6 +21,15 @@ a better point than any one of them. Measured (docs/training.md, 15-minute fine-
 same 40,000-battle student, 4,096 fresh battles against greedy): 0.7118 with ema 0.99, 0.7061
 with 0.997, where the learner itself (ema 0) peaked at 0.692-0.700.
 
+With ``learners`` > 1 the fine-tune uses more cores (a learner is one single-threaded process,
+its battles stepped by the native core on the same core): that many independent learners, the
+first with the run's seed, the others with seeds derived from it (:func:`learner_seed`), run
+in worker processes that die with this one; then the base, each learner's best network and
+the average of their weights (a "model soup", Wortsman et al. 2022: fine-tunes of one base
+tend to lie in one basin, and their average above each of them) are played on
+``eval_battles`` battles of a selection seed none of the learners evaluated on, and the
+best-scoring one is returned.
+
 Determinism: one ``torch.Generator`` (sampling, minibatch order) seeded by the run, the
 battle seeds derived from it, and :func:`.model.deterministic`; the same network, settings,
 seed and thread count give the same result on the same machine.
