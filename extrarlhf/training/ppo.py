@@ -25,8 +25,8 @@ With ``learners`` > 1 the fine-tune uses more cores (a learner is one single-thr
 its battles stepped by the native core on the same core): that many independent learners, the
 first with the run's seed, the others with seeds derived from it (:func:`learner_seed`), run
 in worker processes that die with this one; then the base, each learner's best network and
-the average of their weights (a "model soup", Wortsman et al. 2022: fine-tunes of one base
-tend to lie in one basin, and their average above each of them) are played on
+the average of their weights (a "model soup", Wortsman et al. 2022; measured here, two
+15-minute learners of one base: 0.7118 and 0.7012, their average 0.7104) are played on
 ``eval_battles`` battles of a selection seed none of the learners evaluated on, and the
 best-scoring one is returned.
 
@@ -341,12 +341,16 @@ def learner_seed(seed: int, index: int) -> int:
     return seed if index == 0 else derive_seed(seed, f"ppo-learner:{index}") >> 2
 
 
+def _network(arch: Architecture, state: dict[str, torch.Tensor]) -> ActionScorer:
+    net = ActionScorer(arch)
+    net.load_state_dict(state)
+    return net
+
+
 def _remote_learn(arch: Architecture, state: dict[str, torch.Tensor], settings: FinetuneSettings, seed: int,
                   seconds: float) -> dict[str, Any]:
     """A learner in a worker process: the network travels as its architecture and weights."""
-    net = ActionScorer(arch)
-    net.load_state_dict(state)
-    result = _learn(net, settings, seed, seconds, None)
+    result = _learn(_network(arch, state), settings, seed, seconds, None)
     return {"state": result.net.state_dict(), "history": result.history, "evaluations": result.evaluations,
             "best": result.best, "start": result.start, "sample": result.sample}
 
@@ -392,11 +396,7 @@ def _learn_in_parallel(net: ActionScorer, settings: FinetuneSettings, seed: int,
     finally:
         stop.set()  # learners still running (a cancel, a failure) stop at their next check
         pool.shutdown(wait=True, cancel_futures=True)
-    nets = []
-    for one in learned:
-        tuned = ActionScorer(net.arch)
-        tuned.load_state_dict(one["state"])
-        nets.append(tuned)
+    nets = [_network(net.arch, one["state"]) for one in learned]
     candidates = [("base", net), ("average", weight_average(nets))] + [(f"learner {i}", m) for i, m in enumerate(nets)]
     selection_seed = derive_seed(seed, "ppo-selection") >> 2
     with deterministic(settings.threads):
