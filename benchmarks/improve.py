@@ -121,7 +121,7 @@ def loop(args: argparse.Namespace) -> dict:
                  "rounds": [{"round": r["round"], "kind": r["kind"], "student": r["student"],
                              "incumbent": r["incumbent"], "collector": r.get("collector"),
                              "battles_so_far": sum(x.get("battles", 0) for x in result["rounds"][:i + 1]),
-                             "finetune": r.get("finetune"), "seconds": r["seconds"],
+                             "finetune": r.get("finetune"), "max_pairs": r.get("max_pairs"), "seconds": r["seconds"],
                              "promoted": r["promoted"], **{k: (r.get("benchmark") or {}).get(k) for k in
                                                            ("pairs", "score", "elo", "elo_ci95", "verdict")}}
                             for i, r in enumerate(result["rounds"])],
