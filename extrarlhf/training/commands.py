@@ -142,8 +142,9 @@ def add_parser(sub: Any) -> None:
                         "(0: the learner itself; default 0.99)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per learner (default 1)")
     p.add_argument("--learners", type=int, default=1,
-                   help="independent learners, one process each; the best of the base, each learner and their "
-                        "weight average on fresh battles is kept (default 1)")
+                   help="independent learners, one process each; the best of the base, each learner, their "
+                        "weight average and their ensemble (one network, the mean of their logits) on fresh "
+                        "battles is kept (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
     add_dir_options(p)
     p.set_defaults(func=_cmd_finetune)

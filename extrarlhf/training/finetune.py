@@ -67,7 +67,8 @@ def _selection(chosen: Any) -> str:
     if chosen.learners == 1:
         return said
     return (f"{chosen.learners} independent learners, one process each; for each, " + said
-            + f". Then the base, each learner's network and the average of their weights were played on "
+            + f". Then the base, each learner's network, the average of their weights and their ensemble (one "
+              f"network of the {chosen.learners} side by side, the mean of their logits) were played on "
               f"{chosen.eval_battles} battles of a selection seed none of them evaluated on, and the best-scoring "
               f"one was kept (metrics.best.selection)")
 

@@ -150,7 +150,7 @@ def test_ema_returns_the_moving_average_of_the_learners_weights(base: Path, monk
         FinetuneSettings(ema=1.0)
 
 
-def test_parallel_learners_keep_the_best_of_the_base_each_learner_and_their_average(base: Path) -> None:
+def test_parallel_learners_keep_the_best_of_the_base_each_learner_their_average_and_ensemble(base: Path) -> None:
     import multiprocessing
 
     from engine import derive_seed
@@ -169,7 +169,7 @@ def test_parallel_learners_keep_the_best_of_the_base_each_learner_and_their_aver
     assert any(h["learner"] == 1 for h in both.history) and ppo.learner_seed(5, 0) == 5 != ppo.learner_seed(5, 1)
     # the selection: every candidate on the same fresh battles, the best (earliest on a tie) is returned
     selection = both.best["selection"]
-    assert [c["candidate"] for c in selection] == ["base", "average", "learner 0", "learner 1"]
+    assert [c["candidate"] for c in selection] == ["base", "average", "learner 0", "learner 1", "ensemble"]
     assert len({c["battles"] for c in selection}) == 1 and both.start == selection[0]
     top = max(c["score"] for c in selection)
     assert both.best["candidate"] == next(c["candidate"] for c in selection if c["score"] == top)
@@ -193,3 +193,50 @@ def test_a_weight_average_is_the_mean_of_every_parameter(base: Path) -> None:
     for k, v in soup.state_dict().items():
         torch.testing.assert_close(v, (a.state_dict()[k] + b.state_dict()[k]) / 2)
     assert not torch.equal(soup.state_dict()["obs_in.weight"], a.state_dict()["obs_in.weight"])
+
+
+def test_an_ensemble_is_one_v5_network_whose_logits_are_the_mean_of_its_members(base: Path, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    from extrarlhf.training import ppo
+    from extrarlhf.training.export import build_model, torch_forward
+    from extrarlhf.training.finetune import load_base
+    from extrarlhf.training.model import Architecture, pack_ensemble
+
+    _, a = load_base(CheckpointRegistry(base), "bc")
+    members = [a]
+    for seed in (3, 4):
+        m = ppo.ActionScorer(a.arch)
+        m.reset_parameters(torch.Generator().manual_seed(seed))
+        members.append(m)
+    packed = pack_ensemble(members)
+    assert packed.arch == Architecture(a.arch.hidden, a.arch.hidden2, a.arch.depth, a.arch.value_hidden, members=3)
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (5, engine.OBS_DIM)).astype(np.float32)
+    feats = rng.uniform(-1, 1, (5, 6, engine.ACTION_FEATURE_DIM)).astype(np.float32)
+    mask = np.ones((5, 6), np.float32)
+    mask[:, 4:] = 0.0
+    logits, value = torch_forward(packed, obs, feats, mask)
+    each = [torch_forward(m, obs, feats, mask) for m in members]
+    np.testing.assert_allclose(logits[:, :4], np.mean([lg[:, :4] for lg, _ in each], axis=0), atol=1e-5)
+    assert (logits[:, 4:] < -1e8).all()
+    np.testing.assert_array_equal(value, each[0][1])  # the first member's value head
+    # one ONNX graph of the v5 signature that onnxruntime runs, read back as the same ensemble
+    proto = build_model(packed)
+    run = ort.InferenceSession(proto.SerializeToString()).run(
+        None, {"obs": obs, "action_features": feats, "action_mask": mask})
+    np.testing.assert_allclose(run[0][:, :4], logits[:, :4], atol=1e-4)
+    back = from_onnx(proto)
+    assert back.arch == packed.arch
+    np.testing.assert_array_equal(torch_forward(back, obs, feats, mask)[0], logits)
+    # the card says what it is
+    from extrarlhf.training.card import model_block
+    block = model_block(packed.arch)
+    assert block["members"] == 3 and block["description"].startswith("an ensemble of 3 scorers side by side")
+    assert model_block(a.arch)["members"] == 1
+    # only plain networks of one architecture pack
+    other = ppo.ActionScorer(Architecture(hidden=8, hidden2=4, depth=1, value_hidden=4))
+    with pytest.raises(ValueError, match="an ensemble packs plain networks \\(members 1\\) of one architecture"):
+        pack_ensemble([a, other])
+    with pytest.raises(ValueError, match="members 1"):
+        pack_ensemble([packed, packed])
