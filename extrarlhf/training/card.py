@@ -49,14 +49,13 @@ def card_path(checkpoints_dir: str | os.PathLike[str], name: str) -> Path:
 def model_block(architecture: Any) -> dict[str, Any]:
     """The card's ``model`` block for a model.Architecture."""
     arch = {k: getattr(architecture, k) for k in ("hidden", "hidden2", "depth", "value_hidden", "members")}
-    description = ("h1 = relu(obs W1o + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
-                   f"{arch['depth']} layer(s) of width {arch['hidden2']}; logit = h w3 (masked actions "
-                   "-1e9); value = tanh(relu(obs Wv + bv) wv2 + bv2)")
+    layers = ("h1 = relu(obs W1o + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
+              f"{arch['depth']} layer(s) of width {arch['hidden2']}")
+    value = "value = tanh(relu(obs Wv + bv) wv2 + bv2)"
+    description = f"{layers}; logit = h w3 (masked actions -1e9); {value}"
     if arch["members"] > 1:
-        description = (f"an ensemble of {arch['members']} scorers side by side, each h1 = relu(obs W1o + "
-                       f"action_features W1a + b1); h = relu(h1 W2 + b2), depth {arch['depth']} layer(s) of width "
-                       f"{arch['hidden2']}; score = h w3; logit = the mean of the members' scores (masked actions "
-                       "-1e9); value = tanh(relu(obs Wv + bv) wv2 + bv2), the first member's")
+        description = (f"an ensemble of {arch['members']} scorers side by side, each {layers}; score = h w3; "
+                       f"logit = the mean of the members' scores (masked actions -1e9); {value}, the first member's")
     return {"kind": "v5", "architecture": "mlp_action_scorer", **arch, "description": description,
             "inputs": {"obs": ["N", engine.OBS_DIM], "action_features": ["N", "A", engine.ACTION_FEATURE_DIM],
                        "action_mask": ["N", "A"]},
