@@ -29,8 +29,8 @@ re-benchmarks on everything (fixed-size rounds spend a growing share of the budg
 Rounds go on until ``minutes`` would be overrun. A round's duration is predicted from the last
 one: collecting costs its seconds per new battle, and the rest (materializing, training and
 benchmarking on *every* round's battles) its seconds per battle held (:func:`round_seconds`);
-a round that does not fit is cut to what does, and none is started below ``first_battles``
-battles. ``max_rounds`` caps the count. (Measured: sizing the last round by the previous
+a round that does not fit (with a margin, :data:`ROUND_MARGIN`) is cut to what does, and none
+is started below ``first_battles`` battles. ``max_rounds`` caps the count. (Measured: sizing the last round by the previous
 round's whole seconds per battle let a 60-minute loop start a round at minute 55 that the
 fixed cost of retraining on 8,000 battles could not finish in time.) A
 student that does not pass is a normal outcome: its round records the verdict and the next
@@ -93,6 +93,10 @@ FINETUNE_ROUND_MINUTES = 8.0
 MIN_FINETUNE_MINUTES = 3.0
 FINETUNE_CONTEST_SECONDS = 90.0  # kept at the end of every fine-tune round for its benchmark
 FINETUNE_EXPORT_SECONDS = 15.0   # a fine-tune's first evaluation, export and verification
+# An imitation round is started only if ROUND_MARGIN times its predicted seconds fit: the prediction
+# is linear in the battles held, and a 60-minute loop's round 5 (30,468 new battles, 70,468 held),
+# predicted to fit the 23 minutes left, was still training 26 minutes later.
+ROUND_MARGIN = 1.3
 MIN_ROUND_PAIRS = 200            # a round's SPRT capped below this could not decide anything
 _ROUND = re.compile(r"-r(\d{2,})$")
 
@@ -113,6 +117,14 @@ def round_seconds(cost: tuple[float, float], held: int, battles: int) -> float:
     battle collected, seconds per battle held for the rest of the round)."""
     per_new, per_held = cost
     return per_new * battles + per_held * (held + battles)
+
+
+def battles_that_fit(cost: tuple[float, float], held: int, battles: int, seconds: float) -> int:
+    """``battles``, or fewer when :data:`ROUND_MARGIN` times the round's predicted seconds
+    (:func:`round_seconds`) would not fit in ``seconds`` (0 or less: nothing fits)."""
+    if ROUND_MARGIN * round_seconds(cost, held, battles) <= seconds:
+        return battles
+    return int((seconds / ROUND_MARGIN - cost[1] * held) / (cost[0] + cost[1]))
 
 
 def benchmark_pair_seconds(result: dict[str, Any]) -> float | None:
@@ -181,12 +193,12 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     for k in range(start_round, start_round + max_rounds):
         battles = first_battles if k == 1 else int(battles_per_round * growth ** (k - 2))
         elapsed = time.perf_counter() - started
-        if cost is not None and elapsed + round_seconds(cost, held, battles) > imitation_budget:
-            fits = int((imitation_budget - elapsed - cost[1] * held) / (cost[0] + cost[1]))
+        if cost is not None:
+            fits = battles_that_fit(cost, held, battles, imitation_budget - elapsed)
             if fits < first_battles:
                 stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; a round of "
                                f"{first_battles} battles (about "
-                               f"{round_seconds(cost, held, first_battles) / 60:.1f} min) would not fit")
+                               f"{ROUND_MARGIN * round_seconds(cost, held, first_battles) / 60:.1f} min) would not fit")
                 break
             battles = fits
         group = f"{prefix}-r{k:02d}"

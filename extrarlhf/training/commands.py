@@ -61,6 +61,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     def progress(updates: int, figures: dict[str, Any]) -> None:  # the time budget is the bar; updates in the note
         if "eval_score" in figures:
             line.note = f"update {updates}, argmax score {figures['eval_score']:.3f}"
+        elif "stage" in figures:  # several learners: how many have finished, then the selection's candidates
+            line.note = f"{figures['stage']} {figures['done']}/{figures['total']} done"
         line(min(round(time.perf_counter() - started), budget - 1), budget)
 
     settings = {"opponents": args.opponent or ["baseline:greedy"], "lr": args.lr, "temperature": args.temperature,

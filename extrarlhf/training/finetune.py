@@ -67,10 +67,10 @@ def _selection(chosen: Any) -> str:
     if chosen.learners == 1:
         return said
     return (f"{chosen.learners} independent learners, one process each; for each, " + said
-            + f". Then the base, each learner's network, the average of their weights and their ensemble (one "
-              f"network of the {chosen.learners} side by side, the mean of their logits) were played on "
-              f"{chosen.eval_battles} battles of a selection seed none of them evaluated on, and the best-scoring "
-              f"one was kept (metrics.best.selection)")
+            + f". Then the base, their ensemble (one network of the {chosen.learners} side by side, the mean of "
+              f"their logits), the average of their weights and each learner's network played the same "
+              f"{chosen.selection_battles} battles of a selection seed none of them evaluated on, and the "
+              f"best-scoring one was kept, ties going to the earlier in that order (metrics.best.selection)")
 
 
 def load_base(registry: CheckpointRegistry, base: str, use: str = "fine-tuned") -> tuple[Any, Any]:

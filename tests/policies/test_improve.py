@@ -163,6 +163,20 @@ def test_round_seconds_counts_collection_per_new_battle_and_the_rest_per_battle_
     assert round_seconds((0.4, 0.02), 8000, 0) == pytest.approx(160.0)
 
 
+def test_an_imitation_round_is_cut_to_what_fits_with_the_margin() -> None:
+    from extrarlhf.policies.improve import ROUND_MARGIN, battles_that_fit, round_seconds
+
+    cost = (0.0188, 0.0117)  # the order of a 60-minute loop's round 4 (25,000 new battles, 40,000 held)
+    # the overrun this prevents: a round predicted to just fit the 23 minutes left (30,468 battles
+    # without a margin) was still training 26 minutes later
+    assert round_seconds(cost, 40_000, 30_468) == pytest.approx(1396, abs=2)
+    fits = battles_that_fit(cost, 40_000, 62_500, 1396)
+    assert 15_000 < fits < 30_468
+    assert ROUND_MARGIN * round_seconds(cost, 40_000, fits) <= 1396 < ROUND_MARGIN * round_seconds(cost, 40_000, fits + 1)
+    assert battles_that_fit(cost, 40_000, 1_000, 1396) == 1_000  # a round that fits is played whole
+    assert battles_that_fit(cost, 40_000, 1_000, 400) < 0  # retraining on what is held alone would not fit
+
+
 def test_a_fine_tune_rounds_benchmark_plays_only_the_pairs_that_fit_in_its_time() -> None:
     from extrarlhf.policies.improve import benchmark_pair_seconds, contest_pairs
 

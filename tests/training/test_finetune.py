@@ -25,7 +25,7 @@ from tests.training_helpers import train_small
 require_native()
 
 TINY = {"num_envs": 8, "horizon": 8, "minibatch": 32, "eval_every": 1, "eval_battles": 16, "max_updates": 2,
-        "threads": 1}
+        "threads": 1, "selection_battles": 24}
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +169,8 @@ def test_parallel_learners_keep_the_best_of_the_base_each_learner_their_average_
     assert any(h["learner"] == 1 for h in both.history) and ppo.learner_seed(5, 0) == 5 != ppo.learner_seed(5, 1)
     # the selection: every candidate on the same fresh battles, the best (earliest on a tie) is returned
     selection = both.best["selection"]
-    assert [c["candidate"] for c in selection] == ["base", "average", "learner 0", "learner 1", "ensemble"]
-    assert len({c["battles"] for c in selection}) == 1 and both.start == selection[0]
+    assert [c["candidate"] for c in selection] == ["base", "ensemble", "average", "learner 0", "learner 1"]
+    assert {c["battles"] for c in selection} == {24} and both.start == selection[0]
     top = max(c["score"] for c in selection)
     assert both.best["candidate"] == next(c["candidate"] for c in selection if c["score"] == top)
     assert both.improved == (both.best["candidate"] != "base")
@@ -178,8 +178,12 @@ def test_parallel_learners_keep_the_best_of_the_base_each_learner_their_average_
                          derive_seed(5, "ppo-selection") >> 2)["score"]
     assert score == both.best["score"]  # what is returned is the network that scored it
     assert multiprocessing.active_children() == []  # the learners' processes are gone
+    picked = [c["candidate"] for c in selection].index(both.best["candidate"])
+    assert ("update" in both.best) == (picked >= 3)  # a learner's pick says which of its updates it is
     with pytest.raises(InvalidArgument, match=r"learners must be at most 8 \(one process each\), got 9"):
         FinetuneSettings(learners=9)
+    with pytest.raises(InvalidArgument, match=r"selection_battles must be an integer >= 1, got 0"):
+        FinetuneSettings(selection_battles=0)
 
 
 def test_a_weight_average_is_the_mean_of_every_parameter(base: Path) -> None:
