@@ -117,7 +117,8 @@ def loop(args: argparse.Namespace) -> dict:
                             checkpoints_dir=dirs["checkpoints"], round_done=round_done)
     out: dict = {"benchmark": "improve_loop", "python": platform.python_version(), "machine": platform.machine(),
                  "workdir": str(work), "minutes_budget": args.minutes, "loop_minutes": round(result["seconds"] / 60, 1),
-                 "teacher": result["teacher"], "stop_reason": result["stop_reason"],
+                 "teacher": result["teacher"], "imitation_stopped": result["imitation_stopped"],
+                 "stop_reason": result["stop_reason"],
                  "rounds": [{"round": r["round"], "kind": r["kind"], "student": r["student"],
                              "incumbent": r["incumbent"], "collector": r.get("collector"),
                              "battles_so_far": sum(x.get("battles", 0) for x in result["rounds"][:i + 1]),

@@ -229,6 +229,8 @@ def _cmd_improve(args: argparse.Namespace) -> int:
         return 0
     print(f"{len(result['rounds'])} round(s) in {result['seconds'] / 60:.1f} min with teacher {result['teacher']}; "
           f"promoted: {', '.join(result['promotions']) or 'none'}; incumbent now {result['incumbent']}")
+    if result["imitation_stopped"] != result["stop_reason"]:
+        print(f"imitation stopped: {result['imitation_stopped']}")
     print(f"stopped: {result['stop_reason']}")
     return 0
 

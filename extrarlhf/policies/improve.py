@@ -30,7 +30,9 @@ Rounds go on until ``minutes`` would be overrun. A round's duration is predicted
 one: collecting costs its seconds per new battle, and the rest (materializing, training and
 benchmarking on *every* round's battles) its seconds per battle held (:func:`round_seconds`);
 a round that does not fit (with a margin, :data:`ROUND_MARGIN`) is cut to what does, and none
-is started below ``first_battles`` battles. ``max_rounds`` caps the count. (Measured: sizing the last round by the previous
+is started below ``first_battles`` battles; with fine-tune rounds (below) a round that does not
+fit whole is not started and the rest of the budget is theirs (measured: the loop's round 4,
+25,000 new battles, bought +12 Elo in 21 minutes, its fine-tune round +37 to +48 in 20-26). ``max_rounds`` caps the count. (Measured: sizing the last round by the previous
 round's whole seconds per battle let a 60-minute loop start a round at minute 55 that the
 fixed cost of retraining on 8,000 battles could not finish in time.) A
 student that does not pass is a normal outcome: its round records the verdict and the next
@@ -157,7 +159,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
                    round_done: Callable[[dict[str, Any]], None] | None = None,
                    cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
     """Run expert-iteration rounds (module docstring); returns ``{"prefix", "teacher", "rounds",
-    "promotions", "promoted", "incumbent", "seconds", "stop_reason"}`` where each round has its
+    "promotions", "promoted", "incumbent", "seconds", "imitation_stopped", "stop_reason"}`` (why the
+    imitation rounds stopped, why the loop did) where each round has its
     group, battles, the student's name, training top-1, benchmark verdict and whether it was
     promoted."""
     check_name(prefix, "prefix")
@@ -195,6 +198,10 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         elapsed = time.perf_counter() - started
         if cost is not None:
             fits = battles_that_fit(cost, held, battles, imitation_budget - elapsed)
+            if fits < battles and finetune_minutes > 0:
+                stop_reason = (f"time budget: {elapsed / 60:.1f} of {minutes:g} min used; the next imitation round "
+                               f"({battles} battles) would not fit whole, so the rest goes to the fine-tune rounds")
+                break
             if fits < first_battles:
                 stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; a round of "
                                f"{first_battles} battles (about "
@@ -234,6 +241,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
             entry["train"] = {"decisions": t["data"]["train"]["imitated_with_choice"],
                               "val_top1": t["final"].get("val_top1"), "weights_hash": t["weights_hash"]}
         _record(rounds, entry, result, round_done, cancel)
+    imitation_stopped = stop_reason
     if finetune_minutes > 0 and not stop_reason.startswith("max_rounds"):
         stop_reason = _finetune_rounds(
             rounds, prefix, start_round + len(rounds), start_round + max_rounds, started, budget,
@@ -244,7 +252,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
     promotions = [r["student"] for r in rounds if r["promoted"]]
     return {"prefix": prefix, "teacher": teacher, "opponent": opponent, "rounds": rounds, "promotions": promotions,
             "promoted": promotions[-1] if promotions else None, "incumbent": current_incumbent(checkpoints_dir),
-            "seconds": round(time.perf_counter() - started, 1), "stop_reason": stop_reason}
+            "seconds": round(time.perf_counter() - started, 1), "imitation_stopped": imitation_stopped,
+            "stop_reason": stop_reason}
 
 
 def last_round(prefix: str, groups: list[str], checkpoints_dir: str | os.PathLike[str]) -> int:

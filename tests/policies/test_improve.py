@@ -224,5 +224,8 @@ def test_improve_policy_finetune_rounds_follow_the_imitation_rounds(tmp_path: Pa
     card = json.loads((tmp_path / "checkpoints" / "exit-r02.card.json").read_text())
     assert card["training"]["method"] == "ppo_finetune" and card["training"]["base"]["name"] == "exit-r01"
     assert result["stop_reason"] == "max_rounds reached (imitation and fine-tune rounds)"
+    # round 2 would not fit whole in the imitation budget (none is left): not cut, the fine-tunes get the time
+    assert result["imitation_stopped"].endswith("the next imitation round (300 battles) would not fit whole, "
+                                                "so the rest goes to the fine-tune rounds"), result["imitation_stopped"]
     # a second call numbers its rounds after the fine-tune rounds too (they have a checkpoint, no group)
     assert improve.last_round("exit", round_groups(tmp_path / "sessions", "exit"), tmp_path / "checkpoints") == 3
