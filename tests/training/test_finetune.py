@@ -186,6 +186,16 @@ def test_parallel_learners_keep_the_best_of_the_base_each_learner_their_average_
         FinetuneSettings(selection_battles=0)
 
 
+def test_the_selection_keeps_time_for_every_candidate_by_its_networks() -> None:
+    from extrarlhf.training.ppo import POOL_START_SECONDS, SELECTION_SECONDS_PER_1K, selection_seconds
+
+    per_network = SELECTION_SECONDS_PER_1K * 4  # 4,096 battles
+    # a plain base, six learners: base, average, six learners and their ensemble (six networks)
+    assert selection_seconds(1, 6, 4096, 2) == pytest.approx(POOL_START_SECONDS + per_network * 14 / 2)
+    # an ensemble of six as the base: every candidate is six networks, and no ensemble of ensembles
+    assert selection_seconds(6, 2, 4096, 2) == pytest.approx(POOL_START_SECONDS + per_network * 24 / 2)
+
+
 def test_a_weight_average_is_the_mean_of_every_parameter(base: Path) -> None:
     from extrarlhf.training import ppo
     from extrarlhf.training.finetune import load_base
