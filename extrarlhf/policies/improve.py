@@ -32,8 +32,9 @@ benchmarking on *every* round's battles) its seconds per battle held (:func:`rou
 a round that does not fit (with a margin, :data:`ROUND_MARGIN`) is cut to what does, and none
 is started below ``first_battles`` battles; with fine-tune rounds (below) a round that does not
 fit whole is not started and the rest of the budget is theirs (measured: the loop's round 4,
-25,000 new battles, bought +12 Elo in 21 minutes, its fine-tune round +37 to +48 in 20-26). ``max_rounds`` caps the count. (Measured: sizing the last round by the previous
-round's whole seconds per battle let a 60-minute loop start a round at minute 55 that the
+25,000 new battles, bought +12 Elo in 21 minutes, its fine-tune round +37 to +52 in 20-36).
+``max_rounds`` caps the count. (Measured: sizing the last round by the previous round's whole
+seconds per battle let a 60-minute loop start a round at minute 55 that the
 fixed cost of retraining on 8,000 battles could not finish in time.) A
 student that does not pass is a normal outcome: its round records the verdict and the next
 round trains on more data. A second call continues the numbering and reuses the earlier
@@ -199,7 +200,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         if cost is not None:
             fits = battles_that_fit(cost, held, battles, imitation_budget - elapsed)
             if fits < battles and finetune_minutes > 0:
-                stop_reason = (f"time budget: {elapsed / 60:.1f} of {minutes:g} min used; the next imitation round "
+                stop_reason = (f"time budget: {minutes:g} min, {elapsed / 60:.1f} used; the next imitation round "
                                f"({battles} battles) would not fit whole, so the rest goes to the fine-tune rounds")
                 break
             if fits < first_battles:
