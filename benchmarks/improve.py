@@ -106,7 +106,7 @@ def loop(args: argparse.Namespace) -> dict:
 
     finetune = {k: v for k, v in (("lr", args.ft_lr), ("temperature", args.ft_temperature),
                                   ("num_envs", args.ft_envs), ("ema", args.ft_ema),
-                                  ("learners", args.ft_learners)) if v is not None}
+                                  ("learners", args.ft_learners), ("stages", args.ft_stages)) if v is not None}
     result = improve_policy("exit", minutes=args.minutes, first_battles=args.first_battles,
                             finetune_minutes=args.finetune_minutes, finetune_round_minutes=args.finetune_round_minutes,
                             finetune_options=finetune,
@@ -184,6 +184,9 @@ def main() -> None:
     parser.add_argument("--ft-temperature", type=float, default=None, help="--loop: the fine-tune's policy temperature")
     parser.add_argument("--ft-envs", type=int, default=None, help="--loop: battles stepped at once by the fine-tune")
     parser.add_argument("--ft-ema", type=float, default=None, help="--loop: decay of the fine-tune's weight average")
+    parser.add_argument("--ft-stages", type=int, default=None,
+                        help="--loop: stages of fine-tune learners, each later one from the earlier ones' distilled "
+                             "ensemble (with --ft-learners >= 2)")
     parser.add_argument("--ft-learners", type=int, default=None,
                         help="--loop: independent fine-tune learners, one process each (then the selection)")
     parser.add_argument("--ladder-pairs", type=int, default=100, help="--loop: pairs of each rung vs the baselines")

@@ -67,7 +67,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
     settings = {"opponents": args.opponent or ["baseline:greedy"], "lr": args.lr, "temperature": args.temperature,
                 "num_envs": args.envs, "threads": args.threads, "learners": args.learners,
-                **({} if args.ema is None else {"ema": args.ema})}
+                "stages": args.stages, **({} if args.ema is None else {"ema": args.ema})}
     result = finetune_policy(args.base, args.name, args.seed, minutes=args.minutes,
                              checkpoints_dir=args.checkpoints_dir, overwrite=args.overwrite, progress=progress,
                              **settings)
@@ -147,6 +147,9 @@ def add_parser(sub: Any) -> None:
                    help="independent learners, one process each; the best of the base, each learner, their "
                         "weight average and their ensemble (one network, the mean of their logits) on fresh "
                         "battles is kept (default 1)")
+    p.add_argument("--stages", type=int, default=1,
+                   help="with --learners >= 2: stages of learners, each later stage starting from the earlier "
+                        "learners' ensemble distilled into one network (default 1)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint of that name")
     add_dir_options(p)
     p.set_defaults(func=_cmd_finetune)

@@ -66,9 +66,14 @@ def _selection(chosen: Any) -> str:
             + network + "; the base network when none improved on it")
     if chosen.learners == 1:
         return said
-    return (f"{chosen.learners} independent learners, one process each; for each, " + said
-            + f". Then the base, their ensemble (one network of the {chosen.learners} side by side, the mean of "
-              f"their logits), the average of their weights and each learner's network played the same "
+    staged = "" if chosen.stages == 1 else (
+        f" in each of {chosen.stages} stages, every later stage starting from the ensemble of the learners before "
+        f"it distilled into one network")
+    total = chosen.learners * chosen.stages
+    return (f"{chosen.learners} independent learners, one process each{staged}; for each, " + said
+            + f". Then the base, their ensemble (one network of the {total} side by side, the mean of their "
+              f"logits){', the distilled networks' if chosen.stages > 1 else ''}, the average of their weights and "
+              f"each learner's network played the same "
               f"{chosen.selection_battles} battles of a selection seed none of them evaluated on, and the "
               f"best-scoring one was kept, ties going to the earlier in that order (metrics.best.selection)")
 

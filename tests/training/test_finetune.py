@@ -194,6 +194,8 @@ def test_the_selection_keeps_time_for_every_candidate_by_its_networks() -> None:
     assert selection_seconds(1, 6, 4096, 2) == pytest.approx(POOL_START_SECONDS + per_network * 14 / 2)
     # an ensemble of six as the base: every candidate is six networks, and no ensemble of ensembles
     assert selection_seconds(6, 2, 4096, 2) == pytest.approx(POOL_START_SECONDS + per_network * 24 / 2)
+    # two stages of three: base, average, six learners, one distilled network and the six-member ensemble
+    assert selection_seconds(1, 6, 4096, 2, distilled=1) == pytest.approx(POOL_START_SECONDS + per_network * 15 / 2)
 
 
 def test_a_weight_average_is_the_mean_of_every_parameter(base: Path) -> None:
@@ -254,3 +256,62 @@ def test_an_ensemble_is_one_v5_network_whose_logits_are_the_mean_of_its_members(
         pack_ensemble([a, other])
     with pytest.raises(ValueError, match="members 1"):
         pack_ensemble([packed, packed])
+
+
+def test_staged_learners_restart_from_the_distilled_ensemble_and_all_are_candidates(base: Path) -> None:
+    import multiprocessing
+
+    from extrarlhf.training import ppo
+    from extrarlhf.training.finetune import load_base
+
+    _, net = load_base(CheckpointRegistry(base), "bc")
+    settings = FinetuneSettings(**TINY, learners=2, stages=2, distill_battles=8, distill_steps=6)
+    staged = ppo.finetune(net, settings, 5, seconds=300)
+    selection = staged.best["selection"]
+    assert [c["candidate"] for c in selection] == ["base", "ensemble", "distilled 1", "average", "learner 0",
+                                                  "learner 1", "learner 2", "learner 3"]
+    assert {h["learner"] for h in staged.history} == {0, 1, 2, 3}  # two learners in each of the two stages
+    assert {c["battles"] for c in selection} == {24}
+    (figures,) = staged.best["distilled"]
+    assert figures["decisions"] == 8 * 6 and len(figures["kl_per_epoch"]) == 3
+    # stage 1 is the two-learner fine-tune of the same seed: learner 0 and 1 the same updates
+    plain = ppo.finetune(net, FinetuneSettings(**TINY, learners=2), 5, seconds=300)
+    strip = lambda hs: [{k: v for k, v in h.items() if k != "seconds"} for h in hs if h["learner"] < 2]  # noqa: E731
+    assert strip(staged.history) == strip(plain.history)
+    assert multiprocessing.active_children() == []
+    with pytest.raises(InvalidArgument, match=r"stages must be 1, or up to 4 with learners >= 2 .*got stages 2 with "
+                                              r"learners 1"):
+        FinetuneSettings(stages=2)
+    with pytest.raises(InvalidArgument, match=r"got stages 5 with learners 2"):
+        FinetuneSettings(stages=5, learners=2)
+    packed = ppo.pack_ensemble([net, net])
+    with pytest.raises(InvalidArgument, match=r"this base is an ensemble of 2: fine-tune it with stages 1"):
+        ppo.finetune(packed, settings, 5, seconds=300)
+
+
+def test_distillation_moves_a_network_toward_its_teacher_deterministically(base: Path) -> None:
+    from extrarlhf.training import ppo
+    from extrarlhf.training.distill import DistillSettings, collect, distill
+    from extrarlhf.training.finetune import load_base
+
+    _, student = load_base(CheckpointRegistry(base), "bc")
+    teacher = ppo.ActionScorer(student.arch)
+    teacher.reset_parameters(torch.Generator().manual_seed(11))
+    small = DistillSettings(battles=16, steps=12, epochs=4, lr=3e-3)
+    one, figures = distill(teacher, student, "baseline:greedy", 0.3, 7, small)
+    again, _ = distill(teacher, student, "baseline:greedy", 0.3, 7, small)
+    for k, v in one.state_dict().items():
+        assert torch.equal(v, again.state_dict()[k])  # the same seed: the same network
+    assert figures["decisions"] == 16 * 12 and figures["kl_per_epoch"][-1] < figures["kl_per_epoch"][0]
+    # the student's argmax agrees with the teacher's more often after than before, on fresh teacher states
+    obs, feats, counts, logits = collect(teacher, "baseline:greedy", small, 0.3, torch.Generator().manual_seed(99))
+
+    def agreement(net: ppo.ActionScorer) -> float:
+        seg, starts = ppo._segments(torch.from_numpy(counts))
+        with torch.no_grad():
+            mine = net.flat_logits(torch.from_numpy(obs), torch.from_numpy(feats), seg).numpy()
+        same = [np.argmax(mine[a:a + c]) == np.argmax(logits[a:a + c]) for a, c in zip(starts.tolist(), counts.tolist())]
+        return float(np.mean(same))
+
+    assert agreement(one) > agreement(student)
+    assert student.state_dict()["obs_in.weight"].data_ptr() != one.state_dict()["obs_in.weight"].data_ptr()
