@@ -38,10 +38,10 @@ With ``stages`` > 1 the learners' time comes in that many stages: after each sta
 the ensemble of every learner so far is distilled into one plain network (:mod:`.distill`, about
 two minutes in this process), and the next stage's learners start from it instead of the base.
 The ensemble candidate then holds every stage's learners and the distilled networks are
-candidates too. Measured (docs/training.md, 16,384 fresh battles on each of two seeds): six
-fine-tunes of one base 0.7173 and 0.7202; their distillation 0.711 (one network), two PPO
-learners restarted from it 0.7068 and 0.7102, and the six with those two at a third of the
-weight each 0.7198 and 0.7227.
+candidates too. Measured (docs/training.md, 16,384 fresh battles against greedy): the
+ensemble of six fine-tunes of one base 0.7173 (0.7202 on a second seed); distilled, 0.711 as one
+network; two PPO learners restarted from that, 0.7068 and 0.7102 each, and with the six as a
+third of the weight, 0.7198 (0.7227).
 
 Determinism: one ``torch.Generator`` (sampling, minibatch order) seeded by the run, the
 battle seeds derived from it, and :func:`.model.deterministic`; the same network, settings,
