@@ -11,6 +11,7 @@ when a training runs (``import extrarlhf.training`` and the MCP server stay ligh
 - export.py   model -> v5 ONNX through torch.onnx, verified against torch in onnxruntime
 - card.py     the model card written next to the checkpoint
 - train.py    ``train_policy``: checks, training, export, registration, card
+- acting.py   a network acting on a native battle batch (decision points, segments, the choice)
 - distill.py  one network trained toward a teacher network (an ensemble) on the teacher's own battles
 - ppo.py      PPO against opponents the native core plays (battles stepped by its batched API)
 - finetune.py ``finetune_policy``: a registered v5 checkpoint -> a fine-tuned one + card

@@ -28,6 +28,7 @@ import torch
 
 from adapters import work
 
+from .acting import choose, decision_points, segments
 from .model import ActionScorer, deterministic, segment_log_softmax
 
 
@@ -46,19 +47,17 @@ def collect(teacher: ActionScorer, opponent: str, settings: DistillSettings, tem
     sampled play against ``opponent``."""
     from engine_native.batch import BattleBatch
 
-    from .ppo import _choose, _decision_points, _segments
-
     batch = BattleBatch(settings.battles, opponent=opponent, seat="random")
     out = batch.reset(int(torch.randint(0, 2 ** 62, (1,), generator=generator)))
     obs_l, feat_l, count_l, logit_l = [], [], [], []
     for _ in range(settings.steps):
         work.check()
-        ids, features, counts = _decision_points(batch)
+        ids, features, counts = decision_points(batch)
         obs = out["obs"].copy()
         with torch.no_grad():
-            seg, _ = _segments(torch.from_numpy(counts))
+            seg, _ = segments(torch.from_numpy(counts))
             logits = teacher.flat_logits(torch.from_numpy(obs), torch.from_numpy(features), seg).numpy()
-        chosen, _, _ = _choose(teacher, obs, features, counts, generator, temperature)
+        chosen, _, _ = choose(teacher, obs, features, counts, generator, temperature)
         out = batch.step(np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64))
         obs_l.append(obs); feat_l.append(features); count_l.append(counts); logit_l.append(logits)
     return np.concatenate(obs_l), np.concatenate(feat_l), np.concatenate(count_l), np.concatenate(logit_l)
@@ -75,8 +74,6 @@ def distill(teacher: ActionScorer, student: ActionScorer, opponent: str, tempera
         opt = torch.optim.Adam(net.parameters(), lr=settings.lr)
         offsets = np.zeros(counts.size + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
-        from .ppo import _segments
-
         kl = []
         for _ in range(settings.epochs):
             order = torch.randperm(counts.size, generator=generator).numpy()
@@ -85,7 +82,7 @@ def distill(teacher: ActionScorer, student: ActionScorer, opponent: str, tempera
                 work.check()
                 idx = np.sort(order[k:k + settings.minibatch])
                 c = torch.from_numpy(counts[idx])
-                seg, _ = _segments(c)
+                seg, _ = segments(c)
                 rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
                 scores = net.flat_logits(torch.from_numpy(obs[idx]), torch.from_numpy(features[rows]), seg)
                 target = segment_log_softmax(torch.from_numpy(logits[rows]) / temperature, seg, c)

@@ -64,6 +64,7 @@ from adapters import work
 from engine import derive_seed
 
 from ..core.errors import InvalidArgument
+from .acting import choose, decision_points, segments
 from .distill import DistillSettings, distill
 from .model import ActionScorer, Architecture, deterministic, pack_ensemble, segment_log_softmax
 
@@ -147,50 +148,15 @@ class Rollout:
     returns: np.ndarray   # float32 [D]
 
 
-def _decision_points(batch: Any) -> tuple[list[list[int]], np.ndarray, np.ndarray]:
-    """Each battle's legal ids, their flat action features and counts."""
-    ids, rows = [], []
-    for i in range(batch.num_battles):
-        state = batch.battle(i)
-        legal = state.legal_actions()
-        ids.append(legal)
-        rows.append(state.action_features(legal))
-    return ids, np.concatenate(rows), np.array([len(x) for x in ids], dtype=np.int64)
-
-
-def _segments(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(decision of each flat row, first row of each decision)."""
-    starts = torch.cumsum(counts, 0) - counts
-    return torch.repeat_interleave(torch.arange(counts.numel()), counts), starts
-
-
-def _choose(net: ActionScorer, obs: np.ndarray, features: np.ndarray, counts: np.ndarray,
-            generator: torch.Generator | None, temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(chosen positions, their log-probabilities, values): a draw from the softmax with
-    ``generator`` (Gumbel-max), the argmax without one."""
-    with torch.no_grad():
-        c = torch.from_numpy(counts)
-        seg, starts = _segments(c)
-        o = torch.from_numpy(obs)
-        logp = segment_log_softmax(net.flat_logits(o, torch.from_numpy(features), seg) / temperature, seg, c)
-        keys = logp if generator is None else \
-            logp - torch.log(-torch.log(torch.rand(logp.shape, generator=generator).clamp_min(1e-20)))
-        width = int(c.max())
-        padded = torch.full((c.numel(), width), float("-inf")).index_put((seg, torch.arange(seg.numel()) - starts[seg]),
-                                                                           keys)
-        chosen = padded.argmax(dim=1)
-        return chosen.numpy(), logp[starts + chosen].numpy(), net.value(o).numpy()
-
-
 def _play(net: ActionScorer, batch: Any, out: dict[str, np.ndarray], horizon: int, generator: torch.Generator,
           lam: float, temperature: float) -> tuple[Rollout, dict[str, np.ndarray], dict[str, float]]:
     obs_l, feat_l, count_l, chosen_l, logp_l, value_l, reward_l, done_l = ([] for _ in range(8))
     wins = losses = ended = 0
     for _ in range(horizon):
         work.check()
-        ids, features, counts = _decision_points(batch)
+        ids, features, counts = decision_points(batch)
         obs = out["obs"]
-        chosen, logp, value = _choose(net, obs, features, counts, generator, temperature)
+        chosen, logp, value = choose(net, obs, features, counts, generator, temperature)
         actions = np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64)
         out = batch.step(actions)
         obs_l.append(obs.copy()); feat_l.append(features); count_l.append(counts); chosen_l.append(chosen)
@@ -231,7 +197,7 @@ def _update(net: ActionScorer, opt: torch.optim.Optimizer, roll: Rollout, s: Fin
             counts = roll.counts[idx]
             rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
             c = torch.from_numpy(counts)
-            seg, starts = _segments(c)
+            seg, starts = segments(c)
             obs = torch.from_numpy(roll.obs[idx])
             scores = net.flat_logits(obs, torch.from_numpy(roll.features[rows]), seg) / s.temperature
             logp_all = segment_log_softmax(scores, seg, c)
@@ -270,8 +236,8 @@ def evaluate(net: ActionScorer, opponent: str, battles: int, seed: int) -> dict[
     result = np.full(battles, np.nan, np.float32)
     while np.isnan(result).any():
         work.check()
-        ids, features, counts = _decision_points(batch)
-        chosen, _, _ = _choose(net, out["obs"], features, counts, None)
+        ids, features, counts = decision_points(batch)
+        chosen, _, _ = choose(net, out["obs"], features, counts, None)
         out = batch.step(np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64))
         ended = out["terminated"] & np.isnan(result)
         result[ended] = out["reward"][ended]

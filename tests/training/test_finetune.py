@@ -291,6 +291,7 @@ def test_staged_learners_restart_from_the_distilled_ensemble_and_all_are_candida
 
 def test_distillation_moves_a_network_toward_its_teacher_deterministically(base: Path) -> None:
     from extrarlhf.training import ppo
+    from extrarlhf.training.acting import segments
     from extrarlhf.training.distill import DistillSettings, collect, distill
     from extrarlhf.training.finetune import load_base
 
@@ -307,7 +308,7 @@ def test_distillation_moves_a_network_toward_its_teacher_deterministically(base:
     obs, feats, counts, logits = collect(teacher, "baseline:greedy", small, 0.3, torch.Generator().manual_seed(99))
 
     def agreement(net: ppo.ActionScorer) -> float:
-        seg, starts = ppo._segments(torch.from_numpy(counts))
+        seg, starts = segments(torch.from_numpy(counts))
         with torch.no_grad():
             mine = net.flat_logits(torch.from_numpy(obs), torch.from_numpy(feats), seg).numpy()
         same = [np.argmax(mine[a:a + c]) == np.argmax(logits[a:a + c]) for a, c in zip(starts.tolist(), counts.tolist())]
