@@ -34,14 +34,24 @@ def choose(net: ActionScorer, obs: np.ndarray, features: np.ndarray, counts: np.
     """(chosen positions, their log-probabilities, values): a draw from the softmax with
     ``generator`` (Gumbel-max), the argmax without one."""
     with torch.no_grad():
+        o = torch.from_numpy(obs)
+        seg, _ = segments(torch.from_numpy(counts))
+        chosen, logp = choose_from_logits(net.flat_logits(o, torch.from_numpy(features), seg), counts, generator,
+                                          temperature)
+        return chosen, logp, net.value(o).numpy()
+
+
+def choose_from_logits(logits: torch.Tensor, counts: np.ndarray, generator: torch.Generator | None,
+                       temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`choose` on flat logits already computed: (chosen positions, their log-probabilities)."""
+    with torch.no_grad():
         c = torch.from_numpy(counts)
         seg, starts = segments(c)
-        o = torch.from_numpy(obs)
-        logp = segment_log_softmax(net.flat_logits(o, torch.from_numpy(features), seg) / temperature, seg, c)
+        logp = segment_log_softmax(logits / temperature, seg, c)
         keys = logp if generator is None else \
             logp - torch.log(-torch.log(torch.rand(logp.shape, generator=generator).clamp_min(1e-20)))
         width = int(c.max())
         padded = torch.full((c.numel(), width), float("-inf")).index_put((seg, torch.arange(seg.numel()) - starts[seg]),
                                                                            keys)
         chosen = padded.argmax(dim=1)
-        return chosen.numpy(), logp[starts + chosen].numpy(), net.value(o).numpy()
+        return chosen.numpy(), logp[starts + chosen].numpy()

@@ -28,7 +28,7 @@ import torch
 
 from adapters import work
 
-from .acting import choose, decision_points, segments
+from .acting import choose_from_logits, decision_points, segments
 from .model import ActionScorer, deterministic, segment_log_softmax
 
 
@@ -56,10 +56,10 @@ def collect(teacher: ActionScorer, opponent: str, settings: DistillSettings, tem
         obs = out["obs"].copy()
         with torch.no_grad():
             seg, _ = segments(torch.from_numpy(counts))
-            logits = teacher.flat_logits(torch.from_numpy(obs), torch.from_numpy(features), seg).numpy()
-        chosen, _, _ = choose(teacher, obs, features, counts, generator, temperature)
+            logits = teacher.flat_logits(torch.from_numpy(obs), torch.from_numpy(features), seg)
+        chosen, _ = choose_from_logits(logits, counts, generator, temperature)
         out = batch.step(np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64))
-        obs_l.append(obs); feat_l.append(features); count_l.append(counts); logit_l.append(logits)
+        obs_l.append(obs); feat_l.append(features); count_l.append(counts); logit_l.append(logits.numpy())
     return np.concatenate(obs_l), np.concatenate(feat_l), np.concatenate(count_l), np.concatenate(logit_l)
 
 
