@@ -1,6 +1,7 @@
 """Acting with a v5 network on a native battle batch: the decision points of every battle, the
-flat rows' segments, and a choice per decision (a Gumbel-max draw from the softmax, or the
-argmax). Shared by the PPO fine-tune (ppo.py) and the distillation (distill.py)."""
+flat rows' segments (and the rows of a minibatch of decisions), a choice per decision (a
+Gumbel-max draw from the softmax, or the argmax) and its action id. Shared by the PPO fine-tune
+(ppo.py) and the distillation (distill.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,19 @@ def decision_points(batch: Any) -> tuple[list[list[int]], np.ndarray, np.ndarray
         ids.append(legal)
         rows.append(state.action_features(legal))
     return ids, np.concatenate(rows), np.array([len(x) for x in ids], dtype=np.int64)
+
+
+def action_ids(ids: list[list[int]], chosen: np.ndarray) -> np.ndarray:
+    """The action id of each decision's chosen position (``ids``: each decision's legal ids)."""
+    return np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64)
+
+
+def flat_rows(offsets: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The flat rows of decisions ``idx``, in that order (``offsets[d]``: decision d's first row,
+    ``offsets[-1]``: the row count)."""
+    counts = offsets[idx + 1] - offsets[idx]
+    firsts = np.cumsum(counts) - counts
+    return np.repeat(offsets[idx] - firsts, counts) + np.arange(int(counts.sum()))
 
 
 def segments(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,7 +28,7 @@ import torch
 
 from adapters import work
 
-from .acting import choose_from_logits, decision_points, segments
+from .acting import action_ids, choose_from_logits, decision_points, flat_rows, segments
 from .model import ActionScorer, deterministic, segment_log_softmax
 
 
@@ -58,7 +58,7 @@ def collect(teacher: ActionScorer, opponent: str, settings: DistillSettings, tem
             seg, _ = segments(torch.from_numpy(counts))
             logits = teacher.flat_logits(torch.from_numpy(obs), torch.from_numpy(features), seg)
         chosen, _ = choose_from_logits(logits, counts, generator, temperature)
-        out = batch.step(np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64))
+        out = batch.step(action_ids(ids, chosen))
         obs_l.append(obs); feat_l.append(features); count_l.append(counts); logit_l.append(logits.numpy())
     return np.concatenate(obs_l), np.concatenate(feat_l), np.concatenate(count_l), np.concatenate(logit_l)
 
@@ -83,7 +83,7 @@ def distill(teacher: ActionScorer, student: ActionScorer, opponent: str, tempera
                 idx = np.sort(order[k:k + settings.minibatch])
                 c = torch.from_numpy(counts[idx])
                 seg, _ = segments(c)
-                rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
+                rows = flat_rows(offsets, idx)
                 scores = net.flat_logits(torch.from_numpy(obs[idx]), torch.from_numpy(features[rows]), seg)
                 target = segment_log_softmax(torch.from_numpy(logits[rows]) / temperature, seg, c)
                 log_p = segment_log_softmax(scores / temperature, seg, c)

@@ -64,7 +64,7 @@ from adapters import work
 from engine import derive_seed
 
 from ..core.errors import InvalidArgument
-from .acting import choose, decision_points, segments
+from .acting import action_ids, choose, decision_points, flat_rows, segments
 from .distill import DistillSettings, distill
 from .model import ActionScorer, Architecture, deterministic, pack_ensemble, segment_log_softmax
 
@@ -157,7 +157,7 @@ def _play(net: ActionScorer, batch: Any, out: dict[str, np.ndarray], horizon: in
         ids, features, counts = decision_points(batch)
         obs = out["obs"]
         chosen, logp, value = choose(net, obs, features, counts, generator, temperature)
-        actions = np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64)
+        actions = action_ids(ids, chosen)
         out = batch.step(actions)
         obs_l.append(obs.copy()); feat_l.append(features); count_l.append(counts); chosen_l.append(chosen)
         logp_l.append(logp); value_l.append(value); reward_l.append(out["reward"].copy())
@@ -195,7 +195,7 @@ def _update(net: ActionScorer, opt: torch.optim.Optimizer, roll: Rollout, s: Fin
             work.check()
             idx = np.sort(order[k:k + s.minibatch])
             counts = roll.counts[idx]
-            rows = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in idx])
+            rows = flat_rows(offsets, idx)
             c = torch.from_numpy(counts)
             seg, starts = segments(c)
             obs = torch.from_numpy(roll.obs[idx])
@@ -238,7 +238,7 @@ def evaluate(net: ActionScorer, opponent: str, battles: int, seed: int) -> dict[
         work.check()
         ids, features, counts = decision_points(batch)
         chosen, _, _ = choose(net, out["obs"], features, counts, None)
-        out = batch.step(np.array([legal[k] for legal, k in zip(ids, chosen.tolist())], dtype=np.int64))
+        out = batch.step(action_ids(ids, chosen))
         ended = out["terminated"] & np.isnan(result)
         result[ended] = out["reward"][ended]
     wins, losses = int((result > 0).sum()), int((result < 0).sum())
