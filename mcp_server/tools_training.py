@@ -165,8 +165,8 @@ def register(server: Any) -> None:
         """Candidate vs incumbent on paired seeds: W/D/L, Elo with 95% interval, SPRT.
 
         Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
-        score, Elo with a 95% interval, and an SPRT (fishtest's trinomial GSPRT) checked after every
-        pair that stops early when decided; then each model against baseline:random and
+        score, Elo with a 95% interval over pairs, and an SPRT (fishtest's pentanomial GSPRT) checked
+        after every pair that stops early when decided; then each model against baseline:random and
         baseline:greedy. Any degraded battle invalidates the benchmark. The report (JSON and a
         markdown table in `markdown`) is stored under <checkpoints>/benchmarks/. passed=true only
         when valid and the SPRT accepted H1.

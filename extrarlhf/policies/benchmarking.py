@@ -1,5 +1,5 @@
 """``benchmark_models``: candidate vs incumbent on paired seeds, with Elo and an SPRT, as chess
-engine testing does (fishtest's classic trinomial SPRT).
+engine testing does (fishtest's pentanomial SPRT).
 
 Play. Pair ``i`` is one seed played twice with the seats swapped (same decks, same starting
 seat), so luck mostly cancels. Battles run untraced, many side by side in lockstep: each
@@ -8,16 +8,22 @@ step evaluates the pending decisions of every live battle with ``adapters.decide
 Every result is folded pair by pair *in pair order*, so the outcome never depends on the
 number of workers or on how battles were batched.
 
-Statistics (counted from the candidate's side, W/D/L over battles):
+Statistics (counted from the candidate's side; W/D/L over battles, and the pentanomial: how
+many pairs scored 0, 1/4, 1/2, 3/4 and 1, i.e. LL, LD+DL, LW+DD+WL, DW+WD, WW):
 
 * score ``s = (W + D/2) / N``; logistic Elo ``-400 log10(1/s - 1)`` (scores clamped to
   [0.001, 0.999], i.e. +-1200 Elo, as fishtest does);
-* 95% interval: ``s +- 1.959964 * sqrt(var / N)`` with ``var`` the trinomial variance of the
-  per-battle score, mapped to Elo;
-* SPRT: the generalized log-likelihood ratio of fishtest's ``LLR_logistic`` (trinomial
-  L/D/W; each hypothesis ``score = L(elo)`` with ``L(x) = 1 / (1 + 10^(-x/400))``; the
-  likelihood is maximised under each constraint; empty cells get 1e-3), checked after
-  every pair against ``log(beta / (1 - alpha))`` (accept H0: stop, fail) and
+* 95% interval: ``s +- 1.959964 * sqrt(var / P)`` with ``var`` the variance of the *pair*
+  score over the pentanomial and ``P`` the pairs, mapped to Elo. The pair, not the battle,
+  is the independent unit: the two battles of a pair share their decks, so a deal that
+  favours one seat gives one win each far more often than chance (the 6-network ensemble
+  against greedy: 5 LL, 566 LW/WL and 428 WW in 1,000 pairs), and the per-battle
+  (trinomial) variance, which treats them as independent, overstates the uncertainty (there
+  by 1.27x). ``score_ci95_trinomial`` still gives that interval, for comparison;
+* SPRT: the generalized log-likelihood ratio of fishtest's ``LLR_logistic`` on the
+  pentanomial (each hypothesis ``score = L(elo)`` with ``L(x) = 1 / (1 + 10^(-x/400))``; the
+  likelihood of the pair scores is maximised under each constraint; empty cells get 1e-3),
+  checked after every pair against ``log(beta / (1 - alpha))`` (accept H0: stop, fail) and
   ``log((1 - beta) / alpha)`` (accept H1: stop). An H1 crossing stops the match only once
   the promotion policy's ``min_pairs`` pairs are played (an H0 crossing stops at once): the
   match goes on, and the decision is the one at the stop, so that a decided benchmark with
@@ -98,17 +104,34 @@ def elo_of_score(score: float) -> float:
     return -400.0 * math.log10(1.0 / s - 1.0)
 
 
-def score_stats(wins: int, draws: int, losses: int) -> dict[str, Any]:
-    """Score, Elo and their 95% intervals from W/D/L (trinomial per-battle variance)."""
+PAIR_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)  # a pair's mean score in each pentanomial cell
+INTERVAL_STATISTIC = "pentanomial (the variance of the pair score; pairs are the independent unit)"
+SPRT_STATISTIC = "pentanomial GSPRT (fishtest LLR_logistic)"
+
+
+def score_stats(wins: int, draws: int, losses: int, pentanomial: list[int] | None = None) -> dict[str, Any]:
+    """Score, Elo and their 95% intervals from W/D/L; with the ``pentanomial`` pair counts
+    the interval is the pairs' (module docstring) and ``score_ci95_trinomial`` the per-battle
+    one, else the per-battle (trinomial) interval only."""
     n = wins + draws + losses
     if n == 0:
         return {"battles": 0, "score": None, "elo": None, "elo_ci95": None, "score_ci95": None, "stderr": None}
     s = (wins + 0.5 * draws) / n
     var = (wins * (1.0 - s) ** 2 + draws * (0.5 - s) ** 2 + losses * s ** 2) / n
-    se = math.sqrt(var / n)
+    trinomial = [s - Z95 * math.sqrt(var / n), s + Z95 * math.sqrt(var / n)]
+    extra: dict[str, Any] = {"variance_per_battle": var}
+    if pentanomial is None:
+        se, statistic = math.sqrt(var / n), "trinomial (the variance of the battle score)"
+    else:
+        pairs = sum(pentanomial)
+        if 2 * pairs != n:
+            raise ValueError(f"{pairs} pentanomial pairs do not hold the {n} battles of W/D/L {wins}/{draws}/{losses}")
+        pair_var = sum(c * (v - s) ** 2 for c, v in zip(pentanomial, PAIR_SCORES)) / pairs
+        se, statistic = math.sqrt(pair_var / pairs), INTERVAL_STATISTIC
+        extra.update(variance_per_pair=pair_var, score_ci95_trinomial=trinomial)
     lo, hi = s - Z95 * se, s + Z95 * se
     return {"battles": n, "score": s, "elo": elo_of_score(s), "score_ci95": [lo, hi],
-            "elo_ci95": [elo_of_score(lo), elo_of_score(hi)], "stderr": se, "variance_per_battle": var}
+            "elo_ci95": [elo_of_score(lo), elo_of_score(hi)], "stderr": se, "interval": statistic, **extra}
 
 
 def _secular(values: list[float], probs: list[float]) -> float:
@@ -129,26 +152,29 @@ def _secular(values: list[float], probs: list[float]) -> float:
     return 0.5 * (lo + hi)
 
 
-def _mle_given_score(probs: list[float], s: float) -> list[float]:
-    """Maximum-likelihood L/D/W distribution with expected score ``s`` for the empirical
-    ``probs`` (the multinomial MLE under one linear constraint)."""
-    values = [0.0 - s, 0.5 - s, 1.0 - s]
+def _mle_given_score(probs: list[float], scores: tuple[float, ...], s: float) -> list[float]:
+    """Maximum-likelihood distribution over the cells (cell i scores ``scores[i]``) with
+    expected score ``s`` for the empirical ``probs`` (the multinomial MLE under one linear
+    constraint)."""
+    values = [v - s for v in scores]
     x = _secular(values, probs)
     return [p / (1.0 + x * a) for a, p in zip(values, probs)]
 
 
-def sprt_llr(wins: int, draws: int, losses: int, elo0: float, elo1: float) -> float:
-    """Generalized log-likelihood ratio of H1 (elo1) vs H0 (elo0) for W/D/L counts, in
-    logistic Elo (fishtest's ``LLR_logistic`` on a trinomial)."""
-    counts = [float(losses), float(draws), float(wins)]
+def sprt_llr(counts: list[int], elo0: float, elo1: float, scores: tuple[float, ...] = PAIR_SCORES) -> float:
+    """Generalized log-likelihood ratio of H1 (elo1) vs H0 (elo0) for the cell ``counts``
+    (cell i scores ``scores[i]``: by default the pentanomial of pairs; ``(0, 0.5, 1)`` for
+    L/D/W battles), in logistic Elo (fishtest's ``LLR_logistic``)."""
+    if len(counts) != len(scores):
+        raise ValueError(f"{len(counts)} counts for {len(scores)} cells")
     if sum(counts) == 0:
         return 0.0
-    counts = [c if c > 0 else 1e-3 for c in counts]
-    n = sum(counts)
-    probs = [c / n for c in counts]
-    p0 = _mle_given_score(probs, logistic(elo0))
-    p1 = _mle_given_score(probs, logistic(elo1))
-    return sum(c * (math.log(b) - math.log(a)) for c, a, b in zip(counts, p0, p1))
+    regular = [float(c) if c > 0 else 1e-3 for c in counts]
+    n = sum(regular)
+    probs = [c / n for c in regular]
+    p0 = _mle_given_score(probs, scores, logistic(elo0))
+    p1 = _mle_given_score(probs, scores, logistic(elo1))
+    return sum(c * (math.log(b) - math.log(a)) for c, a, b in zip(regular, p0, p1))
 
 
 def _classify(llr: float, lower: float, upper: float) -> str:
@@ -340,7 +366,7 @@ class _Tally:
         self.pairs += 1
 
     def as_dict(self) -> dict[str, Any]:
-        stats = score_stats(self.wins, self.draws, self.losses)
+        stats = score_stats(self.wins, self.draws, self.losses, self.pentanomial)
         n = stats["battles"] or 1
         return {"model": self.a, "opponent": self.b, "pairs": self.pairs, "wins": self.wins, "draws": self.draws,
                 "losses": self.losses, "win_rate": self.wins / n if stats["battles"] else None,
@@ -535,7 +561,7 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
                 if stop_pair is not None:
                     break
                 tally.add_pair(results[k], results[k + 1])
-                llr = sprt_llr(tally.wins, tally.draws, tally.losses, elo0, elo1)
+                llr = sprt_llr(tally.pentanomial, elo0, elo1)
                 decision = _classify(llr, lower, upper)
                 if stop_early and (decision == "H0" or (decision == "H1" and tally.pairs >= policy.min_pairs)):
                     stop_pair = tally.pairs
@@ -594,7 +620,7 @@ def benchmark_models(candidate: str, incumbent: str, *, n_pairs: int = 200, seed
     match["sprt"] = {"llr": llr, "lower": lower, "upper": upper, "elo0": elo0, "elo1": elo1, "alpha": alpha,
                      "beta": beta, "decision": decision, "stopped_early": stop_pair is not None and stop_pair < n_pairs,
                      "pairs_at_decision": stop_pair, "min_pairs_before_h1_stop": policy.min_pairs,
-                     "statistic": "trinomial GSPRT (fishtest LLR_logistic)"}
+                     "statistic": SPRT_STATISTIC}
     counted = 2 * tally.pairs
     main_played = sum(1 for r in all_results if r["key"][0] == "main")
     blockers = benchmark_blockers({"valid": valid, "invalid_reasons": invalid_reasons, "match": match}, policy)

@@ -58,7 +58,7 @@ from ..core.clock import utc_now
 from ..core.errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema, corrupt_record
 from ..core.fileio import atomic_write_json, locked, writing
 from ..runtime.match import check_seed
-from .benchmarking import MAX_PAIRS, MAX_WORKERS, benchmark_models, read_report
+from .benchmarking import INTERVAL_STATISTIC, MAX_PAIRS, MAX_WORKERS, benchmark_models, read_report
 from .promotion import HISTORY, PromotionRefused, promotion_status
 
 LADDER_SCHEMA_VERSION = 1
@@ -77,7 +77,9 @@ def ladder_path(checkpoints_dir: str | os.PathLike[str]) -> Path:
 
 
 def _cache_key(weights_hash: str, opponent: str, pairs: int, seed: int) -> str:
-    return f"{weights_hash}|{opponent}|{pairs}|{seed}|{engine.ENGINE_VERSION}|{engine.RULESET}"
+    """The statistic is part of the key: a measurement cached with the per-battle interval
+    (before the pentanomial one) is measured again rather than shown with the wrong interval."""
+    return f"{weights_hash}|{opponent}|{pairs}|{seed}|{engine.ENGINE_VERSION}|{engine.RULESET}|pentanomial"
 
 
 def _read_doc(path: Path) -> dict[str, Any] | None:
@@ -371,7 +373,8 @@ def policy_ladder(checkpoints_dir: str | os.PathLike[str] = "checkpoints", *, pa
                            "opponents": list(BASELINES)},
               "provenance": {"engine_version": engine.ENGINE_VERSION, "ruleset": engine.RULESET,
                              "pairing": "each deal twice, seats swapped (same decks, same starting seat)",
-                             "statistic": "logistic Elo of the score, trinomial 95% interval (extrarlhf.policies.benchmarking)",
+                             "statistic": f"logistic Elo of the score, 95% interval: {INTERVAL_STATISTIC} "
+                                          f"(extrarlhf.policies.benchmarking)",
                              "vs_predecessor": "recorded by the promotion's benchmark (never replayed)"},
               "cumulative_method": CUMULATIVE_METHOD, "measured": len(new), "cached": sum(
                   1 for r in rungs for b in r["vs_baselines"].values() if b["source"] == "cache"),

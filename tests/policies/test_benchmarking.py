@@ -21,6 +21,8 @@ from extrarlhf.policies.benchmarking import (
     latest_benchmark,
     list_benchmarks,
     logistic,
+    PAIR_SCORES,
+    _mle_given_score,
     score_stats,
     sprt_bounds,
     sprt_llr,
@@ -28,6 +30,8 @@ from extrarlhf.policies.benchmarking import (
 from extrarlhf.policies.promotion import PromotionPolicy
 from tests import onnx_factory
 from tests.training_helpers import train_small
+
+TRINOMIAL = (0.0, 0.5, 1.0)  # L/D/W battle scores
 
 
 # ---------------------------------------------------------------------------- statistics
@@ -63,7 +67,51 @@ def _independent_llr(w: int, d: int, l: int, elo0: float, elo1: float) -> float:
     (300, 0, 300, 0.0, 10.0),
 ])
 def test_sprt_llr_is_pinned_for_fixed_counts(w: int, d: int, l: int, elo0: float, elo1: float) -> None:
-    assert sprt_llr(w, d, l, elo0, elo1) == pytest.approx(_independent_llr(w, d, l, elo0, elo1), abs=1e-8)
+    # on L/D/W cells the general GSPRT has a closed form to check it against
+    assert sprt_llr([l, d, w], elo0, elo1, TRINOMIAL) == pytest.approx(_independent_llr(w, d, l, elo0, elo1), abs=1e-8)
+
+
+@pytest.mark.parametrize("penta", [[5, 1, 566, 0, 428], [40, 90, 300, 80, 30], [0, 0, 7, 0, 3], [12, 0, 0, 0, 0]])
+def test_the_pentanomial_mle_is_the_constrained_maximum(penta: list[int]) -> None:
+    """Under each hypothesis the fitted pair-score distribution sums to 1, has the hypothesis's
+    mean and is the best of many others with that mean (perturbed along mean-preserving
+    directions), so the LLR is the generalized ratio it claims to be."""
+    regular = np.array([c if c > 0 else 1e-3 for c in penta], float)
+    probs = regular / regular.sum()
+    values = np.array(PAIR_SCORES)
+    rng = np.random.default_rng(0)
+    for s in (logistic(0.0), logistic(10.0), logistic(150.0)):
+        fitted = np.array(_mle_given_score(list(probs), PAIR_SCORES, s))
+        assert fitted.sum() == pytest.approx(1.0, abs=1e-9) and fitted @ values == pytest.approx(s, abs=1e-9)
+        best = regular @ np.log(fitted)
+        for _ in range(200):
+            direction = rng.normal(size=5)
+            # project onto {sum = 0, mean change = 0}
+            basis = np.stack([np.ones(5), values])
+            direction -= basis.T @ np.linalg.lstsq(basis.T, direction, rcond=None)[0]
+            other = fitted + 1e-3 * direction / np.abs(direction).max()
+            if (other > 0).all():
+                assert regular @ np.log(other) <= best + 1e-12
+    llr = sprt_llr(penta, 0.0, 10.0)
+    p0 = np.array(_mle_given_score(list(probs), PAIR_SCORES, logistic(0.0)))
+    p1 = np.array(_mle_given_score(list(probs), PAIR_SCORES, logistic(10.0)))
+    assert llr == pytest.approx(regular @ (np.log(p1) - np.log(p0)), abs=1e-9)
+
+
+def test_the_pentanomial_sprt_weighs_the_pair_variance() -> None:
+    """Near the hypotheses the pentanomial GSPRT is fishtest's normal approximation over pairs,
+    P (s1 - s0)(2s - s0 - s1) / (2 var), with ``var`` the pair-score variance: the same score
+    from pairs that mostly split (the deal decided, little variance) is stronger evidence than
+    from pairs won or lost whole."""
+    for penta in ([200, 0, 1200, 0, 220], [300, 200, 800, 210, 310], [30, 40, 500, 60, 40]):
+        pairs = sum(penta)
+        s = sum(c * v for c, v in zip(penta, PAIR_SCORES)) / pairs
+        var = sum(c * (v - s) ** 2 for c, v in zip(penta, PAIR_SCORES)) / pairs
+        s0, s1 = logistic(0.0), logistic(5.0)
+        approx = pairs * (s1 - s0) * (2 * s - s0 - s1) / (2 * var)
+        assert sprt_llr(penta, 0.0, 5.0) == pytest.approx(approx, rel=0.05), penta
+    # score 0.55 both: 100 splits + 55 WW + 45 LL, or 180 splits + 15 WW + 5 LL
+    assert sprt_llr([5, 0, 180, 0, 15], 0.0, 5.0) > sprt_llr([45, 0, 100, 0, 55], 0.0, 5.0) > 0
 
 
 def test_sprt_llr_near_the_hypotheses_matches_the_normal_approximation() -> None:
@@ -74,10 +122,12 @@ def test_sprt_llr_near_the_hypotheses_matches_the_normal_approximation() -> None
     var = (w * (1 - s) ** 2 + d * (0.5 - s) ** 2 + l * s ** 2) / n
     s0, s1 = logistic(0.0), logistic(5.0)
     approx = n * (s1 - s0) * (2 * s - s0 - s1) / (2 * var)
-    assert sprt_llr(w, d, l, 0.0, 5.0) == pytest.approx(approx, rel=0.02)
-    assert sprt_llr(0, 0, 0, 0.0, 10.0) == 0.0
-    # more wins -> a higher ratio
-    assert sprt_llr(60, 20, 40, 0, 10) > sprt_llr(50, 20, 50, 0, 10) > sprt_llr(40, 20, 60, 0, 10)
+    assert sprt_llr([l, d, w], 0.0, 5.0, TRINOMIAL) == pytest.approx(approx, rel=0.02)
+    assert sprt_llr([0, 0, 0, 0, 0], 0.0, 10.0) == 0.0
+    # more winning pairs -> a higher ratio
+    assert sprt_llr([5, 5, 30, 10, 10], 0, 10) > sprt_llr([8, 5, 34, 5, 8], 0, 10) > sprt_llr([10, 10, 30, 5, 5], 0, 10)
+    with pytest.raises(ValueError, match="3 counts for 5 cells"):
+        sprt_llr([1, 2, 3], 0.0, 10.0)
 
 
 def test_sprt_bounds_and_logistic_elo() -> None:
@@ -102,6 +152,24 @@ def test_elo_interval_worked_example() -> None:
     assert stats["elo"] == pytest.approx(147.19, abs=0.01)
     assert stats["elo_ci95"] == pytest.approx([86.23, 218.25], abs=0.01)
     assert score_stats(0, 0, 0)["score"] is None
+    assert stats["interval"].startswith("trinomial")
+
+
+def test_the_pair_interval_worked_example() -> None:
+    """The 6-network ensemble against greedy over 1,000 pairs: 5 LL, 1 LD, 566 LW/WL, 428 WW
+    (W/D/L 1,422/1/577). Score 0.71125; pair variance (5*0.71125^2 + 0.46125^2 + 566*0.21125^2
+    + 428*0.28875^2)/1000 = 0.0636859; standard error sqrt(0.0636859/1000) = 0.0079803; interval
+    0.71125 +- 0.015641. The per-battle interval would be 0.71125 +- 0.019855, 1.27x as wide:
+    the battles of a pair are not independent (the deal that favours a seat splits the pair)."""
+    stats = score_stats(1422, 1, 577, [5, 1, 566, 0, 428])
+    assert stats["score"] == pytest.approx(0.71125)
+    assert stats["variance_per_pair"] == pytest.approx(0.0636859, abs=1e-7)
+    assert stats["stderr"] == pytest.approx(0.0079803, abs=1e-7)
+    assert stats["score_ci95"] == pytest.approx([0.71125 - 0.015641, 0.71125 + 0.015641], abs=1e-6)
+    assert stats["score_ci95_trinomial"] == pytest.approx([0.71125 - 0.019855, 0.71125 + 0.019855], abs=1e-6)
+    assert stats["interval"].startswith("pentanomial")
+    with pytest.raises(ValueError, match="3 pentanomial pairs do not hold the 8 battles"):
+        score_stats(5, 1, 2, [1, 0, 1, 0, 1])
 
 
 # ---------------------------------------------------------------------------- playing
@@ -119,6 +187,14 @@ def _wdl(pairs: list[str]) -> tuple[int, int, int]:
     return text.count("W"), text.count("D"), text.count("L")
 
 
+def _penta(pairs: list[str]) -> list[int]:
+    """The pentanomial of pair results such as ["WL", "WW", "DL"] (cell = the pair's points, W 2, D 1)."""
+    cells = [0] * 5
+    for pair in pairs:
+        cells[2 * pair.count("W") + pair.count("D")] += 1
+    return cells
+
+
 def test_benchmark_against_random_passes_early_and_stores_its_report(trained: Path) -> None:
     report = benchmark_models("cand", "baseline:random", n_pairs=150, baseline_pairs=3, seed=1,
                               checkpoints_dir=trained)
@@ -128,11 +204,11 @@ def test_benchmark_against_random_passes_early_and_stores_its_report(trained: Pa
     assert m["wins"] + m["draws"] + m["losses"] == 2 * m["pairs"] == report["battles_counted"]
     assert sum(m["pentanomial"]) == m["pairs"] == len(m["pair_results"])
     assert _wdl(m["pair_results"]) == (m["wins"], m["draws"], m["losses"])
-    assert sprt["llr"] == pytest.approx(sprt_llr(m["wins"], m["draws"], m["losses"], 0.0, 10.0))
+    assert sprt["llr"] == pytest.approx(sprt_llr(m["pentanomial"], 0.0, 10.0))
     # the SPRT was checked after every pair: the stop is the first pair whose LLR fell to the lower
     # bound, or reached the upper one with at least min_pairs (50) pairs played
     assert sprt["min_pairs_before_h1_stop"] == 50
-    wdl_path = [sprt_llr(*_wdl(m["pair_results"][:k]), 0.0, 10.0) for k in range(1, m["pairs"] + 1)]
+    wdl_path = [sprt_llr(_penta(m["pair_results"][:k]), 0.0, 10.0) for k in range(1, m["pairs"] + 1)]
     assert wdl_path[-1] >= sprt["upper"] and m["pairs"] >= 50
     assert all(sprt["lower"] < x and (x < sprt["upper"] or k < 50) for k, x in enumerate(wdl_path[:-1], 1))
     assert report["promotion_eligible"] and report["promotion_blockers"] == []
@@ -187,7 +263,7 @@ def test_h1_never_stops_before_min_pairs_and_h0_stops_at_once(trained: Path) -> 
     kwargs = dict(n_pairs=100, elo1=200.0, baseline_pairs=0, seed=1, write=False, checkpoints_dir=trained)
     full = benchmark_models("cand", "baseline:random", **kwargs)
     m, sprt = full["match"], full["match"]["sprt"]
-    path = [sprt_llr(*_wdl(m["pair_results"][:k]), 0.0, 200.0) for k in range(1, m["pairs"] + 1)]
+    path = [sprt_llr(_penta(m["pair_results"][:k]), 0.0, 200.0) for k in range(1, m["pairs"] + 1)]
     first_crossing = next(k for k, x in enumerate(path, 1) if x >= sprt["upper"])
     assert first_crossing < 50  # the SPRT alone would have stopped here
     assert m["pairs"] == sprt["pairs_at_decision"] == 50 and sprt["decision"] == "H1" and sprt["stopped_early"]
