@@ -447,7 +447,8 @@ def format_markdown(report: dict[str, Any]) -> str:
                  f"{'-' if ci is None else f'[{ci[0]:+.1f}, {ci[1]:+.1f}]'} | {sprt['llr']:+.3f} | "
                  f"[{sprt['lower']:.3f}, {sprt['upper']:.3f}] | {sprt['decision']} |")
     lines += ["", f"SPRT elo0={sprt['elo0']}, elo1={sprt['elo1']}, alpha={sprt['alpha']}, beta={sprt['beta']}"
-                  f"{' (stopped early)' if sprt['stopped_early'] else ''}.", ""]
+                  f"{' (stopped early)' if sprt['stopped_early'] else ''}, on the pentanomial (pairs lost whole, "
+                  f"LD, split, DW, won whole): {m['pentanomial']}. The 95% CI is over pairs.", ""]
     if report["baselines"]:
         lines += ["| model | opponent | pairs | W | D | L | win rate | score | Elo | 95% CI |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]

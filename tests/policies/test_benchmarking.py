@@ -229,6 +229,8 @@ def test_benchmark_against_random_passes_early_and_stores_its_report(trained: Pa
     md = Path(report["markdown_path"]).read_text()
     assert "| cand vs baseline:random |" in md and "PASSED" in md and "| cand | baseline:greedy |" in md
     assert "**eligible**" in md
+    assert f"won whole): {m['pentanomial']}. The 95% CI is over pairs." in md
+    assert m["interval"].startswith("pentanomial") and sum(m["score_ci95_trinomial"]) == pytest.approx(2 * m["score"])
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     again = benchmark_models("cand", "baseline:random", n_pairs=2, baseline_pairs=0, seed=1, checkpoints_dir=trained)
     assert again["sequence"] == 2 and not again["passed"] and again["match"]["sprt"]["decision"] == "inconclusive"
