@@ -113,9 +113,18 @@ def test_a_second_call_replays_nothing_and_is_deterministic(chain, tmp_path):
             assert b["vs_baselines"][opponent]["source"] == "cache"
             assert {k: v for k, v in a["vs_baselines"][opponent].items() if k != "source"} == \
                 {k: v for k, v in b["vs_baselines"][opponent].items() if k != "source"}
+    # a measurement cached under the per-battle interval (keys without the statistic, before the
+    # pentanomial one) is measured again, not shown with the old interval
+    path = ck / "ladder.json"
+    doc = json.loads(path.read_text())
+    doc["measurements"] = {k.removesuffix("|pentanomial"): v for k, v in doc["measurements"].items()}
+    path.write_text(json.dumps(doc))
+    remeasured = policy_ladder(ck, pairs=PAIRS)
+    assert remeasured["measured"] == 6 and remeasured["cached"] == 0
+    assert sum(k.endswith("|pentanomial") for k in read_ladder(ck)["measurements"]) == 6  # the old ones kept, unused
     # another seed is another measurement, the first one's cache entries are kept
     third = policy_ladder(ck, pairs=PAIRS, seed=7)
-    assert third["measured"] == 6 and len(read_ladder(ck)["measurements"]) == 12
+    assert third["measured"] == 6 and len(read_ladder(ck)["measurements"]) == 18
     # a fresh directory, same seed: the same figures (deterministic, whatever the worker count)
     again = policy_ladder(_copy(chain, tmp_path / "ck2"), pairs=PAIRS, max_workers=2)
     assert [r["vs_baselines"] for r in again["rungs"]] == [
