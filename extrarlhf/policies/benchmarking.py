@@ -118,17 +118,16 @@ def score_stats(wins: int, draws: int, losses: int, pentanomial: list[int] | Non
         return {"battles": 0, "score": None, "elo": None, "elo_ci95": None, "score_ci95": None, "stderr": None}
     s = (wins + 0.5 * draws) / n
     var = (wins * (1.0 - s) ** 2 + draws * (0.5 - s) ** 2 + losses * s ** 2) / n
-    trinomial = [s - Z95 * math.sqrt(var / n), s + Z95 * math.sqrt(var / n)]
+    se, statistic = math.sqrt(var / n), "trinomial (the variance of the battle score)"
     extra: dict[str, Any] = {"variance_per_battle": var}
-    if pentanomial is None:
-        se, statistic = math.sqrt(var / n), "trinomial (the variance of the battle score)"
-    else:
+    if pentanomial is not None:
+        extra["score_ci95_trinomial"] = [s - Z95 * se, s + Z95 * se]
         pairs = sum(pentanomial)
         if 2 * pairs != n:
             raise ValueError(f"{pairs} pentanomial pairs do not hold the {n} battles of W/D/L {wins}/{draws}/{losses}")
         pair_var = sum(c * (v - s) ** 2 for c, v in zip(pentanomial, PAIR_SCORES)) / pairs
         se, statistic = math.sqrt(pair_var / pairs), INTERVAL_STATISTIC
-        extra.update(variance_per_pair=pair_var, score_ci95_trinomial=trinomial)
+        extra["variance_per_pair"] = pair_var
     lo, hi = s - Z95 * se, s + Z95 * se
     return {"battles": n, "score": s, "elo": elo_of_score(s), "score_ci95": [lo, hi],
             "elo_ci95": [elo_of_score(lo), elo_of_score(hi)], "stderr": se, "interval": statistic, **extra}

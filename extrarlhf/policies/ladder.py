@@ -17,9 +17,9 @@ Where each figure comes from
   ``benchmark_models(..., stop_early=False, baseline_pairs=0, write=False)`` over ``pairs``
   pairs (each deal twice, seats swapped), the same deals for every rung and both baselines.
   A measurement is cached in ``<checkpoints>/ladder.json`` under (weights_hash, opponent,
-  pairs, seed, engine version, ruleset, interval statistic), so a second call replays nothing. A checkpoint that
-  is no longer registered with the promoted weights (a rolled-back one may be overwritten)
-  is not measured: the rung says why. ``measure=False`` plays nothing: the cache, else the
+  pairs, seed, engine version, ruleset, interval statistic), so a second call replays
+  nothing. A checkpoint that is no longer registered with the promoted weights (a
+  rolled-back one may be overwritten) is not measured: the rung says why. ``measure=False`` plays nothing: the cache, else the
   baseline rows of the promotion's own benchmark report (``source: "benchmark_report"``,
   its ``baseline_pairs`` pairs), else null with the reason.
 

@@ -15,14 +15,14 @@ import pytest
 from extrarlhf.checkpoints.registry import CheckpointRegistry
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.policies.benchmarking import (
+    PAIR_SCORES,
+    _mle_given_score,
     benchmark_models,
     elo_of_score,
     elo_side_of_zero,
     latest_benchmark,
     list_benchmarks,
     logistic,
-    PAIR_SCORES,
-    _mle_given_score,
     score_stats,
     sprt_bounds,
     sprt_llr,
