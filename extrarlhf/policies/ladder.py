@@ -18,10 +18,10 @@ Where each figure comes from
   pairs (each deal twice, seats swapped), the same deals for every rung and both baselines.
   A measurement is cached in ``<checkpoints>/ladder.json`` under (weights_hash, opponent,
   pairs, seed, engine version, ruleset, interval statistic), so a second call replays
-  nothing. A checkpoint that is no longer registered with the promoted weights (a
-  rolled-back one may be overwritten) is not measured: the rung says why. ``measure=False`` plays nothing: the cache, else the
-  baseline rows of the promotion's own benchmark report (``source: "benchmark_report"``,
-  its ``baseline_pairs`` pairs), else null with the reason.
+  nothing. A checkpoint that is no longer registered with the promoted weights (a rolled-back
+  one may be overwritten) is not measured: the rung says why. ``measure=False`` plays
+  nothing: the cache, else the baseline rows of the promotion's own benchmark report
+  (``source: "benchmark_report"``, its ``baseline_pairs`` pairs), else null with the reason.
 
 Cumulative Elo
 --------------
