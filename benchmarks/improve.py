@@ -109,7 +109,7 @@ def loop(args: argparse.Namespace) -> dict:
                                   ("learners", args.ft_learners), ("stages", args.ft_stages)) if v is not None}
     result = improve_policy("exit", minutes=args.minutes, first_battles=args.first_battles,
                             finetune_minutes=args.finetune_minutes, finetune_round_minutes=args.finetune_round_minutes,
-                            finetune_options=finetune,
+                            finetune_options=finetune, train_options={"encoder": args.encoder},
                             battles_per_round=args.round_battles, growth=args.growth, sims=args.sims,
                             rollout=args.rollout,
                             seed=args.seed, dagger=args.dagger, n_pairs=args.round_pairs, max_workers=args.workers,
@@ -181,6 +181,8 @@ def main() -> None:
     parser.add_argument("--finetune-minutes", type=float, default=0.0,
                         help="--loop: the last minutes of the budget go to policy-gradient rounds (PPO against greedy)")
     parser.add_argument("--finetune-round-minutes", type=float, default=8.0, help="--loop: minutes per fine-tune round")
+    parser.add_argument("--encoder", default="flat", choices=("flat", "sets"),
+                        help="--loop: how the students read the observation (model.Architecture.encoder)")
     parser.add_argument("--ft-lr", type=float, default=None, help="--loop: the fine-tune's learning rate")
     parser.add_argument("--ft-temperature", type=float, default=None, help="--loop: the fine-tune's policy temperature")
     parser.add_argument("--ft-envs", type=int, default=None, help="--loop: battles stepped at once by the fine-tune")

@@ -221,7 +221,7 @@ def _cmd_improve(args: argparse.Namespace) -> int:
                             rollout=args.rollout, opponent=args.opponent, seed=args.seed, epochs=args.epochs,
                             dagger=args.dagger, n_pairs=args.pairs, max_workers=args.workers,
                             finetune_minutes=args.finetune_minutes, finetune_round_minutes=args.finetune_round_minutes,
-                            sessions_dir=args.sessions_dir,
+                            train_options={"encoder": args.encoder}, sessions_dir=args.sessions_dir,
                             datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
                             progress=progress, sprt_progress=progress.sprt, round_done=round_done)
     if args.json:
@@ -299,6 +299,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--opponent", default="baseline:greedy", help="who the teacher plays while collecting")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=6, help="training epochs per round (default 6)")
+    p.add_argument("--encoder", default="flat", choices=("flat", "sets"),
+                   help="how the students read the observation: one vector, or per-card networks pooled over slots")
     p.add_argument("--pairs", type=int, default=10_000,
                    help="most benchmark pairs per round (default 10,000, about 10 ms each; the SPRT stops early)")
     p.add_argument("--no-dagger", dest="dagger", action="store_false",

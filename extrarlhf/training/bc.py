@@ -65,7 +65,8 @@ def flat(data: Decisions, device: torch.device, soft: bool = False) -> Flat:
 
 
 def architecture(hp: HyperParams) -> Architecture:
-    return Architecture(hidden=hp.hidden, hidden2=hp.hidden2, depth=hp.depth, value_hidden=hp.value_hidden)
+    return Architecture(hidden=hp.hidden, hidden2=hp.hidden2, depth=hp.depth, value_hidden=hp.value_hidden,
+                        encoder=hp.encoder, embed=hp.embed)
 
 
 def _agree(scores: torch.Tensor, b: Flat) -> torch.Tensor:

@@ -48,8 +48,13 @@ def card_path(checkpoints_dir: str | os.PathLike[str], name: str) -> Path:
 
 def model_block(architecture: Any) -> dict[str, Any]:
     """The card's ``model`` block for a model.Architecture."""
-    arch = {k: getattr(architecture, k) for k in ("hidden", "hidden2", "depth", "value_hidden", "members")}
-    layers = ("h1 = relu(obs W1o + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
+    arch = {k: getattr(architecture, k)
+            for k in ("hidden", "hidden2", "depth", "value_hidden", "members", "encoder", "embed")}
+    state = "obs W1o"
+    if arch["encoder"] == "sets":
+        state = (f"globals W1g + sets Wp + bp, sets = the sum and max over occupied slots of each hand card, own "
+                 f"creature and enemy creature through its kind's two ReLU layers of width {arch['embed']}")
+    layers = (f"h1 = relu({state} + action_features W1a + b1); h = relu(h1 W2 + b2), depth "
               f"{arch['depth']} layer(s) of width {arch['hidden2']}")
     value = "value = tanh(relu(obs Wv + bv) wv2 + bv2)"
     description = f"{layers}; logit = h w3 (masked actions -1e9); {value}"

@@ -23,6 +23,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     result = train_policy(args.dataset, args.name, args.seed, imitate=args.imitate, epochs=args.epochs,
                           hidden=args.hidden, hidden2=args.hidden2, depth=args.depth, value_hidden=args.value_hidden,
+                          encoder=args.encoder, embed=args.embed,
                           lr=args.lr, threads=args.threads, device=args.device,
                           lr_decay=args.lr_decay, batch_size=args.batch_size, weight_decay=args.weight_decay,
                           target=args.target, temperature=args.temperature, datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
@@ -114,6 +115,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hidden2", type=int, default=128, help="width of the scoring layers after the first (default 128)")
     p.add_argument("--depth", type=int, default=1, help="scoring layers of width hidden2 (default 1)")
     p.add_argument("--value-hidden", type=int, default=64, help="value head hidden width (default 64)")
+    p.add_argument("--encoder", default="flat", choices=("flat", "sets"),
+                   help="the observation as one vector, or through per-card networks pooled over slots")
+    p.add_argument("--embed", type=int, default=64, help="width of the sets encoder's per-card networks (default 64)")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
     p.add_argument("--lr-decay", type=float, default=0.8, help="learning rate factor per epoch (default 0.8)")
     p.add_argument("--batch-size", type=int, default=128, help="decisions per batch (default 128)")

@@ -16,6 +16,7 @@ from ..core.errors import InvalidArgument, WorkCapExceeded
 from ..core.extras import require
 
 TARGETS = ("choice", "search_values")
+ENCODERS = ("flat", "sets")  # model.Architecture.encoder
 DEVICES = ("cpu", "cuda")
 
 
@@ -28,6 +29,8 @@ class HyperParams:
     hidden2: int = 128
     depth: int = 1              # scoring layers of width hidden2 after the first (model.Architecture)
     value_hidden: int = 64
+    encoder: str = "flat"       # or "sets": the observation through per-card networks (model.py)
+    embed: int = 64             # width of the "sets" encoder's per-card networks
     lr: float = 1e-3
     lr_decay: float = 0.8       # learning rate multiplied by this after each epoch
     batch_size: int = 128
@@ -45,10 +48,12 @@ class HyperParams:
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise InvalidArgument(f"target must be one of {', '.join(TARGETS)}, got {self.target!r}")
+        if self.encoder not in ENCODERS:
+            raise InvalidArgument(f"encoder must be one of {', '.join(ENCODERS)}, got {self.encoder!r}")
         if self.device not in DEVICES:
             raise InvalidArgument(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         ints = {"epochs": (1, 1000), "hidden": (1, 4096), "hidden2": (1, 4096), "depth": (1, 16),
-                "value_hidden": (1, 4096), "batch_size": (1, 1 << 16), "shuffle_buffer": (1, 1 << 22),
+                "value_hidden": (1, 4096), "embed": (1, 1024), "batch_size": (1, 1 << 16), "shuffle_buffer": (1, 1 << 22),
                 "threads": (1, 256)}
         for name, (lo, hi) in ints.items():
             value = getattr(self, name)
@@ -82,7 +87,12 @@ def parameter_count(hp: HyperParams) -> int:
     """Trainable parameters of the network ``hp`` describes (model.ActionScorer's layers)."""
     obs, feat = engine.OBS_DIM, engine.ACTION_FEATURE_DIM
     trunk = (hp.hidden + 1) * hp.hidden2 + (hp.depth - 1) * (hp.hidden2 + 1) * hp.hidden2
-    return (obs + feat + 1) * hp.hidden + trunk + hp.hidden2 + (obs + 2) * hp.value_hidden + 1
+    first = (obs + feat + 1) * hp.hidden
+    if hp.encoder == "sets":  # per-kind networks, the pooled state's layer, the globals' layer
+        card, creature, e = len(engine.features.CARD_FEATURES), len(engine.features.CREATURE_FEATURES), hp.embed
+        encoder = (card + 1) * e + 2 * (creature + 1) * e + 3 * (e + 1) * e + (6 * e + 1) * hp.hidden
+        first = encoder + len(engine.features.GLOBAL_FEATURES) * hp.hidden + (feat + 1) * hp.hidden
+    return first + trunk + hp.hidden2 + (obs + 2) * hp.value_hidden + 1
 
 
 def check_training_cost(hp: HyperParams, decisions: int) -> int:

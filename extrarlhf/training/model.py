@@ -8,6 +8,14 @@ earlier checkpoint had)::
     logit[a] = h[a] w3                                         # one score per legal action
     value    = tanh(relu(obs Wv + bv) wv2 + bv2)               # outcome estimate in [-1, 1]
 
+With ``encoder="sets"`` the observation enters through a permutation-invariant encoder instead
+of ``obs W1o`` (DeepSets): each hand card, own creature and enemy creature goes through a small
+network shared by its kind (two ReLU layers of width ``embed``), each kind is pooled over its
+occupied slots (sum and max), and ``h1[a] = relu(global W1g + pooled Wp + bp + features[a] W1a
++ b1)``. The rules do not depend on slots, so what one slot teaches, every slot knows: on the
+same 15,000 teacher battles the student scored 0.670 against greedy where the flat one scored
+0.629 (docs/training.md).
+
 With ``members`` = K > 1 the network is an *ensemble* of K such scorers side by side
 (:func:`pack_ensemble`): the first layer is K blocks wide (``hidden`` each), each trunk layer
 maps each member's block to its own (``Grouped``: weights [K, in, out], no weight between
@@ -36,21 +44,31 @@ and torch build.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 import engine
+from engine.actions import BOARD_SLOTS, HAND_LIMIT
+from engine.features import CARD_FEATURES, CREATURE_FEATURES, GLOBAL_FEATURES
 
+ENCODERS = ("flat", "sets")
+# the observation's blocks (engine.features.OBS_FEATURE_NAMES): globals, hand cards, own and enemy creatures
+_GLOBAL, _CARD, _CREATURE = len(GLOBAL_FEATURES), len(CARD_FEATURES), len(CREATURE_FEATURES)
+_HAND_AT = _GLOBAL
+_OWN_AT = _HAND_AT + HAND_LIMIT * _CARD
+_ENEMY_AT = _OWN_AT + BOARD_SLOTS * _CREATURE
+assert _ENEMY_AT + BOARD_SLOTS * _CREATURE == engine.OBS_DIM
+_SETS = ("card", "own", "enemy")  # the encoder's per-kind networks, in pooling order
 MASK_PENALTY = 1e9
 _LOCK = threading.RLock()  # trainings in one process take turns (each sets the thread count)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Architecture:
     """The network's sizes (recorded in the model card)."""
 
@@ -59,6 +77,8 @@ class Architecture:
     depth: int = 1
     value_hidden: int = 64
     members: int = 1   # scorers side by side (an ensemble, pack_ensemble); 1: the plain network
+    encoder: str = "flat"  # or "sets": the observation through per-card networks (module docstring)
+    embed: int = 64        # width of the "sets" encoder's per-card networks
 
 
 class Grouped(nn.Module):
@@ -83,7 +103,15 @@ class ActionScorer(nn.Module):
         super().__init__()
         self.arch = arch
         k = arch.members
-        self.obs_in = nn.Linear(engine.OBS_DIM, k * arch.hidden, bias=False)
+        if arch.encoder == "sets":
+            e = arch.embed
+            for kind, width in zip(_SETS, (_CARD, _CREATURE, _CREATURE)):
+                setattr(self, f"{kind}_in", nn.Linear(width, k * e))
+                setattr(self, f"{kind}_mid", Grouped(k, e, e))
+            self.pool_in = Grouped(k, 2 * len(_SETS) * e, arch.hidden)
+            self.obs_in = nn.Linear(_GLOBAL, k * arch.hidden, bias=False)
+        else:
+            self.obs_in = nn.Linear(engine.OBS_DIM, k * arch.hidden, bias=False)
         self.action_in = nn.Linear(engine.ACTION_FEATURE_DIM, k * arch.hidden)
         layers: list[nn.Module] = []
         width = arch.hidden
@@ -98,21 +126,42 @@ class ActionScorer(nn.Module):
     def reset_parameters(self, generator: torch.Generator) -> None:
         """He-normal weights for the ReLU layers, small output layers, zero biases; every draw
         from ``generator``."""
-        fan_first = engine.OBS_DIM + engine.ACTION_FEATURE_DIM
+        fan_obs = fan_action = engine.OBS_DIM + engine.ACTION_FEATURE_DIM  # the flat first layer: one fan
+        encoder: list[tuple[nn.Module, int | None, float]] = []
+        if self.arch.encoder == "sets":  # the pooled state and the action each with its own fan
+            fan_obs, fan_action = _GLOBAL + 2 * len(_SETS) * self.arch.embed, engine.ACTION_FEATURE_DIM
+            encoder = [(getattr(self, f"{kind}_{part}"), None, 2.0 ** 0.5) for kind in _SETS for part in ("in", "mid")]
+            encoder.append((self.pool_in, fan_obs, 2.0 ** 0.5))
         with torch.no_grad():
-            for layer, fan_in, gain in ((self.obs_in, fan_first, 2.0 ** 0.5), (self.action_in, fan_first, 2.0 ** 0.5),
+            for layer, fan_in, gain in (*encoder, (self.obs_in, fan_obs, 2.0 ** 0.5),
+                                        (self.action_in, fan_action, 2.0 ** 0.5),
                                         *((m, m.weight.shape[-2] if isinstance(m, Grouped) else m.in_features,
                                            2.0 ** 0.5) for m in self.trunk if isinstance(m, (nn.Linear, Grouped))),
                                         (self.score, self.score.in_features // self.arch.members, 0.1),
                                         (self.value_head[0], engine.OBS_DIM, 2.0 ** 0.5),
                                         (self.value_head[2], self.value_head[2].in_features, 0.1)):
+                fan_in = fan_in or (layer.weight.shape[-2] if isinstance(layer, Grouped) else layer.in_features)
                 layer.weight.normal_(0.0, gain / fan_in ** 0.5, generator=generator)
                 if layer.bias is not None:
                     layer.bias.zero_()
 
+    def state_in(self, obs: torch.Tensor) -> torch.Tensor:
+        """The observation's part of the first layer, [N, K*hidden]."""
+        if self.arch.encoder != "sets":
+            return self.obs_in(obs)
+        n, k = obs.shape[0], self.arch.members
+        pooled = []
+        for kind, (lo, slots, width) in zip(_SETS, ((_HAND_AT, HAND_LIMIT, _CARD), (_OWN_AT, BOARD_SLOTS, _CREATURE),
+                                                  (_ENEMY_AT, BOARD_SLOTS, _CREATURE))):
+            items = obs[:, lo:lo + slots * width].reshape(n, slots, width)
+            h = torch.relu(getattr(self, f"{kind}_mid")(torch.relu(getattr(self, f"{kind}_in")(items))))
+            h = h * items[..., :1]  # feature 0 of every card and creature block is "present"
+            pooled += [h.sum(1).reshape(n, k, -1), h.amax(1).reshape(n, k, -1)]
+        return self.obs_in(obs[:, :_GLOBAL]) + self.pool_in(torch.cat(pooled, -1).reshape(n, -1))
+
     def flat_logits(self, obs: torch.Tensor, features: torch.Tensor, seg: torch.Tensor) -> torch.Tensor:
         """Scores [R] of flat action rows; ``seg[r]`` is the decision (row of ``obs``) of row ``r``."""
-        h = torch.relu(self.action_in(features) + self.obs_in(obs)[seg])
+        h = torch.relu(self.action_in(features) + self.state_in(obs)[seg])
         return self.score(self.trunk(h)).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -122,7 +171,7 @@ class ActionScorer(nn.Module):
     def forward(self, obs: torch.Tensor, action_features: torch.Tensor, action_mask: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """The v5 contract (module docstring)."""
-        h = torch.relu(self.action_in(action_features) + self.obs_in(obs).unsqueeze(1))
+        h = torch.relu(self.action_in(action_features) + self.state_in(obs).unsqueeze(1))
         raw = self.score(self.trunk(h)).squeeze(-1)
         return raw + (action_mask - 1.0) * MASK_PENALTY, self.value_head(obs)
 
@@ -157,9 +206,12 @@ def from_onnx(model: Any) -> ActionScorer:
     depth = sum(1 for k in weights if k.startswith("trunk.") and k.endswith(".weight"))
     first = weights.get("trunk.0.weight")
     members = int(first.shape[0]) if first is not None and first.ndim == 3 else 1
+    sets = "card_mid.weight" in weights
     arch = Architecture(hidden=int(weights["obs_in.weight"].shape[0]) // members,
                         hidden2=int(weights["score.weight"].shape[1]) // members, depth=depth,
-                        value_hidden=int(weights["value_head.0.weight"].shape[0]), members=members)
+                        value_hidden=int(weights["value_head.0.weight"].shape[0]), members=members,
+                        encoder="sets" if sets else "flat",
+                        embed=int(weights["card_mid.weight"].shape[-1]) if sets else Architecture.embed)
     net = ActionScorer(arch)
     state = net.state_dict()
     if set(state) != set(weights) or any(tuple(state[k].shape) != tuple(weights[k].shape) for k in state):
@@ -175,8 +227,13 @@ def pack_ensemble(nets: list[ActionScorer]) -> ActionScorer:
     if arch.members != 1 or any(n.arch != arch for n in nets):
         raise ValueError("an ensemble packs plain networks (members 1) of one architecture")
     k = len(nets)
-    packed = ActionScorer(Architecture(arch.hidden, arch.hidden2, arch.depth, arch.value_hidden, members=k))
+    packed = ActionScorer(dataclasses.replace(arch, members=k))
     with torch.no_grad():
+        if arch.encoder == "sets":  # per-kind first layers side by side, every Grouped layer one block per member
+            for name in [f"{kind}_{part}" for kind in _SETS for part in ("in", "mid")] + ["pool_in"]:
+                layer = getattr(packed, name)
+                layer.weight.copy_(torch.cat([getattr(n, name).weight for n in nets]))
+                layer.bias.copy_(torch.cat([getattr(n, name).bias for n in nets]))
         packed.obs_in.weight.copy_(torch.cat([n.obs_in.weight for n in nets]))
         packed.action_in.weight.copy_(torch.cat([n.action_in.weight for n in nets]))
         packed.action_in.bias.copy_(torch.cat([n.action_in.bias for n in nets]))

@@ -91,7 +91,8 @@ def _same_manifest(info: dict[str, Any]) -> None:
 
 
 def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all", epochs: int = 5,
-                 hidden: int = 256, hidden2: int = 128, depth: int = 1, value_hidden: int = 64, lr: float = 1e-3,
+                 hidden: int = 256, hidden2: int = 128, depth: int = 1, value_hidden: int = 64,
+                 encoder: str = "flat", embed: int = 64, lr: float = 1e-3,
                  lr_decay: float = 0.8, batch_size: int = 128, weight_decay: float = 0.0, value_coef: float = 1.0,
                  target: str = "choice", temperature: float = 0.05, shuffle_buffer: int = 16384,
                  threads: int = 1, device: str = "cpu",
@@ -103,14 +104,16 @@ def train_policy(dataset: str, name: str, seed: int = 0, *, imitate: str = "all"
     JSON-able summary (checkpoint, card path, weights_hash, data sizes, per-epoch metrics).
     ``target="search_values"`` imitates a search teacher's action values (bc.py, data.py);
     ``target_fallback`` says when the data had none, so the choices were learnt instead.
-    ``depth``/``hidden``/``hidden2`` size the network (model.Architecture), ``threads`` and
+    ``depth``/``hidden``/``hidden2`` size the network and ``encoder``/``embed`` choose how it
+    reads the observation (model.Architecture), ``threads`` and
     ``device`` where it trains (hyper.HyperParams)."""
     check_name(name, "checkpoint")
     seed = check_seed(seed)
     imitate = check_imitate(imitate)
     if not isinstance(overwrite, bool):
         raise InvalidArgument(f"overwrite must be true or false, got {overwrite!r}")
-    hp = HyperParams(epochs=epochs, hidden=hidden, hidden2=hidden2, depth=depth, value_hidden=value_hidden, lr=lr,
+    hp = HyperParams(epochs=epochs, hidden=hidden, hidden2=hidden2, depth=depth, value_hidden=value_hidden,
+                     encoder=encoder, embed=embed, lr=lr,
                      lr_decay=lr_decay, batch_size=batch_size, weight_decay=weight_decay, value_coef=value_coef,
                      target=target, temperature=temperature, shuffle_buffer=shuffle_buffer, threads=threads,
                      device=device)

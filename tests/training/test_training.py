@@ -233,6 +233,76 @@ def test_a_deeper_net_trains_exports_and_plays(tmp_path: Path) -> None:
     assert report["valid"] and report["match"]["battles"] == 40 and report["match"]["win_rate"] >= 0.7
 
 
+def _shuffled_slots(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``obs`` with its hand slots, own board slots and enemy board slots each in a random order."""
+    from engine.actions import BOARD_SLOTS, HAND_LIMIT
+    from engine.features import CARD_FEATURES, CREATURE_FEATURES, GLOBAL_FEATURES
+
+    out = obs.copy()
+    at = len(GLOBAL_FEATURES)
+    for slots, width in ((HAND_LIMIT, len(CARD_FEATURES)), (BOARD_SLOTS, len(CREATURE_FEATURES)),
+                         (BOARD_SLOTS, len(CREATURE_FEATURES))):
+        block = out[:, at:at + slots * width].reshape(len(out), slots, width)
+        out[:, at:at + slots * width] = block[:, rng.permutation(slots)].reshape(len(out), -1)
+        at += slots * width
+    return out
+
+
+def test_the_sets_encoder_trains_exports_ignores_slot_order_and_packs(tmp_path: Path) -> None:
+    from extrarlhf.policies.benchmarking import benchmark_models
+    from extrarlhf.training.card import model_block
+    from extrarlhf.training.export import build_model, torch_forward
+    from extrarlhf.training.hyper import HyperParams, parameter_count
+    from extrarlhf.training.model import ActionScorer, pack_ensemble
+
+    result = train_small(tmp_path / "ck", "sets", encoder="sets", embed=16, epochs=4)
+    card = read_card(tmp_path / "ck", "sets")
+    assert (card["model"]["encoder"], card["model"]["embed"]) == ("sets", 16)
+    assert "sum and max over occupied slots" in card["model"]["description"]
+    assert card["training"]["hyperparameters"]["encoder"] == "sets"
+    assert result["history"][-1]["train_loss"] < result["history"][0]["train_loss"]
+    net = from_onnx(onnx.load(result["checkpoint"]["path"]))
+    assert (net.arch.encoder, net.arch.embed, net.arch.hidden) == ("sets", 16, 64)
+    assert net.parameter_count() == parameter_count(HyperParams(encoder="sets", embed=16, hidden=64, hidden2=32,
+                                                                value_hidden=16))
+    # the same state with its cards in other slots gets the same logits (the flat network's differ)
+    state, rng = engine.new_battle(3), np.random.default_rng(1)
+    for _ in range(37):  # random moves: then both boards hold two creatures and the hand three cards
+        legal = state.legal_actions()
+        state.apply(legal[int(rng.integers(len(legal)))])
+    obs = np.stack([state.observation(state.to_move)] * 4)
+    obs[1:] = np.stack([_shuffled_slots(obs[:1], rng)[0] for _ in range(3)])
+    assert not np.array_equal(obs[0], obs[1])
+    feats = np.repeat(state.action_features()[None], 4, axis=0)
+    mask = np.ones(feats.shape[:2], np.float32)
+    logits, _ = torch_forward(net, obs, feats, mask)
+    np.testing.assert_allclose(logits[1:], np.repeat(logits[:1], 3, axis=0), atol=1e-5)
+    flat = from_onnx(onnx.load(train_small(tmp_path / "ck", "flat", epochs=2)["checkpoint"]["path"]))
+    flat_logits, _ = torch_forward(flat, obs, feats, mask)
+    assert not np.allclose(flat_logits[1:], np.repeat(flat_logits[:1], 3, axis=0), atol=1e-5)
+    # it plays as a v5 checkpoint
+    report = benchmark_models("sets", "baseline:random", n_pairs=20, baseline_pairs=0, stop_early=False, seed=2,
+                              checkpoints_dir=tmp_path / "ck", write=False)
+    assert report["valid"] and report["match"]["win_rate"] >= 0.7
+    # an ensemble of sets networks: the mean of the members' logits, one v5 graph, read back as itself
+    other = ActionScorer(net.arch)
+    other.reset_parameters(torch.Generator().manual_seed(4))
+    packed = pack_ensemble([net, other])
+    assert (packed.arch.members, packed.arch.encoder) == (2, "sets")
+    both, _ = torch_forward(packed, obs, feats, mask)
+    np.testing.assert_allclose(both, (logits + torch_forward(other, obs, feats, mask)[0]) / 2, atol=1e-5)
+    back = from_onnx(build_model(packed))
+    assert back.arch == packed.arch
+    np.testing.assert_allclose(torch_forward(back, obs, feats, mask)[0], both, atol=1e-6)
+    assert model_block(packed.arch)["description"].startswith("an ensemble of 2 scorers")
+    with pytest.raises(ValueError, match="one architecture"):
+        pack_ensemble([net, flat])
+    # a misspelt encoder is refused with the choices, before any work
+    error = _expect("invalid_argument", train_small, tmp_path / "bad", "bad", encoder="set")
+    assert "encoder must be one of flat, sets, got 'set'" in str(error)
+    assert not (tmp_path / "bad" / "bad.onnx").exists()
+
+
 def test_cuda_without_a_gpu_and_a_missing_torch_are_refused_with_what_to_do(tmp_path: Path) -> None:
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is present")
