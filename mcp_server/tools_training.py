@@ -40,7 +40,7 @@ Imitate = Annotated[str, Strict(), Field(description="'all', 'winners', 'search'
 Target = Annotated[Literal["choice", "search_values"], Field(
     description="'choice' or 'search_values' (a teacher's values).")]
 Temperature = Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False,
-                                               description="Softmax temperature of search_values.")]
+                                               description="Temperature of search_values.")]
 # extrarlhf.training.hyper.HyperParams: epochs 1..1000, hidden and hidden2 1..4096, depth 1..16, batch_size
 # 1..65536, lr in (0, 1], threads 1..256, device cpu|cuda
 Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split.")]
@@ -106,31 +106,33 @@ def register(server: Any) -> None:
 
     @tool(title="Train a policy (behaviour cloning)")
     async def train_policy(
-        dataset: Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER of a V5-ready dataset.")],
+        dataset: Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER (V5-ready).")],
         name: CheckpointName,
         ctx: Context,
         seed: Annotated[Seed, Field(description="Training seed.")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
         hidden: Annotated[Width, Field(description="First hidden layer width.")] = 256,
-        hidden2: Annotated[Width, Field(description="Width of the scoring layers after the first.")] = 128,
+        hidden2: Annotated[Width, Field(description="Later scoring layers' width.")] = 128,
         depth: Annotated[int, Strict(), Ge(1), Le(16), Field(description="Scoring layers of width hidden2.")] = 1,
+        encoder: Annotated[Literal["flat", "sets"],
+                           Field(description="'sets': per-card nets pooled over slots.")] = "flat",
         lr: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False,
                                              description="Adam learning rate.")] = 1e-3,
         batch_size: Annotated[int, Strict(), Ge(1), Le(1 << 16), Field(description="Decisions per batch.")] = 128,
         target: Target = "choice",
         temperature: Temperature = 0.05,
         threads: Annotated[int, Strict(), Ge(1), Le(256), Field(
-            description="torch threads (same seed and threads: same weights).")] = 1,
+            description="torch threads (same seed+threads: same weights).")] = 1,
         device: Annotated[Literal["cpu", "cuda"], Field(description="'cuda' needs a GPU torch can see.")] = "cpu",
         readiness_policy: PolicyOverrides = None,
         overwrite: Annotated[bool, Strict(),
                              Field(description="Replace an existing checkpoint (never the promoted one).")] = False,
     ) -> dict[str, Any]:
-        """Behaviour cloning on a V5-ready dataset into a registered v5 checkpoint.
+        """Behaviour cloning on a V5-ready dataset into a v5 checkpoint.
 
-        Behaviour cloning on a V5 dataset: an MLP scores each legal action (softmax over the legal
-        set), trained with PyTorch on the dataset streamed in bounded batches, exported through
+        An MLP scores each legal action (softmax over the legal set), trained with PyTorch on the
+        dataset streamed in bounded batches, exported through
         torch.onnx as a v5 ONNX model (verified against torch), registered as checkpoint `name` and
         described by a model card next to it. Refuses a dataset
         that fails validation (validation_failed) or is not V5-ready (not_ready, with blockers).
@@ -142,8 +144,8 @@ def register(server: Any) -> None:
 
         return await run_long(
             "train_policy", core_train, dataset, name, seed, imitate=imitate, epochs=epochs, hidden=hidden,
-            hidden2=hidden2, depth=depth, lr=lr, batch_size=batch_size, target=target, temperature=temperature,
-            threads=threads, device=device,
+            hidden2=hidden2, depth=depth, encoder=encoder, lr=lr, batch_size=batch_size, target=target,
+            temperature=temperature, threads=threads, device=device,
             datasets_dir=config.datasets_dir, checkpoints_dir=config.checkpoints_dir, policy=readiness_policy,
             overwrite=overwrite, progress=progress_bridge(ctx, "train_policy", "epochs"))
 
