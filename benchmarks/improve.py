@@ -42,6 +42,7 @@ import engine
 from adapters import GreedyPolicy
 from extrarlhf.policies.benchmarking import benchmark_models
 from extrarlhf.runtime.actors import resolve_actor
+from extrarlhf.training.hyper import ENCODERS
 
 TARGET_SCORE = 0.70
 LOOP_TARGET_SCORE = 0.70  # issue 28: the 95% interval of the score wholly above it, over 2,000 pairs
@@ -181,7 +182,7 @@ def main() -> None:
     parser.add_argument("--finetune-minutes", type=float, default=0.0,
                         help="--loop: the last minutes of the budget go to policy-gradient rounds (PPO against greedy)")
     parser.add_argument("--finetune-round-minutes", type=float, default=8.0, help="--loop: minutes per fine-tune round")
-    parser.add_argument("--encoder", default="flat", choices=("flat", "sets"),
+    parser.add_argument("--encoder", default="flat", choices=ENCODERS,
                         help="--loop: how the students read the observation (model.Architecture.encoder)")
     parser.add_argument("--ft-lr", type=float, default=None, help="--loop: the fine-tune's learning rate")
     parser.add_argument("--ft-temperature", type=float, default=None, help="--loop: the fine-tune's policy temperature")

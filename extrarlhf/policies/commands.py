@@ -24,6 +24,7 @@ from ..core.errors import InvalidArgument
 from ..core.progress import ProgressLine
 from ..datasets.commands import parse_policy_overrides
 from ..training.commands import add_dir_options, add_training_options
+from ..training.hyper import ENCODERS
 from .ladder import DEFAULT_PAIRS, elo_text, policy_ladder
 
 
@@ -299,7 +300,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--opponent", default="baseline:greedy", help="who the teacher plays while collecting")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=6, help="training epochs per round (default 6)")
-    p.add_argument("--encoder", default="flat", choices=("flat", "sets"),
+    p.add_argument("--encoder", default="flat", choices=ENCODERS,
                    help="how the students read the observation: one vector, or per-card networks pooled over slots")
     p.add_argument("--pairs", type=int, default=10_000,
                    help="most benchmark pairs per round (default 10,000, about 10 ms each; the SPRT stops early)")

@@ -16,6 +16,7 @@ from typing import Any
 from ..core.console import percent, print_json
 from ..core.progress import ProgressLine
 from ..datasets.commands import parse_policy_overrides
+from .hyper import ENCODERS
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -115,7 +116,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--hidden2", type=int, default=128, help="width of the scoring layers after the first (default 128)")
     p.add_argument("--depth", type=int, default=1, help="scoring layers of width hidden2 (default 1)")
     p.add_argument("--value-hidden", type=int, default=64, help="value head hidden width (default 64)")
-    p.add_argument("--encoder", default="flat", choices=("flat", "sets"),
+    p.add_argument("--encoder", default="flat", choices=ENCODERS,
                    help="the observation as one vector, or through per-card networks pooled over slots")
     p.add_argument("--embed", type=int, default=64, help="width of the sets encoder's per-card networks (default 64)")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")

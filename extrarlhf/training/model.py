@@ -62,7 +62,10 @@ _HAND_AT = _GLOBAL
 _OWN_AT = _HAND_AT + HAND_LIMIT * _CARD
 _ENEMY_AT = _OWN_AT + BOARD_SLOTS * _CREATURE
 assert _ENEMY_AT + BOARD_SLOTS * _CREATURE == engine.OBS_DIM
-_SETS = ("card", "own", "enemy")  # the encoder's per-kind networks, in pooling order
+# the sets encoder's kinds, in pooling order: (name of its layers, first column, slots, features per slot)
+_BLOCKS = (("card", _HAND_AT, HAND_LIMIT, _CARD), ("own", _OWN_AT, BOARD_SLOTS, _CREATURE),
+           ("enemy", _ENEMY_AT, BOARD_SLOTS, _CREATURE))
+_SETS = tuple(kind for kind, *_ in _BLOCKS)
 MASK_PENALTY = 1e9
 _LOCK = threading.RLock()  # trainings in one process take turns (each sets the thread count)
 
@@ -104,7 +107,7 @@ class ActionScorer(nn.Module):
         k = arch.members
         if arch.encoder == "sets":
             e = arch.embed
-            for kind, width in zip(_SETS, (_CARD, _CREATURE, _CREATURE)):
+            for kind, _, _, width in _BLOCKS:
                 setattr(self, f"{kind}_in", nn.Linear(width, k * e))
                 setattr(self, f"{kind}_mid", Grouped(k, e, e))
             self.pool_in = Grouped(k, 2 * len(_SETS) * e, arch.hidden)
@@ -150,8 +153,7 @@ class ActionScorer(nn.Module):
             return self.obs_in(obs)
         n, k = obs.shape[0], self.arch.members
         pooled = []
-        for kind, (lo, slots, width) in zip(_SETS, ((_HAND_AT, HAND_LIMIT, _CARD), (_OWN_AT, BOARD_SLOTS, _CREATURE),
-                                                  (_ENEMY_AT, BOARD_SLOTS, _CREATURE))):
+        for kind, lo, slots, width in _BLOCKS:
             items = obs[:, lo:lo + slots * width].reshape(n, slots, width)
             h = torch.relu(getattr(self, f"{kind}_mid")(torch.relu(getattr(self, f"{kind}_in")(items))))
             h = h * items[..., :1]  # feature 0 of every card and creature block is "present"
