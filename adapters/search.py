@@ -57,6 +57,7 @@ import orjson
 
 from engine import CARD_IDS, MAX_COPIES, SplitMix64, State, backend, derive_seed
 from engine.errors import StateFormatError
+from engine.native_state import NativeState
 
 from . import work
 from .baselines import GreedyPolicy, RandomPolicy, evaluate
@@ -137,7 +138,10 @@ def information_set_digest(state: State, player: int) -> str:
 
 
 def determinize(state: State, player: int, rng: SplitMix64) -> State:
-    """A world consistent with what ``player`` knows, with every hidden part re-drawn from ``rng``."""
+    """A world consistent with what ``player`` knows, with every hidden part re-drawn from ``rng``.
+    A state on the native core (whose fields are read-only) is determinized there, identically."""
+    if isinstance(state, NativeState):
+        return NativeState.adopt(backend.load_native().determinize(state, player, rng))
     world = state.clone()
     me = world.players[player - 1]
     opp = world.players[2 - player]

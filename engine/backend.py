@@ -1,14 +1,20 @@
-"""Which core runs the hot paths: the native C++ core (``engine_native``) or this package.
+"""Which core runs the battles: the native C++ core (``engine_native``) or this package.
 
 ``EXTRAARENA_ENGINE=python|native`` chooses (DESIGN 16); unset means native when it is built,
-Python otherwise. The Python engine stays the reference and the API: ``engine.State`` is always
-this package's class, and the native core takes over whole operations where it is built (the
-greedy baseline, the search actor's rollouts, observations and features, battles stepped in
-bulk), giving the same results bit for bit (tests/engine/test_native_*.py).
+Python otherwise. The API is the same either way: on the native backend ``engine.new_battle``,
+``engine.State.from_dict`` and ``clone`` return an ``engine.State`` whose every operation runs
+in the core (engine.native_state), and the baselines, the search actor, the features and the
+batched battles run there too, giving the same results bit for bit (tests/engine/test_native_*.py).
+The pure-Python engine stays the readable reference (``engine.reference``) and the fallback.
+
+The native package never imports ``engine``: :func:`load_native` imports it and makes the one
+registration call (the card table, the player view's card texts, the error classes and the
+reference functions whose words the core reuses).
 
     from engine import backend
     core = backend.native()     # the engine_native module, or None on the Python engine
     backend.name()              # "native" or "python"
+    backend.load_native()       # engine_native registered, whatever the switch (tests, benchmarks)
 """
 
 from __future__ import annotations
@@ -34,12 +40,27 @@ def _requested() -> str:
     return value
 
 
+_registered: ModuleType | None = None
+
+
 def _load() -> tuple[ModuleType | None, str | None]:
+    global _registered
+    if _registered is not None:
+        return _registered, None
     try:
         import engine_native
-    except ImportError as exc:  # not built (no compiler at make setup) or a broken build
+    except ImportError as exc:  # not built (no compiler at install) or a broken build
         return None, str(exc)
+    from .native_link import registration
+    engine_native.register(registration())
+    _registered = engine_native
     return engine_native, None
+
+
+def load_native() -> ModuleType | None:
+    """``engine_native``, registered with this engine, whatever ``EXTRAARENA_ENGINE`` says; None
+    when it is not built. For code that compares the two engines (tests, benchmarks)."""
+    return _load()[0]
 
 
 def native() -> ModuleType | None:
@@ -54,7 +75,8 @@ def native() -> ModuleType | None:
     module, error = (None, None) if requested == "python" else _load()
     if module is None and requested == "native":
         raise EngineError(f"{ENV_VAR}=native but the native engine core is not importable ({error}); "
-                          f"`make setup` builds it (it needs a C++ compiler, see .venv/native-build.log), "
+                          f"`make setup` or `pip install` of the checkout builds it (it needs a C++ compiler and "
+                          f"cmake; see docs/rl.md), "
                           f"or set {ENV_VAR}=python")
     if module is None and requested == "" and (_resolved is None or _resolved[0] != ""):
         print(f"extraarena: the native engine core is not built ({error}); using the Python engine",

@@ -176,7 +176,10 @@ _EMPTY_HANDS = [_EMPTY_CARD_PIECE.tobytes() * n for n in range(HAND_LIMIT + 1)]
 def _native(core, state: "State"):
     """The native copy of ``state`` for the features (None when the core cannot hold it: an
     extreme from_dict state; the Python code below then computes them). A native state is used
-    as it is."""
+    as it is, and so is the core battle of an engine.State on the native backend (its ``_core``)."""
+    held = getattr(state, "_core", None)  # engine.native_state.NativeState
+    if held is not None:
+        return held
     if type(state) is core.State:
         return state
     try:

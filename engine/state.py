@@ -91,7 +91,8 @@ def _check_seed(seed: Any) -> int:
 
 
 def new_battle(seed: int, p1_deck: Any = None, p2_deck: Any = None, starting_player: int | None = None) -> "State":
-    """Start a battle. Decks default to seeded valid decks; the starting player to a seeded coin flip.
+    """Start a battle on the Python engine (the reference; ``engine.new_battle`` follows the backend).
+    Decks default to seeded valid decks; the starting player to a seeded coin flip.
 
     Each random choice uses its own stream derived from ``seed`` (decks, start, shuffles), so
     passing the default decks explicitly gives the same battle as omitting them.
@@ -492,13 +493,11 @@ class State:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "State":
-        """Rebuild a state from :meth:`to_dict` output; a malformed dict is a StateFormatError."""
-        try:
-            return _state_from_dict(data)
-        except StateFormatError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise StateFormatError(f"malformed arena-1 state: {type(exc).__name__}: {exc}") from None
+        """Rebuild a state from :meth:`to_dict` output; a malformed dict is a StateFormatError.
+        On the native backend the state is stepped in the core (engine.native_state)."""
+        from .native_state import adopt_python  # native_state subclasses State
+
+        return adopt_python(state_from_dict(data))
 
     def canonical_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
@@ -576,6 +575,16 @@ def _card_list(value: Any, what: str, max_len: int) -> list[int]:
         if _int(card_id, what) not in CARDS:
             raise StateFormatError(f"state field {what} holds unknown card id {card_id}")
     return list(value)
+
+
+def state_from_dict(data: Any) -> State:
+    """:meth:`State.from_dict` on the Python engine whatever the backend (engine.reference)."""
+    try:
+        return _state_from_dict(data)
+    except StateFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise StateFormatError(f"malformed arena-1 state: {type(exc).__name__}: {exc}") from None
 
 
 def _state_from_dict(data: dict[str, Any]) -> State:

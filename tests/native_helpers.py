@@ -10,16 +10,18 @@ import pytest
 
 
 def native_or_none() -> ModuleType | None:
-    """engine_native, or None when it is not built (an error under RLHF_REQUIRE_NATIVE=1)."""
+    """engine_native registered with the engine (engine.backend.load_native, whatever the backend
+    switch says), or None when it is not built (an error under RLHF_REQUIRE_NATIVE=1)."""
+    from engine import backend
+
     try:
-        import engine_native
         import engine_native.batch  # noqa: F401  (the batched API is part of every build)
     except ImportError as exc:
         if os.environ.get("RLHF_REQUIRE_NATIVE") == "1":
             raise RuntimeError(f"RLHF_REQUIRE_NATIVE=1 (make test) but engine_native is not importable ({exc}); "
                                "run `make setup` and read .venv/native-build.log") from None
         return None
-    return engine_native
+    return backend.load_native()
 
 
 def require_native() -> ModuleType:

@@ -1,16 +1,19 @@
-"""The arena-1 rules in C++ (issue 26 phase 1, DESIGN 16): byte-identical to ``engine``.
+"""The arena-1 rules in C++ (issue 26, DESIGN 16): byte-identical to the Python engine (``engine``).
 
 Verified by tests/engine/test_native_differential.py (the rules) and test_native_policies.py
-(the greedy and random baselines and the search actor over a baseline, which
-adapters.baselines.GreedyPolicy and adapters.search.SearchPolicy use on the native backend via
-``from_state``). The Python engine (``engine``) stays the reference: the card table comes from
-``engine.CARDS`` (so ``engine/cards.json`` is the one source), and bad input is refused with
-the reference's own errors and messages.
+(the greedy and random baselines and the search actor over a baseline). The Python engine
+stays the reference and this package never imports it: ``engine.backend`` registers the card
+table (``engine/cards.json`` is the one source), the player view's card texts, its error
+classes and the reference functions whose words the core reuses, in one call
+(:func:`register`), so bad input is refused with the reference's own errors and messages.
+Use it through the engine: on the native backend ``engine.new_battle()`` and
+``engine.State.from_dict()`` return states stepped here; ``engine.backend.load_native()``
+returns this module registered (whatever ``EXTRAARENA_ENGINE`` says) for direct use:
 
-    import engine_native
-    state = engine_native.new_battle(7)
-    state.apply(state.legal_actions()[0])   # events, as engine.State.apply returns them
-    engine.State.from_dict(state.to_dict()).state_hash() == state.state_hash()
+    from engine import backend
+    engine_native = backend.load_native()
+    state = engine_native.new_battle(7)       # the raw core state (engine_native.State)
+    state.apply(state.legal_actions()[0])      # events, as engine.State.apply returns them
 """
 
 from __future__ import annotations
@@ -18,73 +21,69 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 import numpy as np
-import orjson
-
-import engine
-from engine import views
-from engine.cards import AREA_SCOPES, EFFECTS, KEYWORD_BIT, TARGET_RULES
 
 from . import _core
 from ._core import ACTION_SPACE_SIZE, State
 
 __all__ = ["ACTION_SPACE_SIZE", "State", "determinize", "evaluate", "from_state", "greedy_act",
            "information_set_digest", "new_battle", "play_greedy_battles", "play_random_battles", "random_act",
-           "search"]
+           "register", "search"]
+
+_hooks: Any = None  # what engine.backend registered (see register)
 
 
-def _pool_rows() -> list[tuple[int, ...]]:
-    """engine.CARDS as the tuples _core.set_card_pool reads (enum values = index in engine.cards' tuples)."""
-    return [(card.id, card.is_creature, card.cost, card.attack, card.health, card.keywords,
-             0 if card.effect is None else 1 + EFFECTS.index(card.effect), TARGET_RULES.index(card.target),
-             card.amount, card.buff_attack, card.buff_health, KEYWORD_BIT.get(card.keyword, 0),
-             0 if card.scope is None else 1 + AREA_SCOPES.index(card.scope))
-            for card in engine.CARDS.values()]
+def register(hooks: Any) -> None:
+    """The Python engine's one registration call (engine.backend makes it when it loads the core).
+
+    ``hooks`` has ``card_rows`` and ``view_card_rows`` (the card table and the player view's
+    fixed card texts), the classes ``StateFormatError``, ``CardPoolError``,
+    ``IllegalActionError`` and ``State``, and the reference functions ``check_action_id``,
+    ``check_action_batch``, ``check_batch_seats``, ``validate_deck``, ``new_battle`` (the
+    Python engine's, for its argument errors), ``explain_illegal``, ``normalize_dict`` and
+    ``checked_dict``. Calling it again replaces them."""
+    global _hooks
+    _core._register(hooks)
+    _core.set_card_pool(list(hooks.card_rows))
+    _core._set_view_cards(list(hooks.view_card_rows))
+    _hooks = hooks
 
 
-def _view_card_rows() -> list[tuple[int, str, str, str]]:
-    """Each card's fixed parts of engine.views' player view, printed by orjson itself (so the
-    core's information-set JSON escapes names and texts exactly as orjson does): the name, and
-    the members of {"hand_slot": h, **card_json(id)} sorted before and after "hand_slot"."""
-    rows = []
-    for card_id, card in engine.CARDS.items():
-        fields = views.card_json(card_id)
-        parts = [orjson.dumps({k: v for k, v in fields.items() if (k < "hand_slot") == before},
-                              option=orjson.OPT_SORT_KEYS).decode()[1:-1] for before in (True, False)]
-        rows.append((card_id, orjson.dumps(card.name).decode(), parts[0], parts[1]))
-    return rows
-
-
-_core.set_card_pool(_pool_rows())
-_core._set_view_cards(_view_card_rows())
+def hooks() -> Any:
+    """What :func:`register` was given; a RuntimeError saying how to register before that."""
+    if _hooks is None:
+        raise RuntimeError("engine_native is not registered with the Python engine: get it through "
+                           "engine.backend.native() or engine.backend.load_native(), which register the card table")
+    return _hooks
 
 
 def new_battle(seed: int, p1_deck: Any = None, p2_deck: Any = None, starting_player: int | None = None) -> State:
     """engine.new_battle on the native core: the same battle for the same arguments."""
+    h = hooks()
     seed_ok = not isinstance(seed, bool) and isinstance(seed, (int, np.integer))
     start_ok = starting_player is None or (not isinstance(starting_player, bool) and starting_player in (1, 2))
     if not (seed_ok and start_ok):
-        engine.new_battle(seed, p1_deck, p2_deck, starting_player)  # raises the reference's error
+        h.new_battle(seed, p1_deck, p2_deck, starting_player)  # raises the reference's error
         raise AssertionError(f"engine.new_battle accepted arguments engine_native refuses: {seed!r}, "
                              f"{starting_player!r}")
-    decks = [None if deck is None else list(engine.validate_deck(deck, f"p{i + 1}_deck"))
+    decks = [None if deck is None else list(h.validate_deck(deck, f"p{i + 1}_deck"))
              for i, deck in enumerate((p1_deck, p2_deck))]
     return _core._new_battle(str(int(seed)), decks[0], decks[1], 0 if starting_player is None else int(starting_player))
 
 
-def from_state(state: engine.State) -> State:
+def from_state(state: Any) -> State:
     """A native copy of a Python ``engine.State``: every rules field (seed, decks, generator
     state, uid counter, turn, winner, both players' heroes, mana, fatigue, hands, decks in draw
-    order and boards), read attribute by attribute with no JSON and no re-validation (an
-    engine.State is valid by construction). ``last_events`` is not carried over (it starts
-    empty). A state holding an integer beyond the core's -2**48..2**48 (only an extreme
-    ``from_dict`` makes one) is a StateFormatError; use the Python engine for it."""
-    if type(state) is not engine.State:
-        raise TypeError(f"engine_native.from_state needs an engine.State, got {type(state).__name__}")
+    order and boards), read attribute by attribute. Its slots are writable, so each field is
+    checked against what ``engine.State.from_dict`` accepts; an edited field gets the
+    reference's StateFormatError (the message from_dict gives for the state's to_dict).
+    ``last_events`` is not carried over (it starts empty). A state holding an integer beyond
+    the core's -2**48..2**48 (only an extreme ``from_dict`` makes one) is a StateFormatError
+    saying so; use the Python engine for it."""
     return _core._from_state(state)
 
 
 def evaluate(state: Any, player: int) -> float:
-    """adapters.baselines.evaluate on the core, for an engine.State or an engine_native.State."""
+    """adapters.baselines.evaluate on the core, for an engine.State (either backend) or an engine_native.State."""
     return _core._evaluate(state, player)
 
 
@@ -93,13 +92,14 @@ def greedy_act(state: Any) -> int:
     return _core._greedy_act(state)
 
 
-def random_act(state: Any, rng: engine.SplitMix64) -> int:
-    """RandomPolicy.act on the core: legal[rng.below(len(legal))], advancing ``rng`` as the Python draw does."""
+def random_act(state: Any, rng: Any) -> int:
+    """RandomPolicy.act on the core: legal[rng.below(len(legal))], advancing ``rng`` (an
+    engine.SplitMix64) as the Python draw does."""
     action, rng.state = _core._random_act(state, rng.state)
     return action
 
 
-def determinize(state: Any, player: int, rng: engine.SplitMix64) -> State:
+def determinize(state: Any, player: int, rng: Any) -> State:
     """adapters.search.determinize on the core: the same world, and ``rng`` advanced the same."""
     world, rng.state = _core._determinize(state, player, rng.state)
     return world
@@ -111,7 +111,7 @@ def information_set_digest(state: Any, player: int) -> str:
 
 
 def search(state: Any, search_seed: int, sims: int, rollout: str,
-           rollout_rng: engine.SplitMix64 | None = None) -> tuple[int, list[int], list[float | None]]:
+           rollout_rng: Any = None) -> tuple[int, list[int], list[float | None]]:
     """SearchPolicy.decide's search (adapters/search.py) for the player to move, in the core.
 
     ``search_seed`` seeds the search's generator (SearchPolicy derives it from its seed and the

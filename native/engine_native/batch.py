@@ -34,11 +34,7 @@ from typing import Any
 
 import numpy as np
 
-import engine
-from engine import IllegalActionError
-from engine.actions import check_action_batch, check_batch_seats
-
-from . import _core
+from . import _core, hooks
 
 _BASELINES = {"baseline:random": 0, "random": 0, "baseline:greedy": 1, "greedy": 1}
 _SEARCH = re.compile(r"search:baseline:(greedy|random)\?sims=([1-9][0-9]{0,3})")
@@ -78,7 +74,7 @@ class BattleBatch:
             raise ValueError(f"the native batch plays 'baseline:random', 'baseline:greedy' and "
                              f"'search:baseline:greedy?sims=N' / 'search:baseline:random?sims=N' (N in 1..4096), "
                              f"got {opponent!r}")
-        seats = check_batch_seats(seat, int(num_battles))
+        seats = hooks().check_batch_seats(seat, int(num_battles))
         if illegal_action not in ILLEGAL_ACTION_MODES:
             raise ValueError(f"illegal_action must be one of {ILLEGAL_ACTION_MODES}, got {illegal_action!r}")
         self.num_battles = int(num_battles)
@@ -99,7 +95,7 @@ class BattleBatch:
         terminated ``winner`` (-1: none, an illegal action), ``illegal``, ``final_seed``."""
         if not self._started:
             raise RuntimeError("call reset(seed) before step()")
-        ids = check_action_batch(actions, self.num_battles)
+        ids = hooks().check_action_batch(actions, self.num_battles)
         if self.illegal_action == "raise":
             i = self._core.first_illegal(ids)
             if i >= 0:
@@ -118,9 +114,8 @@ class BattleBatch:
 
     def _raise_illegal(self, i: int, action: int) -> None:
         """The reference's reason (engine.State.apply's message, with the legal ids) for battle ``i``."""
-        state = engine.State.from_dict(self._core.battle(i).to_dict())
         try:
-            state.apply(action)
-        except IllegalActionError as exc:
-            raise IllegalActionError(f"battle {i}: {exc}; nothing was stepped") from None
+            self._core.battle(i).apply(action)  # the core's apply raises the reference's IllegalActionError
+        except hooks().IllegalActionError as exc:
+            raise hooks().IllegalActionError(f"battle {i}: {exc}; nothing was stepped") from None
         raise AssertionError(f"battle {i}: action {action} is legal in the Python engine but not in the native core")

@@ -15,6 +15,7 @@
 
 #include "batch.h"
 #include "features.h"
+#include "hooks.h"
 #include "native_state.h"
 
 namespace nb = nanobind;
@@ -210,6 +211,15 @@ void BindBatch(nb::module_& m) {
       [](const NativeState& self, nb::handle player) { return ObservationArray(self, player); },
       nb::is_method(), nb::scope(state_type), nb::name("observation"), nb::arg("player").none(),
       "features.observation(state, player): float32 [OBS_DIM], the same bytes.");
+  state_type.attr("legal_action_mask") = nb::cpp_function(
+      [](NativeState& self) {
+        Array<bool> out = NewArray<bool>({static_cast<size_t>(arena::kActionSpaceSize)});
+        const arena::ActionList& legal = self.Legal();
+        for (int i = 0; i < legal.size; ++i) out.data()[legal.ids[i]] = true;
+        return out;
+      },
+      nb::is_method(), nb::scope(state_type), nb::name("legal_action_mask"),
+      "Boolean mask of length 163; True where the action is legal (as engine.State.legal_action_mask).");
   state_type.attr("action_features") = nb::cpp_function(
       [](NativeState& self, nb::handle ids) { return ActionFeaturesArray(self, ids); },
       nb::is_method(), nb::scope(state_type), nb::name("action_features"), nb::arg("action_ids").none() = nb::none(),
@@ -218,6 +228,7 @@ void BindBatch(nb::module_& m) {
   nb::class_<PyBatch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
       .def("__init__", [](PyBatch* self, int num_battles, const std::vector<int>& seats, bool penalize, int opponent,
                           int sims, int rollout) {
+             arena_binding::RequireRegistered();
              if (num_battles < 1) throw std::invalid_argument("num_battles must be at least 1");
              if (static_cast<int>(seats.size()) != num_battles) throw std::invalid_argument("seats must hold one seat per battle");
              for (int seat : seats) {

@@ -8,10 +8,12 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "cards.h"
+#include "hooks.h"
 #include "native_state.h"
 #include "policies.h"
 #include "search.h"
@@ -23,136 +25,159 @@ namespace {
 
 using arena_binding::NativeState;
 
-PyObject* g_format_error = nullptr;  // engine.errors.StateFormatError
-PyObject* g_engine_state = nullptr;  // the class engine.State
-
 // Attribute names of engine.State, engine.state.Player and engine.SplitMix64, interned once.
 struct Attrs {
   PyObject *seed, *decks, *starting_player, *rng, *state, *players, *active, *turn, *next_uid, *winner,
-      *end_reason, *hp, *max_mana, *mana, *fatigue, *deck, *hand, *board;
+      *end_reason, *hp, *max_mana, *mana, *fatigue, *deck, *hand, *board, *core;
 };
 Attrs g_attrs;
 
-[[noreturn]] void Fail(const std::string& message) {
-  PyErr_SetString(g_format_error, message.c_str());
-  throw nb::python_error();
-}
+// A field of a Python engine.State that the core cannot take as it is: the state's fields were
+// edited (its slots are writable) or hold an integer beyond the core. FromPythonState then asks
+// the reference for its verdict (checked_dict), so the error is the Python engine's own.
+struct Unusual {};
 
-// A new reference to obj.name (the attributes exist: engine.State is valid by construction).
+// The native core holds integers in -2**48..2**48 (as FromNormalizedDict in binding.cc).
+constexpr int64_t kNativeLimit = int64_t(1) << 48;
+
+// obj.name (a new reference), or Unusual when it is missing.
 nb::object Attr(PyObject* obj, PyObject* name) {
   PyObject* value = PyObject_GetAttr(obj, name);
-  if (value == nullptr) throw nb::python_error();
+  if (value == nullptr) {
+    PyErr_Clear();
+    throw Unusual{};
+  }
   return nb::steal(value);
 }
 
-// The native core holds integers in -2**48..2**48 (as FromNormalizedDict in binding.cc); a
-// Python state can hold more only after from_dict of an extreme dict.
-constexpr int64_t kNativeLimit = int64_t(1) << 48;
-
-int64_t Int(PyObject* value, const char* what) {
+// An exact int (not a bool, not a float) in lo..hi, else Unusual.
+int64_t Int(PyObject* value, int64_t lo, int64_t hi) {
+  if (!PyLong_CheckExact(value)) throw Unusual{};
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
-  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-  if (overflow != 0 || v < -kNativeLimit || v > kNativeLimit) {
-    Fail(std::string("state field ") + what + " is outside the native engine core's range -2**48..2**48; "
-         "use the Python engine for such a state");
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Unusual{};
   }
+  if (overflow != 0 || v < lo || v > hi) throw Unusual{};
   return v;
 }
 
-int64_t IntAttr(PyObject* obj, PyObject* name, const char* what) { return Int(Attr(obj, name).ptr(), what); }
+int64_t IntAttr(PyObject* obj, PyObject* name, int64_t lo, int64_t hi) { return Int(Attr(obj, name).ptr(), lo, hi); }
 
-// A list or tuple of card ids (at most N) into `out`; returns its length.
+// A list or tuple of at most N card ids of the pool into `out`; returns its length.
 template <size_t N>
-int Cards(PyObject* seq, const char* what, std::array<int16_t, N>& out) {
-  nb::object fast = nb::steal(PySequence_Fast(seq, what));
-  if (!fast.is_valid()) throw nb::python_error();
-  const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.ptr());
-  if (n > static_cast<Py_ssize_t>(N)) Fail(std::string("state field ") + what + " holds too many cards");
-  PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
+int Cards(PyObject* seq, std::array<int16_t, N>& out) {
+  if (!PyList_Check(seq) && !PyTuple_Check(seq)) throw Unusual{};
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  if (n > static_cast<Py_ssize_t>(N)) throw Unusual{};
+  PyObject** items = PySequence_Fast_ITEMS(seq);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    const int64_t id = Int(items[i], what);
-    if (arena::Pool().Find(static_cast<int>(id)) == nullptr) Fail(std::string("state field ") + what + " holds an unknown card id");
+    const int64_t id = Int(items[i], 1, 32767);
+    if (arena::Pool().Find(static_cast<int>(id)) == nullptr) throw Unusual{};
     out[i] = static_cast<int16_t>(id);
   }
   return static_cast<int>(n);
 }
 
+bool Bool(PyObject* value) {
+  if (value != Py_True && value != Py_False) throw Unusual{};
+  return value == Py_True;
+}
+
 arena::EndReason EndReasonOf(PyObject* value) {
   for (int i = 1; i < 4; ++i) {
     const auto reason = static_cast<arena::EndReason>(i);
-    if (PyUnicode_Check(value) && PyUnicode_CompareWithASCIIString(value, arena::EndReasonName(reason)) == 0) {
+    if (PyUnicode_CheckExact(value) && PyUnicode_CompareWithASCIIString(value, arena::EndReasonName(reason)) == 0) {
       return reason;
     }
   }
-  Fail("state field end_reason is not one the rules produce; the native engine core cannot hold it");
+  throw Unusual{};
 }
 
-// engine.State -> arena::State, every rules field (State.last_events is not carried over).
-arena::State FromPythonState(nb::handle py) {
+// engine.State -> arena::State when every field is what engine.State.from_dict would accept
+// (the same ranges or narrower: a state the rules made passes), else Unusual. Nothing is truncated.
+arena::State ReadPythonState(PyObject* o) {
   const Attrs& a = g_attrs;
-  PyObject* o = py.ptr();
   arena::State s;
   nb::object seed = Attr(o, a.seed);
-  int overflow = 0;
-  const long long small_seed = PyLong_AsLongLongAndOverflow(seed.ptr(), &overflow);
-  if (small_seed == -1 && PyErr_Occurred()) throw nb::python_error();
-  s.seed = overflow == 0 ? std::to_string(small_seed) : nb::cast<std::string>(nb::str(seed));
+  if (!PyLong_CheckExact(seed.ptr())) throw Unusual{};
+  s.seed = nb::cast<std::string>(nb::str(seed));
   nb::object decks = Attr(o, a.decks);
+  if (!PyTuple_Check(decks.ptr()) || PyTuple_GET_SIZE(decks.ptr()) != 2) throw Unusual{};
   for (int i = 0; i < 2; ++i) {
-    nb::object deck = nb::steal(PySequence_GetItem(decks.ptr(), i));
-    if (!deck.is_valid()) throw nb::python_error();
-    if (Cards(deck.ptr(), "decks", s.decks[i]) != arena::kDeckSize) Fail("state field decks must hold 30 cards each");
+    if (Cards(PyTuple_GET_ITEM(decks.ptr(), i), s.decks[i]) != arena::kDeckSize) throw Unusual{};
+    std::array<int16_t, arena::kDeckSize> sorted = s.decks[i];
+    std::sort(sorted.begin(), sorted.end());
+    for (int k = arena::kMaxCopies; k < arena::kDeckSize; ++k) {
+      if (sorted[k] == sorted[k - arena::kMaxCopies]) throw Unusual{};  // more copies than a deck may hold
+    }
   }
-  s.starting_player = static_cast<int>(IntAttr(o, a.starting_player, "starting_player"));
+  s.starting_player = static_cast<int>(IntAttr(o, a.starting_player, 1, 2));
   nb::object rng = Attr(o, a.rng);
   nb::object rng_state = Attr(rng.ptr(), a.state);
+  if (!PyLong_CheckExact(rng_state.ptr())) throw Unusual{};
   s.rng.state = PyLong_AsUnsignedLongLong(rng_state.ptr());
-  if (PyErr_Occurred()) throw nb::python_error();
-  s.active = static_cast<int>(IntAttr(o, a.active, "active"));
-  s.turn = static_cast<int>(IntAttr(o, a.turn, "turn"));
-  s.next_uid = IntAttr(o, a.next_uid, "next_uid");
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Unusual{};
+  }
+  s.active = static_cast<int>(IntAttr(o, a.active, 0, 1));
+  s.turn = static_cast<int>(IntAttr(o, a.turn, 0, arena::kMaxTurns));
+  s.next_uid = IntAttr(o, a.next_uid, 1, kNativeLimit);
   nb::object winner = Attr(o, a.winner);
+  nb::object end_reason = Attr(o, a.end_reason);
+  if (winner.is_none() != end_reason.is_none()) throw Unusual{};
   if (!winner.is_none()) {
-    s.winner = static_cast<int>(Int(winner.ptr(), "winner"));
-    s.end_reason = EndReasonOf(Attr(o, a.end_reason).ptr());
+    s.winner = static_cast<int>(Int(winner.ptr(), 0, 2));
+    s.end_reason = EndReasonOf(end_reason.ptr());
   }
   nb::object players = Attr(o, a.players);
+  if (!PyList_Check(players.ptr()) || PyList_GET_SIZE(players.ptr()) != 2) throw Unusual{};
   for (int i = 0; i < 2; ++i) {
-    nb::object po = nb::steal(PySequence_GetItem(players.ptr(), i));
-    if (!po.is_valid()) throw nb::python_error();
-    PyObject* pp = po.ptr();
+    PyObject* pp = PyList_GET_ITEM(players.ptr(), i);
     arena::Player& p = s.players[i];
-    p.hp = IntAttr(pp, a.hp, "hero_health");
-    p.max_mana = static_cast<int32_t>(IntAttr(pp, a.max_mana, "max_mana"));
-    p.mana = static_cast<int32_t>(IntAttr(pp, a.mana, "mana"));
-    p.fatigue = IntAttr(pp, a.fatigue, "fatigue");
-    p.deck_size = Cards(Attr(pp, a.deck).ptr(), "deck", p.deck);
-    p.hand_size = Cards(Attr(pp, a.hand).ptr(), "hand", p.hand);
-    nb::object board = nb::steal(PySequence_Fast(Attr(pp, a.board).ptr(), "board"));
-    if (!board.is_valid()) throw nb::python_error();
-    if (PySequence_Fast_GET_SIZE(board.ptr()) != arena::kBoardSlots) Fail("state field board must have 6 slots");
-    PyObject** slots = PySequence_Fast_ITEMS(board.ptr());
+    p.hp = IntAttr(pp, a.hp, -kNativeLimit, arena::kHeroHealth);
+    p.max_mana = static_cast<int32_t>(IntAttr(pp, a.max_mana, 0, arena::kMaxMana));
+    p.mana = static_cast<int32_t>(IntAttr(pp, a.mana, 0, p.max_mana));
+    p.fatigue = IntAttr(pp, a.fatigue, 0, kNativeLimit);
+    p.deck_size = Cards(Attr(pp, a.deck).ptr(), p.deck);
+    p.hand_size = Cards(Attr(pp, a.hand).ptr(), p.hand);
+    nb::object board = Attr(pp, a.board);
+    if (!PyList_Check(board.ptr()) || PyList_GET_SIZE(board.ptr()) != arena::kBoardSlots) throw Unusual{};
     for (int slot = 0; slot < arena::kBoardSlots; ++slot) {
-      PyObject* c = slots[slot];
+      PyObject* c = PyList_GET_ITEM(board.ptr(), slot);
       if (c == Py_None) continue;
-      if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) != 8) Fail("state field board holds something that is not a Creature");
       // engine.state.Creature: (uid, card_id, attack, health, max_health, keywords, sick, attacked)
+      if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) != 8) throw Unusual{};
       arena::Creature& n = p.board[slot];
-      n.uid = Int(PyTuple_GET_ITEM(c, 0), "uid");
-      const int64_t card_id = Int(PyTuple_GET_ITEM(c, 1), "card_id");
+      n.uid = Int(PyTuple_GET_ITEM(c, 0), 1, kNativeLimit);
+      const int64_t card_id = Int(PyTuple_GET_ITEM(c, 1), 1, 32767);
       const arena::Card* card = arena::Pool().Find(static_cast<int>(card_id));
-      if (card == nullptr || !card->creature) Fail("state field board holds a card that is not a creature card");
+      if (card == nullptr || !card->creature) throw Unusual{};
       n.card_id = static_cast<int32_t>(card_id);
-      n.attack = Int(PyTuple_GET_ITEM(c, 2), "attack");
-      n.health = Int(PyTuple_GET_ITEM(c, 3), "health");
-      n.max_health = Int(PyTuple_GET_ITEM(c, 4), "max_health");
-      n.keywords = static_cast<uint8_t>(Int(PyTuple_GET_ITEM(c, 5), "keywords") & 0x3f);
-      n.sick = PyObject_IsTrue(PyTuple_GET_ITEM(c, 6)) == 1;
-      n.attacked = PyObject_IsTrue(PyTuple_GET_ITEM(c, 7)) == 1;
+      n.attack = Int(PyTuple_GET_ITEM(c, 2), 0, kNativeLimit);
+      n.health = Int(PyTuple_GET_ITEM(c, 3), 1, kNativeLimit);
+      n.max_health = Int(PyTuple_GET_ITEM(c, 4), 1, kNativeLimit);
+      n.keywords = static_cast<uint8_t>(Int(PyTuple_GET_ITEM(c, 5), 0, (1 << arena::kNumKeywords) - 1));
+      n.sick = Bool(PyTuple_GET_ITEM(c, 6));
+      n.attacked = Bool(PyTuple_GET_ITEM(c, 7));
     }
   }
   return s;
+}
+
+// engine.State -> arena::State, every rules field (State.last_events is not carried over). A
+// state whose fields were edited out of what the rules make gets the reference's verdict:
+// its StateFormatError (the type and message of engine.State.from_dict of its to_dict), or,
+// where the reference accepts it, the core's own refusal of what it cannot hold.
+arena::State FromPythonState(nb::handle py) {
+  try {
+    return ReadPythonState(py.ptr());
+  } catch (const Unusual&) {
+  }
+  nb::object normalized = nb::borrow(arena_binding::GetHooks().checked_dict)(py);
+  return arena_binding::StateFromNormalizedDict(normalized);
 }
 
 void InitAttrs() {
@@ -162,16 +187,34 @@ void InitAttrs() {
   a.state = in("state"); a.players = in("players"); a.active = in("active"); a.turn = in("turn");
   a.next_uid = in("next_uid"); a.winner = in("winner"); a.end_reason = in("end_reason"); a.hp = in("hp");
   a.max_mana = in("max_mana"); a.mana = in("mana"); a.fatigue = in("fatigue"); a.deck = in("deck");
-  a.hand = in("hand"); a.board = in("board");
+  a.hand = in("hand"); a.board = in("board"); a.core = in("_core");
 }
 
-// The rules state of an engine.State (converted) or of an engine_native.State (borrowed).
+// The native state behind `h` when it is one: an engine_native.State, or an engine.State on
+// the native core (engine.native_state.NativeState, whose `_core` is one). Else null.
+NativeState* NativeOf(nb::handle h) {
+  if (nb::isinstance<NativeState>(h)) return &nb::cast<NativeState&>(h);
+  PyTypeObject* engine_state = reinterpret_cast<PyTypeObject*>(arena_binding::GetHooks().engine_state);
+  if (Py_TYPE(h.ptr()) != engine_state && PyObject_TypeCheck(h.ptr(), engine_state)) {
+    PyObject* core = PyObject_GetAttr(h.ptr(), g_attrs.core);
+    if (core == nullptr) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    nb::object held = nb::steal(core);  // the wrapper (alive in the caller's frame) keeps it alive
+    if (nb::isinstance<NativeState>(held)) return &nb::cast<NativeState&>(held);
+  }
+  return nullptr;
+}
+
+// The rules state of an engine.State (converted, validated) or of a native one (borrowed).
 class StateArg {
  public:
   explicit StateArg(nb::handle h) {
-    if (nb::isinstance<NativeState>(h)) {
-      ptr_ = &nb::cast<NativeState&>(h).s;
-    } else if (Py_TYPE(h.ptr()) != reinterpret_cast<PyTypeObject*>(g_engine_state)) {
+    arena_binding::RequireRegistered();
+    if (NativeState* native = NativeOf(h)) {
+      ptr_ = &native->s;
+    } else if (Py_TYPE(h.ptr()) != reinterpret_cast<PyTypeObject*>(arena_binding::GetHooks().engine_state)) {
       throw nb::type_error(("engine_native needs an engine.State or an engine_native.State, got " +
                             std::string(Py_TYPE(h.ptr())->tp_name)).c_str());
     } else {
@@ -265,10 +308,13 @@ nb::dict BattleResults(const std::vector<uint64_t>& seeds, bool hashes,
 }  // namespace
 
 void BindPolicies(nb::module_& m) {
-  g_format_error = nb::module_::import_("engine.errors").attr("StateFormatError").inc_ref().ptr();
-  g_engine_state = nb::module_::import_("engine.state").attr("State").inc_ref().ptr();
   InitAttrs();
   m.def("_from_state", [](nb::handle state) {
+    arena_binding::RequireRegistered();
+    if (Py_TYPE(state.ptr()) != reinterpret_cast<PyTypeObject*>(arena_binding::GetHooks().engine_state)) {
+      throw nb::type_error(("engine_native.from_state needs a Python engine.State, got " +
+                            std::string(Py_TYPE(state.ptr())->tp_name)).c_str());
+    }
     NativeState out;
     out.s = FromPythonState(state);
     return out;
@@ -287,10 +333,12 @@ void BindPolicies(nb::module_& m) {
     return std::make_pair(action, rng.state);
   }, nb::arg("state"), nb::arg("rng_state"), "RandomPolicy.act: (action, the generator's state after).");
   m.def("play_random_battles", [](const std::vector<uint64_t>& seeds, bool hashes) {
+    arena_binding::RequireRegistered();
     return BattleResults(seeds, hashes, arena::PlayRandomBattles);
   }, nb::arg("seeds"), nb::arg("hashes") = false,
      "Whole random battles inside the core; see random_battles.h for the generator use.");
   m.def("play_greedy_battles", [](const std::vector<uint64_t>& seeds, bool hashes) {
+    arena_binding::RequireRegistered();
     return BattleResults(seeds, hashes, arena::PlayGreedyBattles);
   }, nb::arg("seeds"), nb::arg("hashes") = false, "Whole greedy-vs-greedy battles inside the core.");
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cards.h"
+#include "hooks.h"
 #include "native_state.h"
 #include "random_battles.h"
 #include "state.h"
@@ -38,10 +39,9 @@ struct PyRaise : std::runtime_error {
   PyRaise(PyObject* t, const std::string& message) : std::runtime_error(message), type(t) {}
 };
 
-PyObject* g_state_format_error = nullptr;
-PyObject* g_card_pool_error = nullptr;
-
-[[noreturn]] void FormatError(const std::string& message) { throw PyRaise(g_state_format_error, message); }
+[[noreturn]] void FormatError(const std::string& message) {
+  throw PyRaise(arena_binding::GetHooks().state_format_error, message);
+}
 
 using arena_binding::NativeState;
 
@@ -382,8 +382,6 @@ arena::State FromNormalizedDict(nb::handle d) {
 }
 
 // ----------------------------------------------------------------- the Python engine's word
-nb::object Reference(const char* module, const char* name) { return nb::module_::import_(module).attr(name); }
-
 // The action id as an int 0..162; anything else is refused with engine.actions.check_action_id's error.
 int CheckActionId(nb::handle action) {
   if (PyLong_CheckExact(action.ptr())) {
@@ -391,13 +389,15 @@ int CheckActionId(nb::handle action) {
     const long long v = PyLong_AsLongLongAndOverflow(action.ptr(), &overflow);
     if (overflow == 0 && v >= 0 && v < arena::kActionSpaceSize) return static_cast<int>(v);
   }
-  return nb::cast<int>(Reference("engine.actions", "check_action_id")(action));
+  nb::object checked = nb::borrow(arena_binding::GetHooks().check_action_id)(action);
+  const int v = nb::cast<int>(checked);
+  if (v < 0 || v >= arena::kActionSpaceSize) throw std::logic_error("engine_native: check_action_id passed " + std::to_string(v));
+  return v;
 }
 
 [[noreturn]] void RaiseIllegal(const NativeState& self, int action_id) {
   // The reference raises IllegalActionError with its explanation of why and the legal ids.
-  nb::object reference = Reference("engine", "State").attr("from_dict")(ToDict(self.s));
-  reference.attr("apply")(action_id);
+  nb::borrow(arena_binding::GetHooks().explain_illegal)(ToDict(self.s), action_id);
   throw std::logic_error("engine_native: action " + std::to_string(action_id) +
                          " is illegal in the native core but legal in the Python engine (a native bug)");
 }
@@ -420,7 +420,7 @@ arena::Card CardFromTuple(nb::handle t) {
   c.buff_health = nb::cast<int>(row[10]);
   c.keyword = static_cast<uint8_t>(nb::cast<int>(row[11]));
   c.scope = static_cast<arena::Scope>(nb::cast<int>(row[12]));
-  if (c.id <= 0 || c.id > 32767) throw PyRaise(g_card_pool_error, "card id " + std::to_string(c.id) + " is outside 1..32767");
+  if (c.id <= 0 || c.id > 32767) throw PyRaise(arena_binding::GetHooks().card_pool_error, "card id " + std::to_string(c.id) + " is outside 1..32767");
   return c;
 }
 
@@ -429,6 +429,35 @@ std::array<int16_t, arena::kDeckSize> DeckArray(nb::handle deck) {
   const int n = ReadCards(deck, "deck", out);
   if (n != arena::kDeckSize) throw std::logic_error("engine_native: a validated deck does not hold 30 cards");
   return out;
+}
+
+nb::tuple PlayerTuple(const arena::State& s, int index) {
+  if (index != 0 && index != 1) throw std::out_of_range("player index must be 0 or 1");
+  const Player& p = s.players[index];
+  PyObject* deck = PyTuple_New(p.deck_size);
+  for (int i = 0; i < p.deck_size; ++i) PyTuple_SET_ITEM(deck, i, PyLong_FromLong(p.deck[i]));
+  PyObject* hand = PyTuple_New(p.hand_size);
+  for (int i = 0; i < p.hand_size; ++i) PyTuple_SET_ITEM(hand, i, PyLong_FromLong(p.hand[i]));
+  PyObject* board = PyTuple_New(arena::kBoardSlots);
+  for (int slot = 0; slot < arena::kBoardSlots; ++slot) {
+    const Creature& c = p.board[slot];
+    if (!c.present()) {
+      Py_INCREF(Py_None);
+      PyTuple_SET_ITEM(board, slot, Py_None);
+      continue;
+    }
+    PyObject* sick = c.sick ? Py_True : Py_False;
+    PyObject* attacked = c.attacked ? Py_True : Py_False;
+    Py_INCREF(sick);
+    Py_INCREF(attacked);
+    PyTuple_SET_ITEM(board, slot, PyTuple_Pack(8, nb::int_(c.uid).ptr(), nb::int_(c.card_id).ptr(),
+                                               nb::int_(c.attack).ptr(), nb::int_(c.health).ptr(),
+                                               nb::int_(c.max_health).ptr(), nb::int_(c.keywords).ptr(), sick, attacked));
+    Py_DECREF(sick);
+    Py_DECREF(attacked);
+  }
+  return nb::make_tuple(p.hp, p.max_mana, p.mana, p.fatigue, nb::steal<nb::tuple>(deck), nb::steal<nb::tuple>(hand),
+                        nb::steal<nb::tuple>(board));
 }
 
 nb::list LegalList(NativeState& self) {
@@ -440,11 +469,27 @@ nb::list LegalList(NativeState& self) {
 
 }  // namespace
 
+namespace arena_binding {
+
+Hooks& GetHooks() {
+  static Hooks hooks;
+  return hooks;
+}
+
+arena::State StateFromNormalizedDict(nb::handle normalized) { return FromNormalizedDict(normalized); }
+
+void RequireRegistered() {
+  const Hooks& h = GetHooks();
+  if (h.checked_dict == nullptr || arena::Pool().Empty()) {
+    throw std::runtime_error("engine_native is not registered with the Python engine: get it through "
+                             "engine.backend.native() or engine.backend.load_native(), which register the card table");
+  }
+}
+
+}  // namespace arena_binding
+
 NB_MODULE(_core, m) {
   m.doc() = "ExtraArena arena-1 rules in C++ (phase 1 of issue 26); use the engine_native package.";
-  nb::object errors = nb::module_::import_("engine.errors");
-  g_state_format_error = errors.attr("StateFormatError").inc_ref().ptr();
-  g_card_pool_error = errors.attr("CardPoolError").inc_ref().ptr();
   InitNames();
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -456,11 +501,41 @@ NB_MODULE(_core, m) {
 
   m.attr("ACTION_SPACE_SIZE") = arena::kActionSpaceSize;
 
+  m.def("_register", [](nb::handle hooks) {
+    // Every hook is read (and checked callable) before any is kept: a bad call changes nothing.
+    const char* names[] = {"StateFormatError", "CardPoolError", "State", "check_action_id", "explain_illegal",
+                           "normalize_dict", "checked_dict"};
+    PyObject* values[7];
+    for (int i = 0; i < 7; ++i) {
+      nb::object value = hooks.attr(names[i]);
+      if (!PyCallable_Check(value.ptr())) throw nb::type_error((std::string("engine_native hook ") + names[i] + " is not callable").c_str());
+      values[i] = value.ptr();
+    }
+    arena_binding::Hooks& h = arena_binding::GetHooks();
+    PyObject** slots[] = {&h.state_format_error, &h.card_pool_error, &h.engine_state, &h.check_action_id,
+                          &h.explain_illegal, &h.normalize_dict, &h.checked_dict};
+    for (int i = 0; i < 7; ++i) {
+      Py_INCREF(values[i]);
+      Py_XDECREF(*slots[i]);
+      *slots[i] = values[i];
+    }
+  }, nb::arg("hooks"), "Engine's registration (engine_native.register calls it): error classes, State, reference hooks.");
+
   m.def("set_card_pool", [](nb::list rows) {
+    if (arena_binding::GetHooks().card_pool_error == nullptr) {
+      throw std::runtime_error("engine_native is not registered with the Python engine: use engine.backend.load_native()");
+    }
     std::vector<arena::Card> cards;
     for (nb::handle row : rows) cards.push_back(CardFromTuple(row));
+    std::vector<int> ids;
+    for (const arena::Card& card : cards) ids.push_back(card.id);
+    std::sort(ids.begin(), ids.end());
+    if (std::adjacent_find(ids.begin(), ids.end()) != ids.end() || 2 * ids.size() < arena::kDeckSize) {
+      throw PyRaise(arena_binding::GetHooks().card_pool_error,
+                    "a card pool needs unique ids and at least " + std::to_string(arena::kDeckSize / 2) + " cards");
+    }
     arena::Pool().Set(cards);
-  }, "Load the card table (engine_native does it at import from engine.CARDS).");
+  }, "Load the card table (engine_native.register does it with engine.CARDS).");
 
   nb::class_<NativeState>(m, "State", "A battle on the native core; the engine.State API for rules and serialization.")
       .def("legal_actions", [](NativeState& self) { return LegalList(self); },
@@ -483,7 +558,8 @@ NB_MODULE(_core, m) {
       .def("state_hash", [](const NativeState& self) { return arena::StateHash(self.s); })
       .def_static("from_dict", [](nb::handle data) {
              // The reference validates (same errors, same messages) and normalizes the dict.
-             nb::object checked = Reference("engine", "State").attr("from_dict")(data).attr("to_dict")();
+             arena_binding::RequireRegistered();
+             nb::object checked = nb::borrow(arena_binding::GetHooks().normalize_dict)(data);
              NativeState out;
              out.s = FromNormalizedDict(checked);
              return out;
@@ -508,6 +584,12 @@ NB_MODULE(_core, m) {
       .def_prop_ro("starting_player", [](const NativeState& self) { return self.s.starting_player; })
       .def_prop_ro("seed", [](const NativeState& self) { return nb::steal<nb::int_>(SeedInt(self.s.seed)); })
       .def_prop_ro("next_uid", [](const NativeState& self) { return self.s.next_uid; })
+      .def_prop_ro("rng_state", [](const NativeState& self) { return self.s.rng.state; },
+                   "The battle generator's state (engine.State.rng.state).")
+      .def("player_fields", [](const NativeState& self, int index) { return PlayerTuple(self.s, index); },
+           nb::arg("index"),
+           "Player index (0 or 1) as (hp, max_mana, mana, fatigue, deck, hand, board): tuples, a board slot "
+           "None or (uid, card_id, attack, health, max_health, keywords mask, sick, attacked).")
       .def_prop_ro("decks", [](const NativeState& self) {
              nb::list one = nb::steal<nb::list>(IntList(self.s.decks[0].data(), arena::kDeckSize));
              nb::list two = nb::steal<nb::list>(IntList(self.s.decks[1].data(), arena::kDeckSize));
@@ -523,6 +605,11 @@ NB_MODULE(_core, m) {
            });
 
   m.def("_new_battle", [](const std::string& seed, nb::handle p1_deck, nb::handle p2_deck, int starting_player) {
+    arena_binding::RequireRegistered();
+    if (starting_player < 0 || starting_player > 2) throw std::invalid_argument("starting_player must be 0 (seeded), 1 or 2");
+    if (seed.empty() || seed.find_first_not_of("-0123456789") != std::string::npos || seed.find('-', 1) != std::string::npos) {
+      throw std::invalid_argument("seed must be the decimal text of an integer");
+    }
     std::array<int16_t, arena::kDeckSize> decks[2];
     const std::array<int16_t, arena::kDeckSize>* given[2] = {nullptr, nullptr};
     nb::handle args[2] = {p1_deck, p2_deck};

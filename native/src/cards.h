@@ -43,6 +43,7 @@ class CardPool {
   }
   const Card& Get(int id) const { return by_id_[id]; }  // id known to be in the pool
   const std::vector<int>& Ids() const { return ids_; }   // ascending
+  bool Empty() const { return ids_.empty(); }
   // Two copies of every id, ascending: what engine.decks.random_deck draws from.
   const std::vector<int16_t>& Copies() const { return copies_; }
 

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 import engine
+from engine import reference
 from adapters import AdapterError, GreedyPolicy, SearchPolicy, default_registry, parse_search_spec
 from adapters.search import determinize, information_set
 from engine import CARD_IDS, SplitMix64
@@ -121,8 +122,9 @@ def test_deterministic_for_a_seed():
 
 def _same_view_other_hidden_cards(state: engine.State) -> engine.State:
     """``state`` with every hidden part changed: the opponent's hand and deck (other cards),
-    both decks' order, the opponent's deck list, the battle seed and generator."""
-    other = state.clone()
+    both decks' order, the opponent's deck list, the battle seed and generator. Edited on the
+    Python engine (a native state's fields are read-only), then put back on the backend in use."""
+    other = reference.from_dict(state.to_dict())
     me = other.players[other.active]
     opp = other.players[1 - other.active]
     rng = SplitMix64(999)
@@ -136,7 +138,7 @@ def _same_view_other_hidden_cards(state: engine.State) -> engine.State:
     other.decks = tuple(decks)
     other.seed, other.rng = state.seed + 1, SplitMix64(12345)
     other._legal = None
-    return other
+    return engine.State.from_dict(other.to_dict())
 
 
 def test_two_states_the_player_cannot_tell_apart_give_the_same_decision():

@@ -74,7 +74,7 @@ def test_native_when_not_importable_is_a_clear_error():
     assert result["error"] == "EngineError"
     message = result["message"]
     assert message.startswith("EXTRAARENA_ENGINE=native but the native engine core is not importable (")
-    assert "`make setup` builds it" in message and "or set EXTRAARENA_ENGINE=python" in message
+    assert "`make setup` or `pip install` of the checkout builds it" in message and "or set EXTRAARENA_ENGINE=python" in message
     assert "Traceback" not in stderr
 
 

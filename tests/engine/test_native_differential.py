@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from engine import reference
 from engine import SplitMix64
 from tests import golden
 from tests.native_helpers import require_native
@@ -38,7 +39,7 @@ def step_both(py: engine.State, nat: Any, action: int, where: str) -> None:
 
 
 def new_pair(seed: Any, p1_deck: Any = None, p2_deck: Any = None, starting_player: Any = None):
-    py = engine.new_battle(seed, p1_deck, p2_deck, starting_player)
+    py = reference.new_battle(seed, p1_deck, p2_deck, starting_player)
     nat = engine_native.new_battle(seed, p1_deck, p2_deck, starting_player)
     assert nat.last_events == py.last_events, f"seed {seed}: opening events differ"
     assert_same_state(py, nat, f"seed {seed} start")
@@ -77,7 +78,7 @@ def test_2000_random_battles_agree_at_every_step_and_across_from_dict():
                 nat = engine_native.State.from_dict(py.to_dict())
                 assert_same_state(py, nat, f"seed {seed}: native from_dict at step {step}")
             if step == swap_python:
-                py = engine.State.from_dict(nat.to_dict())
+                py = reference.from_dict(nat.to_dict())
                 assert_same_state(py, nat, f"seed {seed}: Python from_dict at step {step}")
         assert nat.state_hash() == py.state_hash()
         steps += step
@@ -89,7 +90,7 @@ def test_play_random_battles_in_the_core_equals_the_python_random_loop():
     seeds = list(range(300)) + [2**64 - 1, 2**40 + 7]
     got = engine_native.play_random_battles(seeds, hashes=True)
     for i, seed in enumerate(seeds):
-        state, rng, steps = engine.new_battle(seed), SplitMix64(seed), 0
+        state, rng, steps = reference.new_battle(seed), SplitMix64(seed), 0
         while not state.is_terminal:
             legal = state.legal_actions()
             state.apply(legal[rng.below(len(legal))])
@@ -149,7 +150,7 @@ def outcome(call: Callable[[Any], Any], module: Any) -> Any:
 
 
 def mid_battle(seed: int = 4, steps: int = 25) -> engine.State:
-    state, rng = engine.new_battle(seed), SplitMix64(seed)
+    state, rng = reference.new_battle(seed), SplitMix64(seed)
     for _ in range(steps):
         legal = state.legal_actions()
         state.apply(legal[rng.below(len(legal))])
@@ -221,7 +222,7 @@ def test_bad_arguments_get_the_python_engines_error(name):
 @pytest.mark.parametrize("action", [-1, 163, 2**80, True, 1.0, "0", None, 150, 5, 121])
 @pytest.mark.parametrize("where", ["start", "mid", "over"])
 def test_bad_actions_get_the_python_engines_error_and_change_nothing(action, where):
-    py = {"start": lambda: engine.new_battle(9), "mid": mid_battle, "over": finished}[where]()
+    py = {"start": lambda: reference.new_battle(9), "mid": mid_battle, "over": finished}[where]()
     if where != "over" and not isinstance(action, (bool, float, str)) and action in py.legal_actions():
         action = next(a for a in range(engine.ACTION_SPACE_SIZE) if a not in py.legal_actions())
     nat = engine_native.State.from_dict(py.to_dict())
@@ -238,12 +239,12 @@ def test_states_the_native_core_cannot_hold_are_refused_clearly():
     """The one known difference: the Python engine loads integers of any size and any
     end_reason; the native core refuses what it cannot represent, saying so (phase 2 note)."""
     huge = edited(lambda d: d.update(next_uid=2**60))
-    engine.State.from_dict(huge)
+    reference.from_dict(huge)
     with pytest.raises(engine.StateFormatError, match=r"next_uid = 1152921504606846976 is outside the native"):
         engine_native.State.from_dict(huge)
     odd = finished().to_dict()
     odd["end_reason"] = "resigned"
-    engine.State.from_dict(odd)
+    reference.from_dict(odd)
     with pytest.raises(engine.StateFormatError, match="end_reason = 'resigned' is not one the rules produce"):
         engine_native.State.from_dict(odd)
 

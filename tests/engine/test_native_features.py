@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import engine
+from engine import reference
 from adapters.baselines import GreedyPolicy
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, features
 from tests.native_helpers import require_native
@@ -46,7 +47,7 @@ def _check_state(py: engine.State, nat, all_ids: bool) -> int:
 def test_random_battles_identical_feature_bytes(python_engine: None) -> None:
     checked = 0
     for seed in range(300):
-        py, nat, rng = engine.new_battle(seed), engine_native.new_battle(seed), SplitMix64(seed)
+        py, nat, rng = reference.new_battle(seed), engine_native.new_battle(seed), SplitMix64(seed)
         step = 0
         while True:
             checked += _check_state(py, nat, all_ids=step % 10 == 0 or py.is_terminal)
@@ -63,7 +64,7 @@ def test_random_battles_identical_feature_bytes(python_engine: None) -> None:
 def test_greedy_battles_identical_feature_bytes(python_engine: None) -> None:
     policy = GreedyPolicy()
     for seed in range(12):
-        py, nat = engine.new_battle(1000 + seed), engine_native.new_battle(1000 + seed)
+        py, nat = reference.new_battle(1000 + seed), engine_native.new_battle(1000 + seed)
         while not py.is_terminal:
             _check_state(py, nat, all_ids=False)
             action = policy.act(py)
@@ -75,7 +76,7 @@ def test_greedy_battles_identical_feature_bytes(python_engine: None) -> None:
 def test_engine_features_on_the_native_backend_match_python(monkeypatch: pytest.MonkeyPatch) -> None:
     states = []
     for seed in range(20):
-        s, rng = engine.new_battle(seed), SplitMix64(seed)
+        s, rng = reference.new_battle(seed), SplitMix64(seed)
         while not s.is_terminal:
             states.append(s.clone())
             legal = s.legal_actions()
@@ -94,7 +95,7 @@ def test_engine_features_on_the_native_backend_match_python(monkeypatch: pytest.
 
 
 def test_engine_features_take_native_states_on_the_native_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    py, nat = engine.new_battle(6), engine_native.new_battle(6)
+    py, nat = reference.new_battle(6), engine_native.new_battle(6)
     monkeypatch.setenv("EXTRAARENA_ENGINE", "native")
     got = features.observations([(nat, 1), (nat, 2)]).tobytes(), features.action_features(nat, [0, 5]).tobytes()
     monkeypatch.setenv("EXTRAARENA_ENGINE", "python")
@@ -102,9 +103,9 @@ def test_engine_features_take_native_states_on_the_native_backend(monkeypatch: p
 
 
 def test_a_state_beyond_the_core_falls_back_to_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = engine.new_battle(3).to_dict()
+    data = reference.new_battle(3).to_dict()
     data["players"][0]["fatigue"] = 2 ** 60  # valid for the Python engine, beyond the core's range
-    state = engine.State.from_dict(data)
+    state = reference.from_dict(data)
     monkeypatch.setenv("EXTRAARENA_ENGINE", "python")
     expected = (features.observations([(state, 1)]).tobytes(), state.action_features(ALL_IDS).tobytes())
     monkeypatch.setenv("EXTRAARENA_ENGINE", "native")
@@ -113,7 +114,7 @@ def test_a_state_beyond_the_core_falls_back_to_python(monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("player", [0, 3, None, "1"])
 def test_bad_player_is_refused_with_the_reference_message(player: object) -> None:
-    nat, py = engine_native.new_battle(1), engine.new_battle(1)
+    nat, py = engine_native.new_battle(1), reference.new_battle(1)
     with pytest.raises(ValueError) as native_error:
         nat.observation(player)
     with pytest.raises(ValueError) as python_error:

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from typing import Any, Callable
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from engine import reference
 from engine import SplitMix64
+from engine.native_link import checked_dict
 from tests.engine.test_native_differential import engine_native, finished, mid_battle, step_both
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -56,7 +60,7 @@ def battle_with_board() -> engine.State:
     raise AssertionError("no seed in 0..49 has creatures on both boards after 40 random steps")
 
 
-BASES = [engine.new_battle(3).to_dict(), mid_battle(6, 30).to_dict(), battle_with_board().to_dict(),
+BASES = [reference.new_battle(3).to_dict(), mid_battle(6, 30).to_dict(), battle_with_board().to_dict(),
          finished().to_dict()]
 
 BAD_INTS = [-2**70, -2**64, -2**63 - 1, -2**48 - 1, -2**48, -2**31, -1, 0, 1, 2, 3, 6, 7, 10, 11, 29, 30, 31, 99,
@@ -185,7 +189,7 @@ def test_mutated_state_dicts_load_or_fail_alike_and_play_on_alike(data, choices)
     loaded = assert_same_result(lambda m: m.State.from_dict(copy.deepcopy(data)))
     if not isinstance(loaded, dict):
         return
-    py, nat = engine.State.from_dict(copy.deepcopy(data)), engine_native.State.from_dict(copy.deepcopy(data))
+    py, nat = reference.from_dict(copy.deepcopy(data)), engine_native.State.from_dict(copy.deepcopy(data))
     assert nat.state_hash() == py.state_hash()
     for i, choice in enumerate(choices):
         legal = py.legal_actions()
@@ -234,7 +238,7 @@ ACTION_VALUES = st.one_of(
 @settings(FUZZ, max_examples=150)
 @given(base=st.integers(0, len(BASES) - 1), action=ACTION_VALUES)
 def test_any_value_to_apply_fails_or_plays_alike_and_a_refusal_changes_nothing(base, action):
-    py, nat = engine.State.from_dict(BASES[base]), engine_native.State.from_dict(BASES[base])
+    py, nat = reference.from_dict(BASES[base]), engine_native.State.from_dict(BASES[base])
     want = result_of(lambda _: py.apply(action), None)
     got = result_of(lambda _: nat.apply(action), None)
     assert got == want
@@ -271,3 +275,86 @@ def test_any_arguments_to_new_battle_fail_or_start_alike(seed, p1, p2, start):
     result = assert_same_result(lambda m: m.new_battle(seed, p1, p2, start))
     if isinstance(result, tuple):
         assert result[0] in ("StateFormatError", "DeckError"), result  # the engine's clear errors only
+
+
+# ------------------------------------------------------------------ every field of a live state
+# A Python engine.State's slots are writable: a user (or a bug) can set any field to anything.
+# Every native entry point must then give the reference's verdict: the StateFormatError that
+# reference.from_dict gives for the state's to_dict (or the core's documented refusal of what it
+# cannot hold), or, where the reference accepts the state, exactly what the same entry point
+# gives on the state rebuilt from that dict. Never a crash (make sanitize runs this under ASan).
+PLAYER_FIELDS = ("hp", "max_mana", "mana", "fatigue", "deck", "hand", "board")
+STATE_FIELDS = ("seed", "decks", "starting_player", "rng", "players", "active", "turn", "next_uid", "winner",
+                "end_reason")
+CREATURE_FIELDS = ("uid", "card_id", "attack", "health", "max_health", "keywords", "sick", "attacked")
+field_values = st.one_of(garbage, st.sampled_from(BAD_INTS), st.integers(-3, 64),
+                         st.sampled_from(["hero_defeated", "turn_limit", SplitMix64(5), (1, 2), [[1] * 30] * 2]))
+
+
+def entry_points(engine_native: Any) -> dict[str, Callable[[Any], Any]]:
+    """Each native entry point that takes a state, as a call returning plain data."""
+    return {
+        "from_state": lambda s: engine_native.from_state(s).to_dict(),
+        "greedy_act": engine_native.greedy_act,
+        "evaluate": lambda s: engine_native.evaluate(s, 1),
+        "random_act": lambda s: engine_native.random_act(s, SplitMix64(3)),
+        "determinize": lambda s: engine_native.determinize(s, 2, SplitMix64(4)).to_dict(),
+        "digest": lambda s: engine_native.information_set_digest(s, 1),
+        "search": lambda s: engine_native.search(s, 11, 4, "greedy"),
+    }
+
+
+def verdict(call: Callable[[Any], Any], state: Any) -> Any:
+    try:
+        return call(state)
+    except Exception as exc:  # noqa: BLE001 - the comparison is the point
+        return type(exc).__name__, str(exc)
+
+
+@settings(FUZZ, max_examples=250)
+@given(base=st.integers(0, len(BASES) - 1), data=st.data())
+def test_any_value_in_any_field_of_a_live_state_gets_the_references_verdict(base, data):
+    state = reference.from_dict(copy.deepcopy(BASES[base]))
+    where = data.draw(st.sampled_from(["state", "player", "creature", "rng"]))
+    value = data.draw(field_values)
+    if where == "state":
+        setattr(state, data.draw(st.sampled_from(STATE_FIELDS)), value)
+    elif where == "player":
+        setattr(state.players[data.draw(st.integers(0, 1))], data.draw(st.sampled_from(PLAYER_FIELDS)), value)
+    elif where == "rng":
+        state.rng.state = value
+    else:
+        board = state.players[data.draw(st.integers(0, 1))].board
+        slot = data.draw(st.integers(0, 5))
+        field = data.draw(st.sampled_from(CREATURE_FIELDS))
+        board[slot] = (board[slot] or engine.Creature(9, 1, 1, 1, 1, 0, False, False))._replace(**{field: value})
+    try:
+        normalized = checked_dict(state)
+        expected_state = engine_native.State.from_dict(normalized)
+    except engine.StateFormatError as exc:
+        for name, call in entry_points(engine_native).items():
+            got = verdict(call, state)
+            assert got[0] == "StateFormatError" and got[1] == str(exc), (name, got, str(exc))
+        return
+    for name, call in entry_points(engine_native).items():
+        on_rebuilt = (lambda s: s.to_dict()) if name == "from_state" else call
+        assert verdict(call, state) == verdict(on_rebuilt, expected_state), name
+
+
+def test_live_state_edits_that_crashed_the_interpreter_are_refused_with_the_references_message():
+    """The findings of issue 48: an edited active seat, mana or turn reached the core unchecked."""
+    for field, value, message in (("active", 3, "active_player = 4 is outside 1..2"),
+                                  ("active", -1, "active_player = 0 is outside 1..2"),
+                                  ("active", 1000, "active_player = 1001 is outside 1..2"),
+                                  ("active", 2**40 + 1, "active_player = 1099511627778 is outside 1..2"),
+                                  ("starting_player", 9, "starting_player = 9 is outside 1..2"),
+                                  ("turn", 2**47, f"turn = {2**47} is outside 0..60")):
+        state = reference.new_battle(1)
+        setattr(state, field, value)
+        for name, call in entry_points(engine_native).items():
+            with pytest.raises(engine.StateFormatError, match=re.escape(message)):
+                call(state)
+    state = reference.new_battle(1)
+    state.players[0].mana = 2**40 + 3
+    with pytest.raises(engine.StateFormatError, match=re.escape(f"players[0].mana = {2**40 + 3} is outside 0..")):
+        engine_native.greedy_act(state)

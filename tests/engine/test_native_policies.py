@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from engine import reference
+from engine.native_link import view_card_rows
 from adapters.baselines import GreedyPolicy, RandomPolicy, evaluate
 from adapters.search import (
     SearchPolicy,
@@ -52,7 +54,7 @@ def test_from_state_along_random_battles_continues_identically():
     move, the end), each converted and played on to the end on both engines."""
     rng, steps = SplitMix64(26), 0
     for seed in range(150):
-        py = engine.new_battle(seed)
+        py = reference.new_battle(seed)
         cut = rng.below(120)
         for _ in range(cut):
             if py.is_terminal:
@@ -67,7 +69,7 @@ def test_from_state_along_random_battles_continues_identically():
 @given(seed=st.integers(-2**70, 2**70), p1=st.integers(0, 2**64 - 1), start=st.sampled_from([None, 1, 2]),
        cut=st.integers(0, 150))
 def test_hypothesis_from_state_keeps_seed_decks_and_generator(seed, p1, start, cut):
-    py = engine.new_battle(seed, engine.random_deck(SplitMix64(p1)), None, start)
+    py = reference.new_battle(seed, engine.random_deck(SplitMix64(p1)), None, start)
     rng = SplitMix64(p1)
     for _ in range(cut):
         if py.is_terminal:
@@ -81,20 +83,20 @@ def test_hypothesis_from_state_keeps_seed_decks_and_generator(seed, p1, start, c
 
 
 def test_from_state_refuses_what_the_core_cannot_hold_and_non_states():
-    data = engine.new_battle(3).to_dict()
+    data = reference.new_battle(3).to_dict()
     data["players"][0]["hero_health"] = -2**60  # from_dict has no lower bound on hero health
-    extreme = engine.State.from_dict(data)
+    extreme = reference.from_dict(data)
     with pytest.raises(engine.StateFormatError, match="outside the native engine core's range"):
         engine_native.from_state(extreme)
-    with pytest.raises(TypeError, match="needs an engine.State, got dict"):
+    with pytest.raises(TypeError, match="needs a Python engine.State, got dict"):
         engine_native.from_state(data)
-    with pytest.raises(TypeError, match="needs an engine.State, got State"):
+    with pytest.raises(TypeError, match="needs a Python engine.State, got State"):
         engine_native.from_state(engine_native.new_battle(1))
     for call in (engine_native.greedy_act, lambda s: engine_native.evaluate(s, 1),
                  lambda s: engine_native.search(s, 1, 8, "greedy")):
         with pytest.raises(TypeError, match="needs an engine.State or an engine_native.State, got dict"):
             call(data)
-    state = engine.new_battle(3)
+    state = reference.new_battle(3)
     with pytest.raises(ValueError, match="player must be 1 or 2"):
         engine_native.evaluate(state, 3)
     with pytest.raises(ValueError, match="rollout policy is 'greedy' or 'random'"):
@@ -104,7 +106,7 @@ def test_from_state_refuses_what_the_core_cannot_hold_and_non_states():
 
 
 def finished_battle() -> engine.State:
-    state = engine.new_battle(5)
+    state = reference.new_battle(5)
     while not state.is_terminal:
         state.apply(state.legal_actions()[-1])
     return state
@@ -115,7 +117,7 @@ def greedy_battle(seed: int, opponent: str, p1_deck=None, p2_deck=None, start=No
     """A battle stepped on both engines: player 1 greedy, player 2 greedy or random (its own
     generator on each side). The Python reference policy moves the Python state, the core's the
     native state; the actions, evaluations and state hashes must agree at every step."""
-    py = engine.new_battle(seed, p1_deck, p2_deck, start)
+    py = reference.new_battle(seed, p1_deck, p2_deck, start)
     nat = engine_native.new_battle(seed, p1_deck, p2_deck, start)
     random_policy, nat_rng = RandomPolicy(seed), SplitMix64(seed)
     greedy, steps = GreedyPolicy(), 0
@@ -165,7 +167,7 @@ def test_greedy_policy_act_uses_the_core_on_the_native_backend_with_the_same_act
         monkeypatch.setenv("EXTRAARENA_ENGINE", backend_name)
         assert engine.backend.name() == backend_name
         for seed in range(20):
-            state = engine.new_battle(seed)
+            state = reference.new_battle(seed)
             while not state.is_terminal:
                 action = greedy.act(state)
                 assert action == greedy._act_reference(state), f"{backend_name} seed {seed}"
@@ -173,12 +175,12 @@ def test_greedy_policy_act_uses_the_core_on_the_native_backend_with_the_same_act
     monkeypatch.setenv("EXTRAARENA_ENGINE", "native")
     data = mid_battle_dict(9)
     data["players"][0]["fatigue"] = 10**20  # beyond the core's integers: the Python reference plays
-    extreme = engine.State.from_dict(data)
+    extreme = reference.from_dict(data)
     assert greedy.act(extreme) == greedy._act_reference(extreme)
 
 
 def mid_battle_dict(seed: int) -> dict:
-    state, greedy = engine.new_battle(seed), GreedyPolicy()
+    state, greedy = reference.new_battle(seed), GreedyPolicy()
     for _ in range(20):
         state.apply(greedy._act_reference(state))
     return state.to_dict()
@@ -191,7 +193,7 @@ def search_battle(monkeypatch, seed: int, rollout: type, sims: int = 8) -> int:
     Python backend and another on the native one: the same action, value, action values and
     visits, and (random rollouts) the same rollout generator state after. Returns the decisions."""
     searchers = {name: SearchPolicy(rollout(seed), sims, seed) for name in ("python", "native")}
-    state, greedy, seat, decisions = engine.new_battle(seed), GreedyPolicy(), 1 + seed % 2, 0
+    state, greedy, seat, decisions = reference.new_battle(seed), GreedyPolicy(), 1 + seed % 2, 0
     while not state.is_terminal:
         if state.to_move != seat:
             state.apply(greedy.act(state))
@@ -229,7 +231,7 @@ def test_search_act_in_the_core_derives_the_same_seed_from_its_own_digest():
             state, state.legal_actions(), state.to_move,
             SplitMix64(engine.derive_seed(actor_seed, f"search:{information_set_digest(state, state.to_move)}")))
         assert engine_native._core._search_act(state, actor_seed, 8, "greedy", None)[:3] == want
-    forced = engine.new_battle(1)
+    forced = reference.new_battle(1)
     while len(forced.legal_actions()) != 1:
         forced.apply(forced.legal_actions()[-1])
     decision = SearchPolicy(GreedyPolicy(), 8, 5).decide(forced)
@@ -238,7 +240,7 @@ def test_search_act_in_the_core_derives_the_same_seed_from_its_own_digest():
 
 
 def random_state(seed: int, steps: int) -> engine.State:
-    state, rng = engine.new_battle(seed), SplitMix64(seed)
+    state, rng = reference.new_battle(seed), SplitMix64(seed)
     for _ in range(steps):
         if state.is_terminal:
             break
@@ -251,7 +253,7 @@ def random_state(seed: int, steps: int) -> engine.State:
 @given(seed=st.integers(0, 2**64 - 1), deck=st.integers(0, 2**64 - 1), steps=st.integers(0, 100),
        sims=st.integers(1, 16), search_seed=st.integers(0, 2**64 - 1))
 def test_hypothesis_search_decisions_agree(seed, deck, steps, sims, search_seed):
-    state, rng = engine.new_battle(seed, None, engine.random_deck(SplitMix64(deck))), SplitMix64(deck)
+    state, rng = reference.new_battle(seed, None, engine.random_deck(SplitMix64(deck))), SplitMix64(deck)
     for _ in range(steps):
         if state.is_terminal:
             break
@@ -271,7 +273,7 @@ def test_determinize_and_the_digest_agree_on_states_after_every_event_type():
     seen: set[str] = set()
     rng, seed, checked = SplitMix64(1), 0, 0
     while len(seen) < 16 or seed < 40:
-        state, policy = engine.new_battle(seed), SplitMix64(seed)
+        state, policy = reference.new_battle(seed), SplitMix64(seed)
         while not state.is_terminal:
             legal = state.legal_actions()
             seen.update(e["type"] for e in state.apply(legal[policy.below(len(legal))]))
@@ -305,7 +307,7 @@ def test_the_digest_escapes_names_as_orjson_does_and_the_view_holds_no_floats(mo
         for i, card_id in enumerate(sorted(ids)):
             monkeypatch.setitem(engine.CARDS, card_id, dataclasses.replace(engine.CARDS[card_id],
                                                                            name=names[i % len(names)]))
-        engine_native._core._set_view_cards(engine_native._view_card_rows())
+        engine_native._core._set_view_cards(view_card_rows())
         for player in (1, 2):
             info = information_set(state, player)
             if player == 1:  # it sees its hand and both boards: every patched card
@@ -315,7 +317,7 @@ def test_the_digest_escapes_names_as_orjson_does_and_the_view_holds_no_floats(mo
             assert engine_native.information_set_digest(state, player) == information_set_digest(state, player)
     finally:
         monkeypatch.undo()
-        engine_native._core._set_view_cards(engine_native._view_card_rows())
+        engine_native._core._set_view_cards(view_card_rows())
     assert engine_native.information_set_digest(state, 1) == information_set_digest(state, 1)
 
     assert not [v for v in leaves(information_set(random_state(4, 60), 1)) if isinstance(v, float)]

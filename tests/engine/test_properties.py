@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
+from engine.native_state import NativeState
 from adapters import make_baseline
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, CARD_IDS, CARDS, OBS_DIM, IllegalActionError
 from engine.cards import CHARGE, GUARD
@@ -189,13 +190,20 @@ def check_clone_independent(state: engine.State) -> None:
     assert copy.to_dict() == before and copy.legal_actions() == before_legal
     if not copy.is_terminal:
         copy.apply(copy.legal_actions()[-1])
-    for p in copy.players:
-        p.hand.append(CARD_IDS[0])
-        p.deck.clear()
-        p.board[0] = None
-        p.hp -= 5
-        p.mana = 0
-    copy.turn += 1
+    if isinstance(copy, NativeState):  # the native backend refuses every edit, with what to do instead
+        p = copy.players[0]
+        for edit in (lambda: p.hand.append(CARD_IDS[0]), p.deck.clear, lambda: p.board.__setitem__(0, None),
+                     lambda: setattr(p, "hp", p.hp - 5), lambda: setattr(copy, "turn", copy.turn + 1)):
+            with pytest.raises(AttributeError, match="read-only on the native engine core"):
+                edit()
+    else:
+        for p in copy.players:
+            p.hand.append(CARD_IDS[0])
+            p.deck.clear()
+            p.board[0] = None
+            p.hp -= 5
+            p.mana = 0
+        copy.turn += 1
     assert state.to_dict() == before, "mutating a clone changed the original"
     assert state.legal_actions() == before_legal
 
