@@ -134,6 +134,10 @@ def information_set(state: State, player: int) -> dict[str, Any]:
 
 
 def information_set_digest(state: State, player: int) -> str:
+    """sha256 hex of :func:`information_set`'s sorted-key orjson; computed in the core (the same
+    bytes: tests/engine/test_native_policies.py) for a state on the native core."""
+    if isinstance(state, NativeState):
+        return backend.load_native().information_set_digest(state, player)
     return hashlib.sha256(orjson.dumps(information_set(state, player), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

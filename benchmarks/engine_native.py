@@ -6,6 +6,11 @@
 Figures, per CPU-second of this process (time.process_time, so other work on the machine is
 not counted), best of R interleaved rounds, with the ratios native / Python:
 
+* the public engine API (``public_api_*``): ``engine.new_battle(seed)`` then, at every step,
+  ``legal_actions()``, ``apply(legal[k % len(legal)])`` and ``observation(1)``, the loop a user
+  writes, with ``EXTRAARENA_ENGINE=python`` and ``=native`` (on the native backend the state is
+  an ``engine.State`` stepped in the core: engine/native_state.py). Issue 48's target: >= 5x;
+
 * random full battles stepped inside the core (``engine_native.play_random_battles``: no
   Python per step) against the Python engine's random battles (benchmarks/engine.py's
   ``random_steps``: the same battles, seed for seed);
@@ -49,13 +54,10 @@ import engine
 from adapters import GreedyPolicy, SearchPolicy
 from benchmarks.engine import random_steps
 from benchmarks.improve import greedy_states
-from engine import SplitMix64, features
+from engine import SplitMix64, features, reference
+from engine import backend as engine_backend
 
-try:
-    import engine_native
-except ImportError as exc:  # no compiler at make setup: nothing to measure
-    engine_native = None
-    NATIVE_MISSING = str(exc)
+engine_native = engine_backend.load_native()  # registered with engine whatever EXTRAARENA_ENGINE says
 
 
 _DRAWS = [SplitMix64(7).below(1 << 30) for _ in range(1 << 12)]
@@ -70,6 +72,26 @@ def table_steps(module, seed: int) -> int:
         state.apply(legal[_DRAWS[steps & 4095] % len(legal)])
         steps += 1
     return steps
+
+
+def public_api_steps(seed: int) -> int:
+    """The public API's loop on whichever backend is selected: engine.new_battle, then
+    legal_actions + apply + observation(1) at every step (actions from _DRAWS)."""
+    state = engine.new_battle(seed)
+    steps = 0
+    while not state.is_terminal:
+        legal = state.legal_actions()
+        state.apply(legal[_DRAWS[steps & 4095] % len(legal)])
+        state.observation(1)
+        steps += 1
+    return steps
+
+
+def on_backend(name: str, fn):
+    def run(seed: int) -> int:
+        with backend(name):
+            return fn(seed)
+    return run
 
 
 def native_random_steps(seed: int) -> int:
@@ -108,7 +130,7 @@ def backend(name: str):
 
 def python_greedy_battle(seed: int) -> tuple[int, str]:
     """new_battle(seed) played by GreedyPolicy on both sides on the Python engine: (steps, final hash)."""
-    state, greedy, steps = engine.new_battle(seed), GreedyPolicy(), 0
+    state, greedy, steps = reference.new_battle(seed), GreedyPolicy(), 0
     with backend("python"):
         while not state.is_terminal:
             state.apply(greedy.act(state))
@@ -123,14 +145,16 @@ def core_greedy_battles(seed: int, batch: int = 20) -> int:
 SEARCH_SIMS = 32
 SEARCH_CYCLE = 48  # states one search figure call decides: every figure averages the same states
 _STATES: list[engine.State] = []
+_PY_STATES: list[engine.State] = []  # the same states on the Python engine
 _DECISIONS: dict[str, dict[tuple[int, int], tuple]] = {"python": {}, "native": {}}
 
 
 def search_cycle(name: str, k: int) -> int:
     """SearchPolicy(greedy, 32, seed=k) decides every state of the cycle on backend ``name``;
     the decisions are recorded for the comparison."""
+    states = _STATES if name == "native" else _PY_STATES
     with backend(name):
-        for i, state in enumerate(_STATES):
+        for i, state in enumerate(states):
             d = SearchPolicy(GreedyPolicy(), SEARCH_SIMS, k).decide(state)
             _DECISIONS[name][k, i] = (d.action_id, d.value, d.outputs)
     return len(_STATES)
@@ -155,7 +179,7 @@ def verify_search(battles: int, sims: int = 8) -> dict:
     mismatches, decisions, greedy = [], 0, GreedyPolicy()
     for seed in range(battles):
         searchers = {name: SearchPolicy(GreedyPolicy(), sims, seed) for name in ("python", "native")}
-        state, seat = engine.new_battle(seed), 1 + seed % 2
+        state, seat = reference.new_battle(seed), 1 + seed % 2
         while not state.is_terminal:
             if state.to_move != seat:
                 state.apply(greedy.act(state))
@@ -181,7 +205,7 @@ def verify(battles: int) -> dict:
     got = engine_native.play_random_battles(range(battles), hashes=True)
     mismatches, steps = [], 0
     for seed in range(battles):
-        py, nat, rng = engine.new_battle(seed), engine_native.new_battle(seed), SplitMix64(seed)
+        py, nat, rng = reference.new_battle(seed), engine_native.new_battle(seed), SplitMix64(seed)
         while True:
             legal = py.legal_actions()
             with backend("python"):
@@ -214,14 +238,16 @@ def main() -> int:
     parser.add_argument("--verify-search", type=int, default=50, help="teacher battles compared both ways (0: none)")
     args = parser.parse_args()
     if engine_native is None:
-        print(json.dumps({"skipped": f"engine_native is not built ({NATIVE_MISSING}); run make setup"}))
+        print(json.dumps({"skipped": "engine_native is not built; make setup (or pip install of the checkout) builds it"}))
         return 0
     runs = {
-        "python_random": (random_steps, 10_000),
+        "public_api_python": (on_backend("python", public_api_steps), 50_000),
+        "public_api_native": (on_backend("native", public_api_steps), 50_000),
+        "python_random": (lambda seed: random_steps(seed, reference.new_battle), 10_000),
         "core_random": (core_random_steps, 1000),
-        "python_calls_python": (lambda seed: table_steps(engine, seed), 20_000),
+        "python_calls_python": (lambda seed: table_steps(reference, seed), 20_000),
         "python_calls_native": (lambda seed: table_steps(engine_native, seed), 20_000),
-        "splitmix_loop_python": (random_steps, 30_000),
+        "splitmix_loop_python": (lambda seed: random_steps(seed, reference.new_battle), 30_000),
         "splitmix_loop_native": (native_random_steps, 30_000),
         "greedy_python": (lambda seed: python_greedy_battle(seed) and 1, 40_000),
         "greedy_core": (core_greedy_battles, 5_000),
@@ -230,6 +256,7 @@ def main() -> int:
         "search_in_core": (core_search_cycle, 0),
     }
     _STATES[:] = greedy_states(SEARCH_CYCLE)
+    _PY_STATES[:] = [reference.from_dict(state.to_dict()) for state in _STATES]
     figures: dict[str, list[float]] = {name: [] for name in runs}
     for r in range(args.rounds):
         for name, (fn, first_seed) in runs.items():
@@ -251,10 +278,12 @@ def main() -> int:
             "search_decisions_native_vs_python": round(best["search_native"] / best["search_python"], 1),
             "search_decisions_in_core_vs_python": round(best["search_in_core"] / best["search_python"], 1),
             "random_battles_in_core_vs_python": round(best["core_random"] / best["python_random"], 1),
+            "public_api_native_vs_python": round(best["public_api_native"] / best["public_api_python"], 2),
             "python_calls_native_vs_python": round(best["python_calls_native"] / best["python_calls_python"], 2),
             "splitmix_loop_native_vs_python": round(best["splitmix_loop_native"] / best["splitmix_loop_python"], 2),
         },
-        "targets": {"random_battles_in_core_vs_python": 50, "python_calls_native_vs_python": 5,
+        "targets": {"public_api_native_vs_python": 5, "random_battles_in_core_vs_python": 50,
+                    "python_calls_native_vs_python": 5,
                     "greedy_battles_in_core_vs_python": 50, "search_decisions_native_vs_python": 30},
     }
     if args.verify_battles:

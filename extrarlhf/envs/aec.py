@@ -37,6 +37,7 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
+from pettingzoo.utils.env_logger import EnvLogger
 
 import engine
 from engine import ACTION_SPACE_SIZE, IllegalActionError, State
@@ -179,10 +180,33 @@ class ArenaAECEnv(AECEnv):
         """Nothing to release (no window, no process)."""
 
 
+class OrderEnforcing(wrappers.OrderEnforcingWrapper):
+    """PettingZoo's OrderEnforcingWrapper whose ``last()`` and ``step()`` read the env directly:
+    the same checks and results, without forwarding each read through the wrapper's
+    ``__getattr__`` (that forwarding cost more than a native engine step; benchmarks/envs.py)."""
+
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if not self._has_reset:
+            if observe:
+                EnvLogger.error_observe_before_reset()
+            raise AttributeError("agent_selection cannot be accessed before reset")
+        return self.env.last(observe)
+
+    def step(self, action: Any) -> None:
+        if self._has_reset and self.env.agents:
+            self._has_updated = True
+            self.env.step(action)
+        else:
+            super().step(action)  # before reset: the error; after the end: the warning
+
+    def __str__(self) -> str:
+        return str(self.env)
+
+
 def env(**kwargs: Any) -> AECEnv:
-    """``ArenaAECEnv`` behind PettingZoo's OrderEnforcingWrapper, as the classic ``env()`` factories do.
+    """``ArenaAECEnv`` behind PettingZoo's order enforcing, as the classic ``env()`` factories do.
 
     No TerminateIllegalWrapper or AssertOutOfBoundsWrapper: the raw env already refuses
     illegal and out-of-range actions with a clear error.
     """
-    return wrappers.OrderEnforcingWrapper(ArenaAECEnv(**kwargs))
+    return OrderEnforcing(ArenaAECEnv(**kwargs))
