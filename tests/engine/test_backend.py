@@ -93,3 +93,40 @@ def test_unset_and_not_built_falls_back_with_one_stderr_line_once():
     assert len(lines) == 1, stderr  # native() twice and name() once: still one line
     assert lines[0].startswith("extraarena: the native engine core is not built (")
     assert lines[0].endswith("); using the Python engine")
+
+
+def test_the_native_package_imports_no_engine_and_refuses_use_until_engine_registers_it():
+    """Issue 48: the dependency is one-way (engine -> engine_native). Importing the core loads no
+    module of engine; before engine registers the card table every entry point says how, in a
+    RuntimeError, instead of touching an empty table; engine.backend registers it once."""
+    if not native_built():
+        pytest.skip("engine_native is not built")
+    script = """
+import json, sys
+import engine_native, engine_native.batch
+loaded = sorted(m for m in sys.modules if m == "engine" or m.startswith(("engine.", "adapters", "extrarlhf")))
+refusals = []
+for call in (lambda: engine_native.new_battle(1), lambda: engine_native.State.from_dict({}),
+             lambda: engine_native.play_random_battles([1]), lambda: engine_native.play_greedy_battles([1]),
+             lambda: engine_native._core._new_battle("1", None, None, 0), lambda: engine_native.batch.BattleBatch(2),
+             lambda: engine_native._core.set_card_pool([]), lambda: engine_native.greedy_act(object())):
+    try:
+        call()
+        refusals.append(None)
+    except RuntimeError as exc:
+        refusals.append(str(exc))
+from engine import backend
+core = backend.load_native()
+state = core.new_battle(5)
+print(json.dumps({"loaded": loaded, "refusals": refusals, "same": core is engine_native,
+                  "after": len(state.legal_actions()) > 0, "native_again": backend.load_native() is core}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "EXTRAARENA_ENGINE"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["loaded"] == []
+    assert all(r is not None and "not registered with the Python engine" in r for r in result["refusals"]), result
+    assert "engine.backend.load_native()" in result["refusals"][0]
+    assert result["same"] and result["after"] and result["native_again"]
