@@ -82,6 +82,15 @@ def from_state(state: Any) -> State:
     return _core._from_state(state)
 
 
+def _generator_state(rng: Any, what: str) -> int:
+    """The 64-bit state of an engine.SplitMix64 (the object whose ``state`` the call advances)."""
+    state = getattr(rng, "state", None)
+    if isinstance(state, bool) or not isinstance(state, int) or not 0 <= state < 2**64:
+        raise TypeError(f"{what} must be an engine.SplitMix64 (an object whose .state is an integer "
+                        f"0..2**64-1), got {type(rng).__name__}")
+    return state
+
+
 def evaluate(state: Any, player: int) -> float:
     """adapters.baselines.evaluate on the core, for an engine.State (either backend) or an engine_native.State."""
     return _core._evaluate(state, player)
@@ -95,13 +104,13 @@ def greedy_act(state: Any) -> int:
 def random_act(state: Any, rng: Any) -> int:
     """RandomPolicy.act on the core: legal[rng.below(len(legal))], advancing ``rng`` (an
     engine.SplitMix64) as the Python draw does."""
-    action, rng.state = _core._random_act(state, rng.state)
+    action, rng.state = _core._random_act(state, _generator_state(rng, "rng"))
     return action
 
 
 def determinize(state: Any, player: int, rng: Any) -> State:
     """adapters.search.determinize on the core: the same world, and ``rng`` advanced the same."""
-    world, rng.state = _core._determinize(state, player, rng.state)
+    world, rng.state = _core._determinize(state, player, _generator_state(rng, "rng"))
     return world
 
 
@@ -124,7 +133,7 @@ def search(state: Any, search_seed: int, sims: int, rollout: str,
     if random and rollout_rng is None:
         raise ValueError("a random rollout needs its generator (rollout_rng)")
     action, visits, means, after = _core._search(state, search_seed, sims, rollout,
-                                                 rollout_rng.state if random else None)
+                                                 _generator_state(rollout_rng, "rollout_rng") if random else None)
     if random:
         rollout_rng.state = after
     return action, visits, means

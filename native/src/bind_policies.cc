@@ -242,7 +242,7 @@ int CheckPlayer(int player) {
 
 void CheckDeciding(const arena::State& s, int sims) {
   if (s.terminal()) throw nb::value_error("the native search needs a battle that is not over");
-  if (sims < 1) throw nb::value_error("the native search needs sims >= 1");
+  if (sims < 1 || sims > 4096) throw nb::value_error("the native search needs sims >= 1 and at most 4096 (adapters.search.MAX_SIMS)");
 }
 
 // (action, visits, mean values or None where unvisited, the random rollout generator's state or None)

@@ -358,3 +358,46 @@ def test_live_state_edits_that_crashed_the_interpreter_are_refused_with_the_refe
     state.players[0].mana = 2**40 + 3
     with pytest.raises(engine.StateFormatError, match=re.escape(f"players[0].mana = {2**40 + 3} is outside 0..")):
         engine_native.greedy_act(state)
+
+
+# ------------------------------------------------------------------ every other argument of every entry point
+any_arg = st.one_of(garbage, st.sampled_from(BAD_INTS), st.integers(-3, 5000), st.just(np.int64(2)),
+                    st.just(np.array([1, 2])), st.just(SplitMix64(7)), st.sampled_from(["greedy", "random", "search"]))
+CALLS: dict[str, Callable[..., Any]] = {
+    "evaluate": lambda m, s, a, b: m.evaluate(s, a),
+    "determinize": lambda m, s, a, b: m.determinize(s, a, b),
+    "random_act": lambda m, s, a, b: m.random_act(s, a),
+    "digest": lambda m, s, a, b: m.information_set_digest(s, a),
+    "information_set_json": lambda m, s, a, b: m._core._information_set_json(s, a),
+    "search": lambda m, s, a, b: m.search(s, a, b if isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 64
+                                          else b if not isinstance(b, int) else 2, "greedy"),
+    "search_rollout": lambda m, s, a, b: m.search(s, 1, 2, a, b),
+    "search_act": lambda m, s, a, b: m._core._search_act(s, a, 2, "random", b),
+    "observation": lambda m, s, a, b: m.from_state(s).observation(a),
+    "action_features": lambda m, s, a, b: m.from_state(s).action_features(a),
+    "player_fields": lambda m, s, a, b: m.from_state(s).player_fields(a),
+    "apply_core": lambda m, s, a, b: m.from_state(s).apply(a),
+    "play_random_battles": lambda m, s, a, b: m.play_random_battles(a if isinstance(a, list) else [a]),
+    "batch": lambda m, s, a, b: m.batch.BattleBatch(a if isinstance(a, int) and not isinstance(a, bool) and a < 64
+                                                    else a if not isinstance(a, int) else 2, b),
+    "batch_step": lambda m, s, a, b: _batch_step(m, a),
+}
+
+
+def _batch_step(m: Any, actions: Any) -> Any:
+    batch = m.batch.BattleBatch(3, "baseline:greedy")
+    batch.reset(5)
+    return batch.step(actions)
+
+
+@settings(FUZZ, max_examples=300)
+@given(name=st.sampled_from(sorted(CALLS)), base=st.integers(0, len(BASES) - 1), a=any_arg, b=any_arg)
+def test_any_argument_to_any_entry_point_is_a_python_error_or_a_result_never_a_crash(name, base, a, b):
+    """Out-of-range players, seeds, generator states, simulation counts, rollout names, action
+    ids, batch sizes and action arrays: a clear Python exception or a result (make sanitize runs
+    this under ASan + UBSan, where an out-of-bounds access or undefined behaviour aborts)."""
+    state = reference.from_dict(copy.deepcopy(BASES[base]))
+    try:
+        CALLS[name](engine_native, state, a, b)
+    except (TypeError, ValueError, OverflowError, IndexError, engine.EngineError) as exc:
+        assert str(exc), f"{name}: {type(exc).__name__} without a message"
