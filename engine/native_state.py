@@ -116,10 +116,6 @@ class NativeState(State):
         core = self._core
         return PlayerView(core.player_fields(0)), PlayerView(core.player_fields(1))
 
-    @property
-    def _legal(self) -> list[int]:
-        return self._core.legal_actions()
-
     # ------------------------------------------------------------------ the rules, in the core
     def legal_actions(self) -> list[int]:
         return self._core.legal_actions()
