@@ -36,12 +36,10 @@ import numpy as np
 import engine
 from benchmarks.engine import _timed, random_steps
 from benchmarks.engine_native import backend
-from engine import SplitMix64, features
+from engine import SplitMix64, features, reference
+from engine import backend as engine_backend
 
-try:
-    import engine_native
-except ImportError as exc:  # pragma: no cover - depends on the build
-    engine_native, NATIVE_MISSING = None, str(exc)
+engine_native = engine_backend.load_native()  # registered with engine whatever EXTRAARENA_ENGINE says
 
 
 def _rate(fn, seconds: float) -> float:
@@ -119,13 +117,14 @@ def _python_engine(fn, *args):
 def feature_costs() -> dict[str, float]:
     states = []
     for seed in range(40):
-        s, rng = engine.new_battle(seed), SplitMix64(seed)
+        s, rng = reference.new_battle(seed), SplitMix64(seed)  # Python states: the conversion is measured
         while not s.is_terminal:
             states.append(s.clone())
             legal = s.legal_actions()
             s.apply(legal[rng.below(len(legal))])
     items = [(s, s.active + 1) for s in states]
     conv = engine_native.from_state
+    native = [(engine.State.from_dict(s.to_dict()), p) for s, p in items]  # engine.State on the core (issue 48)
 
     def us(fn) -> float:
         best = min(_once(fn) for _ in range(5))
@@ -141,7 +140,9 @@ def feature_costs() -> dict[str, float]:
 
     return {
         "states": len(states),
-        "observation_python_us": us(lambda: [features.observation(s, p) for s, p in items]),
+        "observation_python_us": _python_engine(us, lambda: [features.observation(s, p) for s, p in items]),
+        "observation_native_state_us": us(lambda: [s.observation(p) for s, p in native]),
+        "action_features_native_state_us": us(lambda: [s.action_features() for s, _ in native]),
         "observation_native_us": us(lambda: [conv(s).observation(p) for s, p in items]),
         "action_features_python_us": _python_engine(us, lambda: [features.action_features(s, s.legal_actions())
                                                                  for s in states]),
@@ -158,7 +159,7 @@ def main() -> int:
     parser.add_argument("--num-envs", type=int, default=256)
     args = parser.parse_args()
     if engine_native is None:
-        print(json.dumps({"skipped": f"engine_native is not built ({NATIVE_MISSING}); run make setup"}))
+        print(json.dumps({"skipped": "engine_native is not built; make setup (or pip install of the checkout) builds it"}))
         return 0
     n = args.num_envs
     rounds: list[dict[str, float]] = []

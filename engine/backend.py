@@ -57,6 +57,17 @@ def _load() -> tuple[ModuleType | None, str | None]:
     return engine_native, None
 
 
+def require_native(what: str = "this") -> ModuleType:
+    """``engine_native``, registered (whatever the switch says), or an EngineError saying that
+    ``what`` needs it and how to build it."""
+    module, error = _load()
+    if module is None:
+        raise EngineError(f"{what} needs the native engine core, which is not importable ({error}); "
+                          f"`make setup` or `pip install` of the checkout builds it (it needs a C++ compiler "
+                          f"and cmake; see docs/rl.md)")
+    return module
+
+
 def load_native() -> ModuleType | None:
     """``engine_native``, registered with this engine, whatever ``EXTRAARENA_ENGINE`` says; None
     when it is not built. For code that compares the two engines (tests, benchmarks)."""

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from adapters import work
+from engine import backend
 
 from .acting import action_ids, choose_from_logits, decision_points, flat_rows, segments
 from .model import ActionScorer, deterministic, segment_log_softmax
@@ -45,7 +46,7 @@ def collect(teacher: ActionScorer, opponent: str, settings: DistillSettings, tem
             generator: torch.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(obs, flat action features, legal counts, the teacher's flat logits) of the teacher's
     sampled play against ``opponent``."""
-    from engine_native.batch import BattleBatch
+    BattleBatch = backend.require_native("the distillation").batch.BattleBatch  # noqa: N806
 
     batch = BattleBatch(settings.battles, opponent=opponent, seat="random")
     out = batch.reset(int(torch.randint(0, 2 ** 62, (1,), generator=generator)))

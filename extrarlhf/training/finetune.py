@@ -42,7 +42,7 @@ def _engine_core() -> None:
 
     if backend.native() is None:
         raise RLHFError("the policy-gradient fine-tune plays its battles on the native engine core, which is not "
-                        "available here (EXTRAARENA_ENGINE=python, or engine_native not built: pip install ./native)",
+                        "available here (EXTRAARENA_ENGINE=python, or the native core not built: `make setup` or a pip install of the checkout builds it)",
                         "engine_unavailable")
 
 

@@ -61,7 +61,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from adapters import work
-from engine import derive_seed
+from engine import backend, derive_seed
 
 from ..core.errors import InvalidArgument
 from .acting import action_ids, choose, decision_points, flat_rows, segments
@@ -106,7 +106,7 @@ class FinetuneSettings:
     max_updates: int = 1_000_000  # a cap besides the time budget (tests: a fixed number of updates)
 
     def __post_init__(self) -> None:
-        from engine_native.batch import native_opponent
+        native_opponent = backend.require_native("PPO fine-tuning").batch.native_opponent
 
         if not self.opponents or any(native_opponent(o) is None for o in self.opponents):
             raise InvalidArgument(f"opponents must be specs the native core plays (baseline:greedy, baseline:random, "
@@ -229,7 +229,7 @@ def _update(net: ActionScorer, opt: torch.optim.Optimizer, roll: Rollout, s: Fin
 def evaluate(net: ActionScorer, opponent: str, battles: int, seed: int) -> dict[str, Any]:
     """The argmax policy's score against ``opponent`` over the first episode of ``battles``
     battles (seats drawn per battle) from ``seed``."""
-    from engine_native.batch import BattleBatch
+    BattleBatch = backend.require_native("PPO fine-tuning").batch.BattleBatch  # noqa: N806
 
     batch = BattleBatch(battles, opponent=opponent, seat="random")
     out = batch.reset(seed)
@@ -276,7 +276,7 @@ def finetune(net: ActionScorer, settings: FinetuneSettings, seed: int, *, second
 def _learn(net: ActionScorer, settings: FinetuneSettings, seed: int, seconds: float,
            progress: Progress | None) -> FinetuneResult:
     """One PPO learner (module docstring)."""
-    from engine_native.batch import BattleBatch
+    BattleBatch = backend.require_native("PPO fine-tuning").batch.BattleBatch  # noqa: N806
 
     started = time.perf_counter()
     with deterministic(settings.threads):
