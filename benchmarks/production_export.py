@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SALT = "benchmark-salt-0123456789abcdef-0123456789"
+SALT = "benchmark-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 KEY_ID = "rc-bench-1"
 DEFAULT_BATTLES = 15_000  # ~70 actions per battle: a little over 1,000,000 action rows
 QUICK_BATTLES = 1_500

@@ -44,7 +44,7 @@ from extrarlhf.production.localdb import ThrowawayPostgres
 from extrarlhf.production.returnclock_query import PLANNER_SETTINGS, RETURNCLOCK_SQL
 
 ROOT = Path(__file__).resolve().parents[1]
-SALT = "benchmark-salt-0123456789abcdef-0123456789"
+SALT = "benchmark-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DAYS = 30
 SESSIONS_PER_PLAYER = 10

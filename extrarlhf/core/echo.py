@@ -36,6 +36,7 @@ _SECRET = re.compile(
     r"|clickhouse|snowflake)(?:\+[a-z0-9]+)?://(?![.\s<)]|$))"  # a database URL ("postgresql://..." in prose is not)
     r"|(?:\bjdbc:[a-z0-9]+:)"                                  # a JDBC URL
     r"|(?:\b[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)"          # any URL carrying user:password@
+    r"|(?:(?<![^\s'\"(\[<])[^\s/:@'\"]+:[^\s/@'\"]+@[^\s'\"]+)"  # user:password@host on its own (a URL split at a space)
     r"|(?:\bpassword\s*=\s*\S)"                                # libpq keyword DSN with a password
     r"|(?:(?:dsn|salt|password|passwd|secret|token|credential)[a-z0-9_]*\s*=\s*\S)"  # KEY=value (any prefix)
     r"|(?:(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret"

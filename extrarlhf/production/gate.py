@@ -104,7 +104,22 @@ def salt_entropy_problem(salt: bytes) -> str | None:
         return f"has about {bits:.0f} bits of entropy, fewer than {MIN_SALT_ENTROPY_BITS}"
     if any(salt[period:] == salt[:-period] for period in range(1, len(salt) // 2 + 1)):
         return "repeats a block of itself"
+    grams = [salt[i:i + _GRAM] for i in range(len(salt) - _GRAM + 1)]
+    if grams and len(set(grams)) < 0.9 * len(grams):
+        return "repeats parts of itself (a phrase written again and again, or its base64)"
+    steps = [b - a for a, b in zip(salt, salt[1:])]
+    if max(steps.count(1), steps.count(-1)) >= len(steps) // 4:
+        return "runs through an alphabet in order (abc..., 012..., the base64 alphabet)"
+    if _WORDS.fullmatch(salt) or _LOWER_WORDS.fullmatch(salt):
+        return "reads as words (a passphrase)"
     return None
+
+
+# What salt_entropy_problem recognizes beyond counting (issue 49). No rule can prove randomness:
+# a known hash of a dictionary word (sha256("password") as hex) looks random and passes; say so.
+_GRAM = 6  # a random 64-character hex salt repeats no 6 characters (16**6 values); a phrase does
+_WORDS = re.compile(rb"[A-Za-z]+(?: +[A-Za-z0-9]+)+[ .!?]*")  # words separated by spaces
+_LOWER_WORDS = re.compile(rb"[a-z]{2,}(?:[-_.,][a-z]{2,}){2,}[0-9]*")  # correct-horse-battery-staple
 
 def _libpq_pairs(text: str) -> dict[str, str]:
     """libpq ``key = value`` pairs (values bare or single-quoted, backslash escapes ``\\'`` and
@@ -227,7 +242,8 @@ def _problems(env: Mapping[str, str]) -> dict[str, str]:
                               f"{MIN_SALT_BYTES} bytes, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')")
     elif (weak := salt_entropy_problem(salt.encode("utf-8"))) is not None:
         problems[SALT_VAR] = (f"{weak}: it is no random secret (use at least {MIN_SALT_BYTES} random bytes, e.g. "
-                              f"python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+                              f"python -c 'import secrets; print(secrets.token_urlsafe(32))'; no check can prove a "
+                              f"salt random: a hash of a word passes these, so make it with secrets)")
     key_id = env.get(KEY_ID_VAR)
     if not key_id:
         problems[KEY_ID_VAR] = "is not set (a public name for the salt, e.g. rc-2026-11)"

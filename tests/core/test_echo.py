@@ -28,6 +28,8 @@ SECRETS = [
     ("postgresql\uff1a//admin:S3cr3tPw@db.example/prod", "S3cr3tPw@db.example"),   # fullwidth colon
     ("\uff50\uff4f\uff53\uff54\uff47\uff52\uff45\uff53://u@db.example/prod", "u@db.example"),  # fullwidth letters
     ("postgres\u200b://u@db.example/prod", "u@db.example"),                          # a zero-width space
+    ("postgresql:// admin:S3cr3tPw@db.example/prod", "S3cr3tPw@db.example"),  # a space after // (issue 49)
+    ("admin:S3cr3tPw@db.example", "S3cr3tPw@db.example"),                      # user:password@host alone
     ("host=db.example dbname=prod user=admin", "db.example"),
     ("password = hunter2hunter2", "hunter2hunter2"),
     ("RLHF_PRODUCTION_DSN=anything-here", "anything-here"),

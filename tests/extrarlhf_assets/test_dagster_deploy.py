@@ -20,7 +20,7 @@ from extrarlhf.production.fixture import build_fixture
 from tests.dagster_helpers import (BIN, FINISHED, ROOT, RUNS, assert_one_at_a_time, dagster_services, graphql,
                                    instance_env, intervals, launch, max_overlap, step_events, tcp_postgres)
 
-SALT = "deploy-test-salt-0123456789abcdef-0123456789"
+SALT = "deploy-test-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
 POOLED = {"production_v5_export", "returnclock_export", "production_v5_export_no_raw_identifiers",
           "timestamp_dataset_no_raw_identifiers", "returnclock_export_no_raw_identifiers",

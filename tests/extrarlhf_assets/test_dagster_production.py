@@ -27,7 +27,7 @@ from extrarlhf.production.fixture import build_fixture
 from extrarlhf.production.leaks import window_identifiers
 from extrarlhf_assets.resources import DatasetsResource, ProductionResource
 
-SALT = "dagster-production-salt-0123456789abcdef-xy"
+SALT = "dagster-production-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 DAY = "2026-01-02"
 THRESHOLDS = dict(min_returnclock_rows=5, min_returnclock_events=2, min_metronome_labels=10, min_timestamp_labels=5)
 ROOT = Path(__file__).resolve().parents[2]

@@ -37,7 +37,7 @@ from extrarlhf.runtime.sessions import FINAL_STATUSES, SessionStore, check_sessi
 from tests.dagster_helpers import (ROOT, assert_one_at_a_time, dagster_services, instance_env, intervals, launch,
                                    run_statuses, step_events, tcp_postgres, wait_for, webhook_server)
 
-SALT = "recovery-test-salt-0123456789abcdef-01234567"
+SALT = "recovery-test-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 DAY = "2026-01-02"
 KILLED, QUEUED = "killed-worker", "queued-behind"
 # a series plays 16 battles side by side (CHUNK), so the first ones finish together: the worker

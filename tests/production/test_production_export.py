@@ -21,7 +21,7 @@ from extrarlhf.production.pseudonyms import battle_key, player_pseudonym
 from extrarlhf.production.schema import DDL
 from extrarlhf.production.timestamp import APPROVED_INPUTS, export_timestamp_dataset, load_inputs
 
-SALT = "fixture-salt-0123456789abcdef-0123456789"
+SALT = "fixture-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 KEY_ID = "rc-test-1"
 TABLE_FILES = ("decisions", "turns", "battles", "excluded", "metronome", "production_battles")
 

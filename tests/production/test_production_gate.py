@@ -19,7 +19,7 @@ from extrarlhf.production.status import production_status
 from extrarlhf.production.timestamp import export_timestamp_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
-SALT = "a-very-secret-salt-value-0123456789abcdef"
+SALT = "a-very-secret-salt-value-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 GOOD = {gate.ENABLE_VAR: "1", gate.DSN_VAR: "postgresql://reader:hunter2-pw@db.internal:5432/prod",
         gate.SALT_VAR: SALT, gate.KEY_ID_VAR: "rc-2026-11"}
 SECRETS = ("hunter2-pw", SALT, "postgresql://reader")
@@ -65,7 +65,7 @@ def test_a_closed_gate_names_each_problem_and_never_a_value(env, names):
 
 
 def test_a_salt_of_exactly_32_bytes_is_accepted_and_31_is_not():
-    salt = "0123456789abcdefghijklmnopqrstuv"
+    salt = "q7Vd2kXw9PzL0bMf4RtY8nJc6HsA1eGu"
     assert open_gate({**GOOD, gate.SALT_VAR: salt}).salt == salt.encode()
     with pytest.raises(ProductionDisabled, match="shorter than 32 bytes"):
         open_gate({**GOOD, gate.SALT_VAR: salt[:31]})
@@ -75,12 +75,21 @@ def test_a_salt_of_exactly_32_bytes_is_accepted_and_31_is_not():
     (" " * 32, "fewer than 8 distinct byte values"), (" \t" * 16, "fewer than 8 distinct byte values"),
     ("x" * 64, "fewer than 8 distinct byte values"), ("ab" * 40, "fewer than 8 distinct byte values"),
     ("abcdefgh" * 4, "bits of entropy, fewer than 128"), ("0123456789abcde" * 3, "repeats a block of itself"),
-    ("0123456789abcdef" * 2, "repeats a block of itself")])
+    ("0123456789abcdef" * 2, "repeats a block of itself"),
+    # issue 49: what a person types when asked for a random secret
+    ("abcdefghijklmnopqrstuvwxyz012345", "runs through an alphabet in order"),
+    ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", "runs through an alphabet in order"),
+    ("zyxwvutsrqponmlkjihgfedcba9876543210", "runs through an alphabet in order"),
+    ("correct horse battery staple and more words", "reads as words (a passphrase)"),
+    ("correct-horse-battery-staple-gets-long", "reads as words (a passphrase)"),
+    ("cGFzc3dvcmRwYXNzd29yZHBhc3N3b3JkcGFzc3dvcmRwYXNzd29yZA==", "repeats parts of itself"),  # base64 of a phrase
+    ("my secret phrase, my secret phrase, my secret phrase!", "repeats parts of itself")])
 def test_a_salt_without_entropy_is_refused_without_showing_it(salt, why):
     with pytest.raises(ProductionDisabled) as info:
         open_gate({**GOOD, gate.SALT_VAR: salt, gate.KEY_ID_VAR: "rc-1"})
     assert sorted(info.value.problems) == [gate.SALT_VAR]
     assert why in str(info.value) and "token_urlsafe" in str(info.value)
+    assert "no check can prove a salt random" in str(info.value)
     assert salt.strip() not in str(info.value) or not salt.strip()
 
 
@@ -103,7 +112,7 @@ def test_the_enable_flag_must_be_exactly_1(value):
 
 @pytest.mark.parametrize("dsn, key_id, why", [
     (GOOD[gate.DSN_VAR], "rc-" + SALT, "contains RETURNCLOCK_DATASET_SALT"),
-    (GOOD[gate.DSN_VAR], "RC-" + SALT.upper()[:41], "contains RETURNCLOCK_DATASET_SALT"),
+    (GOOD[gate.DSN_VAR], "RC-" + SALT.upper(), "contains RETURNCLOCK_DATASET_SALT"),
     (GOOD[gate.DSN_VAR], "hunter2-pw", "contains the password or user name of RLHF_PRODUCTION_DSN"),
     (GOOD[gate.DSN_VAR], "rc-reader-1", "contains the password or user name of RLHF_PRODUCTION_DSN"),
     ("postgresql://db.internal/prod?user=svc&password=pa55word-x", "key.pa55word-x",

@@ -27,7 +27,7 @@ from extrarlhf.production import gate
 
 from ..mcp_helpers import REPO, Checked
 
-SALT = "privacy-salt-do-not-leak-0123456789abcdef"
+SALT = "privacy-salt-do-not-leak-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 
 
 @pytest.fixture

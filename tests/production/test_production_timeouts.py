@@ -38,7 +38,7 @@ from extrarlhf.production.schema import DDL
 
 from ..mcp_helpers import REPO, Checked
 
-SALT = "timeouts-salt-0123456789abcdef-0123456789"
+SALT = "timeouts-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 LEAKED_VALUE = "b-5-0000101-secret-row-value"
 
 

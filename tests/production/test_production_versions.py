@@ -25,7 +25,7 @@ from extrarlhf.production.fixture import build_fixture
 from extrarlhf.production.returnclock import export_returnclock_dataset
 from extrarlhf.production.versions import content_digest, latest_complete
 
-SALT = "versions-salt-0123456789abcdef-0123456789"
+SALT = "versions-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 
 
 @pytest.fixture(scope="module")

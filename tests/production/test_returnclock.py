@@ -27,7 +27,7 @@ from extrarlhf.production.returnclock import (
 )
 from extrarlhf.production.schema import DDL
 
-SALT = "returnclock-test-salt-0123456789abcdef-xyz"
+SALT = "returnclock-test-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
 KEY_ID = "rc-test-2"
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 INF = datetime.max.replace(tzinfo=timezone.utc)
