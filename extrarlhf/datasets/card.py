@@ -141,8 +141,13 @@ def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]
     ready = [c for c, state in sorted(readiness.items()) if isinstance(state, dict) and state.get("ready")]
     if readiness:
         lines.append(f"- ready contours at build time: {', '.join(ready) or 'none'}")
+    if m.get("pseudonymized"):
+        lines.append(f"- **{PSEUDONYMIZED_NOTE}**: pseudonym key `{m.get('pseudonym_key_id')}`")
     lines += ["- files (sha256):"] + [f"  - `v{version}/{f}` `{sha}`" for f, sha in sorted(m["files"].items())]
     return lines + [""]
+
+
+PSEUDONYMIZED_NOTE = "Pseudonymized, not anonymous"
 
 
 def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas: dict[int, str],
@@ -164,7 +169,14 @@ def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas:
             "ExtraArena battles recorded by ExtraRLHF: per-decision observations (the acting player's "
             "view, no hidden information), legal actions with their features, the chosen action and the "
             "battle's outcome. Column meanings: the project's `docs/data-format.md`, section 10.", "",
-            f"**{_LICENSE_NOTE}.**", "", "## Provenance", ""]
+            f"**{_LICENSE_NOTE}.**", ""]
+    keys = sorted({str(m.get("pseudonym_key_id")) for m in manifests.values() if m.get("pseudonymized")})
+    if keys:
+        body += [f"**{PSEUDONYMIZED_NOTE}.** Data derived from production: players appear only as keyed "
+                 f"pseudonyms (key {', '.join(f'`{k}`' for k in keys)}). Whoever holds that key's salt can link "
+                 f"them to the production accounts, and play itself can identify a person: treat these files "
+                 f"as personal data.", ""]
+    body += ["## Provenance", ""]
     for version in sorted(manifests, reverse=True):
         body += _provenance(version, manifests[version], manifest_shas[version])
     if unreadable:

@@ -28,7 +28,7 @@ MANIFEST = "manifest.json"
 KINDS = ("v5_decisions", "v5_policy_split", "nemesis_lite_split", "nemesis_standard_split", "timestamp",
          "returnclock_export", "returnclock_split", "preference_pairs")
 
-__all__ = ["MANIFEST", "KINDS", "code_version", "write_manifest", "read_manifest"]
+__all__ = ["MANIFEST", "KINDS", "PRIVACY_KEYS", "code_version", "privacy_of", "write_manifest", "read_manifest"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,6 +49,15 @@ def code_version() -> dict[str, Any]:
         pass
     return {"extrarlhf": package, "engine": engine.ENGINE_VERSION, "ruleset": engine.RULESET,
             "git_commit": commit}
+
+
+PRIVACY_KEYS = ("pseudonymized", "anonymous", "pseudonym_key_id")
+
+
+def privacy_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a dataset made from ``manifest``'s must carry on: a pseudonymized source's
+    ``pseudonymized``, ``anonymous`` (False) and ``pseudonym_key_id``; nothing for other data."""
+    return {k: manifest.get(k) for k in PRIVACY_KEYS} if manifest.get("pseudonymized") else {}
 
 
 def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, kind: str,

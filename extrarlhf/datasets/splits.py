@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 from ..core.errors import InvalidArgument, NotReady
 from ..core.readiness import ReadinessPolicy, contour_readiness
 from .assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, SPLITS, bucket, check_fractions, check_split_key, split_of
-from .manifest import write_manifest
+from .manifest import privacy_of, write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep, manifest_sha256
 from .publish import publish_version
@@ -263,7 +263,7 @@ def _split(dataset: str, *, contour: str, kind: str, layout: str, key_column: st
             folder, dataset_id=dataset_id, name=name, version=version, kind=kind, tables=tables,
             sources={"kind": "dataset", "dataset_id": resolved.dataset_id, "manifest_sha256": source_sha,
                      "row_counts": source_manifest["row_counts"], "groups": source_manifest["sources"].get("groups")},
-            readiness=readiness, extra={"split": split_block})
+            readiness=readiness, extra={"split": split_block, **privacy_of(source_manifest)})
         return {"kind": kind, "source": resolved.dataset_id, "row_counts": manifest["row_counts"],
                 "split": {k: split_block[k] for k in ("contour", "group_key", "fractions", "groups", "rows",
                                                       "battles_straddling_splits")}}

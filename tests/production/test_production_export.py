@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from pathlib import Path
@@ -75,8 +76,6 @@ def test_every_defect_is_excluded_with_its_reason(exported, production_db):
 def test_the_manifest_says_what_the_export_is(exported):
     root, result = exported
     manifest = validate_dataset("prod", datasets_dir=root)
-    import json
-
     m = json.loads((Path(result["path"]) / "manifest.json").read_text())
     assert m["pseudonymized"] is True and m["anonymous"] is False and m["pseudonym_key_id"] == KEY_ID
     assert m["complete"] is True and m["stop_reason"] is None
@@ -85,6 +84,17 @@ def test_the_manifest_says_what_the_export_is(exported):
     assert set(streams) == {"battles", "battle_actions"} and streams["battle_actions"]["rows"] > 1000
     assert m["readiness"]["evidence"]["source_kind"] == "production"
     assert manifest["valid"]
+    card = (root / "prod" / "README.md").read_text(encoding="utf-8")  # issue 49: the card says it too
+    assert "Pseudonymized, not anonymous" in card and f"`{KEY_ID}`" in card and "personal data" in card
+
+
+def test_a_split_of_a_production_export_stays_marked_pseudonymized(exported):
+    root, result = exported
+    split = split_nemesis_training_dataset("prod", "lite", name="prod-split", datasets_dir=root)
+    m = json.loads((Path(split["path"]) / "manifest.json").read_text())
+    assert m["pseudonymized"] is True and m["anonymous"] is False and m["pseudonym_key_id"] == KEY_ID
+    card = (root / "prod-split" / "README.md").read_text(encoding="utf-8")
+    assert "Pseudonymized, not anonymous" in card and f"`{KEY_ID}`" in card
 
 
 def test_metronome_holds_human_decisions_with_observed_think_times(exported):
