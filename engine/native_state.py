@@ -74,13 +74,14 @@ def _core_field(name: str) -> property:
 class NativeState(State):
     """An engine.State whose battle lives in the native core (see the module doc)."""
 
-    __slots__ = ("_core",)
+    __slots__ = ("_core", "_players")  # _players: (core version, the snapshot taken at it)
 
     @classmethod
     def adopt(cls, core: Any) -> "NativeState":
         """Wrap an ``engine_native.State`` (the wrapper owns it from now on)."""
         state = cls.__new__(cls)
         object.__setattr__(state, "_core", core)
+        object.__setattr__(state, "_players", (-1, None))
         return state
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -113,8 +114,14 @@ class NativeState(State):
 
     @property
     def players(self) -> tuple[PlayerView, PlayerView]:
+        """Both sides, read once per transition: the views and the Python features read them
+        several times per decision, and the snapshot is immutable, so it is shared until ``apply``."""
         core = self._core
-        return PlayerView(core.player_fields(0)), PlayerView(core.player_fields(1))
+        version, players = self._players
+        if version != core.version:
+            players = PlayerView(core.player_fields(0)), PlayerView(core.player_fields(1))
+            object.__setattr__(self, "_players", (core.version, players))
+        return players
 
     # ------------------------------------------------------------------ the rules, in the core
     def legal_actions(self) -> list[int]:

@@ -548,6 +548,7 @@ NB_MODULE(_core, m) {
              }
              self.last_events.clear();
              self.legal_valid = false;
+             ++self.version;
              arena::ApplyAction(self.s, a, &self.last_events);
              return EventsList(self.last_events);
            }, nb::arg("action_id").none(),
@@ -584,6 +585,8 @@ NB_MODULE(_core, m) {
       .def_prop_ro("starting_player", [](const NativeState& self) { return self.s.starting_player; })
       .def_prop_ro("seed", [](const NativeState& self) { return nb::steal<nb::int_>(SeedInt(self.s.seed)); })
       .def_prop_ro("next_uid", [](const NativeState& self) { return self.s.next_uid; })
+      .def_prop_ro("version", [](const NativeState& self) { return self.version; },
+                   "Transitions applied to this object (a cache key for what was read of it).")
       .def_prop_ro("rng_state", [](const NativeState& self) { return self.s.rng.state; },
                    "The battle generator's state (engine.State.rng.state).")
       .def("player_fields", [](const NativeState& self, int index) { return PlayerTuple(self.s, index); },

@@ -2,6 +2,8 @@
 // binding caches. Shared by binding.cc (which registers the class) and bind_policies.cc.
 #pragma once
 
+#include <cstdint>
+
 #include "state.h"
 
 namespace arena_binding {
@@ -11,6 +13,7 @@ struct NativeState {
   arena::State s;
   arena::Events last_events;
   bool legal_valid = false;  // `legal` is the state's legal actions (as State._legal)
+  uint64_t version = 0;  // transitions applied to this object: Python caches what it read of the state under it
   arena::ActionList legal;
 
   const arena::ActionList& Legal() {
