@@ -6,10 +6,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 TOOLS := .tools
-NPM_TOOLS := @modelcontextprotocol/inspector @anthropic-ai/claude-code @openai/codex opencode-ai
+NPM_TOOLS := @modelcontextprotocol/inspector @anthropic-ai/claude-code @openai/codex opencode-ai axe-core
 TOOLS_STAMP := $(TOOLS)/.installed
 
-.PHONY: run test bench setup clean golden mcp play tools ui chromium postgres prod-demo improve docs sanitize
+.PHONY: run test bench setup clean golden mcp play tools ui chromium postgres prod-demo improve docs sanitize FORCE
+FORCE:
 
 setup: $(STAMP)
 
@@ -57,12 +58,13 @@ postgres:
 	    (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1))) || \
 	  echo "warning: could not install postgresql; the production-plane tests will be skipped"
 
-# Third-party test clients, one npm install into the ignored .tools/: the MCP Inspector CLI and the
-# real MCP clients (Claude Code, Codex, OpenCode) the tests drive; without npm or the registry, one
-# warning line and their tests skip.
+# Third-party test clients, one npm install into the ignored .tools/: the MCP Inspector CLI, the
+# real MCP clients (Claude Code, Codex, OpenCode) the tests drive and axe-core (the arena's
+# accessibility check); without npm or the registry, one warning line and their tests skip. A
+# package added to NPM_TOOLS since the last install is installed (the stamp is redone).
 tools: $(TOOLS_STAMP)
 
-$(TOOLS_STAMP):
+$(TOOLS_STAMP): $(if $(strip $(foreach p,$(NPM_TOOLS),$(if $(wildcard $(TOOLS)/node_modules/$(p)/package.json),,$(p)))),FORCE)
 	@if command -v npm >/dev/null 2>&1; then \
 		{ npm install --silent --no-audit --no-fund --prefix $(TOOLS) $(NPM_TOOLS) && touch $@; } \
 		|| echo "warning: could not install $(NPM_TOOLS) from npm; their tests will be skipped"; \

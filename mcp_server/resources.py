@@ -388,8 +388,8 @@ def play_battle(
         "whether you move now; opponent_moves lists what player 2 did first).",
         "3. For each decision choose an action_id from the latest legal_actions (action ids change after "
         "every move: never reuse an old one) and call submit_action(match_id=..., action_id=..., "
-        "rationale=\"...\") with one or two sentences on why. The result holds your_move, opponent_moves "
-        "(described from player 2's side), the new board and legal_actions, done and winner.",
+        "rationale=\"...\") with one or two sentences on why. The result holds opponent_moves (described from "
+        "player 2's side), board, legal_actions, your_turn, done and winner; your own move is not echoed.",
         "4. If your_turn is false while done is false (a call returned paused), call advance_bot(match_id=...).",
         "5. When done is true, call finish_battle(match_id=...) and report the winner, the end reason, the "
         "turns and decisions, and degraded or policy_warnings if any.",

@@ -29,6 +29,7 @@ from extrarlhf.runtime.live import MatchRegistry
 from extrarlhf.runtime.sessions import SessionStore
 
 from .config import ArenaConfig
+from .views import from_player_side
 
 MAX_NAME_CHARS = 64
 MAX_SPEC_CHARS = 200
@@ -151,7 +152,8 @@ class Arena:
                                  "tab): nothing was played; here is the battle as it is now", "stale_page", 409)
             start = m.decision_count
             m.submit(action, rationale)
-            played.opponent_moves = [move["description"] for move in m.moves_since(start + 1) if move["player"] == 2]
+            played.opponent_moves = [from_player_side(move["description"]) for move in m.moves_since(start + 1)
+                                     if move["player"] == 2]
             self._finish_if_over(played, m)
         return played
 
@@ -161,7 +163,8 @@ class Arena:
         with self.registry.use(match_id) as m:
             start = m.decision_count
             m.advance()
-            played.opponent_moves += [move["description"] for move in m.moves_since(start) if move["player"] == 2]
+            played.opponent_moves += [from_player_side(move["description"]) for move in m.moves_since(start)
+                                      if move["player"] == 2]
             self._finish_if_over(played, m)
         return played
 

@@ -78,6 +78,32 @@ def table(view: dict[str, Any], legal: list[dict[str, Any]] | None = None) -> di
             "to_move": view["to_move"], "winner": view["winner"], "end_reason": view["end_reason"]}
 
 
+def _their_target(target: str) -> str:
+    """A target of the opponent's move (its text says "your" for the opponent's own side and
+    "enemy" for player 1's) as player 1 reads it."""
+    for mover_side, player_side in (("your hero", "their hero"), ("the enemy hero", "your hero"),
+                                    ("your ", "their "), ("enemy ", "your ")):
+        if target.startswith(mover_side):
+            return player_side + target[len(mover_side):]
+    return target
+
+
+def from_player_side(description: str) -> str:
+    """The opponent's move, described from player 1's side: the engine describes a move from its
+    mover's side ("Attack with Stormcaller -> your Stormcaller" is the opponent's own creature), so
+    "your" becomes "their" and "enemy" becomes "your". Card texts never hold " on " or " -> ", so
+    the target is what follows the last of them."""
+    if description.startswith("Attack with "):
+        attacker, arrow, target = description[len("Attack with "):].rpartition(" -> ")
+        if arrow:
+            return f"Attack with their {attacker} -> {_their_target(target)}"
+    elif description.startswith("Play "):
+        card, on, target = description.rpartition(" on ")
+        if on:
+            return f"{card} on {_their_target(target)}"
+    return description
+
+
 def replay_steps(store: SessionStore, group: str, battle_id: str) -> list[dict[str, Any]]:
     """Every step of a finished battle for its replay page, in order: the omniscient table before
     each decision (the battle is over: nothing is hidden any more), who moved, the move and its
@@ -88,7 +114,9 @@ def replay_steps(store: SessionStore, group: str, battle_id: str) -> list[dict[s
     for record in ref.decisions():
         state = engine.State.from_dict(record["state_before"])
         steps.append({"table": table(state.omniscient_view()), "player": record["player"],
-                      "actor": record["actor"]["type"], "move": record["action"]["description"],
+                      "actor": record["actor"]["type"],
+                      "move": record["action"]["description"] if record["player"] == 1
+                      else from_player_side(record["action"]["description"]),
                       "rationale": record["rationale"], "decision_index": record["decision_index"]})
         last = (state, record["action_id"])
     if last is not None:

@@ -92,7 +92,8 @@ def run_pipeline(group: str, name: str, *, n_battles: int = 300, p1_model: str =
                         f"the group resumes on the next run)")
     stages["collect"] = {k: collected[k] for k in ("group", "ran", "skipped", "n_battles", "battles_per_s")}
     stages["collect"]["summary"] = {k: collected["summary"].get(k) for k in ("battles", "by_status", "results",
-                                                                             "decisions", "degraded")}
+                                                                             "decisions", "degraded",
+                                                                             "policy_warnings", "weights_hashes")}
 
     materialized = timed("materialize", lambda: materialize_v5_dataset(
         [*extra, group], dataset_name, sessions_dir=sessions_dir, datasets_dir=datasets_dir, policy=readiness_policy,
@@ -161,6 +162,10 @@ def _contest(run: _Run, name: str, against: str, *, n_pairs: int, seed: int, elo
                                                  "verdict", "invalid_reasons", "promotion_eligible",
                                                  "promotion_blockers", "battles_played", "battles_per_s")}
     stages["benchmark"]["incumbent"] = against
+    # the check the L0 skill names (skills/extra-rlhf-l0-pipeline): the candidate played its registered weights
+    stages["benchmark"]["candidate"] = {k: bench["candidate"][k] for k in ("spec", "registered_weights_hash",
+                                                                           "played_weights_hash",
+                                                                           "weights_hash_matches")}
     stages["benchmark"]["match"] = {k: bench["match"][k] for k in ("pairs", "wins", "draws", "losses", "score",
                                                                    "elo", "elo_ci95", "sprt")}
     stages["benchmark"]["baselines"] = [{k: b[k] for k in ("model", "opponent", "pairs", "wins", "draws", "losses",
@@ -188,17 +193,24 @@ def _contest(run: _Run, name: str, against: str, *, n_pairs: int, seed: int, elo
 def promotion_meaning(name: str, incumbent: str, benchmark: dict[str, Any]) -> str:
     """What a promotion says about strength, in one sentence an agent cannot misread: it beat the
     incumbent, which on a first promotion is ``baseline:random``, not greedy; the baseline scores
-    say how it fares against each baseline."""
+    say how it fares against each baseline. The benchmark also plays the incumbent against each
+    baseline (its reference rows): those are named as the incumbent's, never as the candidate's."""
     match = benchmark["match"]
     said = f"{name} beat the incumbent {incumbent} (score {match['score']:.2f} over {match['pairs']} pairs)"
     if incumbent == DEFAULT_INCUMBENT:
         said += "; this is the first promotion, so the bar was the random baseline"
-    scores = [f"{b['score']:.2f} against {b['opponent']} ({b['pairs']} pairs)" for b in benchmark["baselines"]]
-    if scores:
-        said += "; it scores " + ", ".join(scores)
-    weaker = [b["opponent"] for b in benchmark["baselines"] if b["score"] < 0.5]
+    rows = benchmark["baselines"]
+    own = [b for b in rows if b["model"] == name]
+    reference = [b for b in rows if b["model"] != name]
+    if own:
+        said += "; it scores " + ", ".join(f"{b['score']:.2f} against {b['opponent']} ({b['pairs']} pairs)"
+                                           for b in own)
+    weaker = [b["opponent"] for b in own if b["score"] < 0.5]
     if weaker:
         said += f": it does not beat {', '.join(weaker)}"
+    for model in dict.fromkeys(b["model"] for b in reference):
+        said += f"; for reference, the incumbent {model} scores " + ", ".join(
+            f"{b['score']:.2f} against {b['opponent']} ({b['pairs']} pairs)" for b in reference if b["model"] == model)
     return said
 
 

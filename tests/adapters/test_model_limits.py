@@ -30,6 +30,7 @@ from tests.adapters.test_adapters import sample_states
 from tests.mcp_helpers import Checked, read_jsonl
 
 LIMIT = 0.2
+NORMAL_LIMIT = 60.0  # a limit a normal model meets even on a stalled machine
 SLACK = 1.5  # a timed-out decision returns within LIMIT + SLACK s (CI machines stall now and then)
 KINDS = ("legacy_onnx", "action_onnx", "v5")
 
@@ -128,7 +129,9 @@ def test_n_timeouts_in_a_row_disable_the_model_for_the_battle_and_the_process(sp
 
     # Another battle's policy on the same file, in this process: disabled from the start, no run.
     other, elapsed = timed(lambda: ModelPolicy(spin_files["v5"], "v5", spec="again").decide(states[0]))
-    assert elapsed < LIMIT and WATCHDOG.fired == fired + 3
+    # no run: the watchdog fired no more (a run of the spinning model is always stopped); the time
+    # bound only says it did not wait out a spin, with room for a loaded machine (issue 49)
+    assert WATCHDOG.fired == fired + 3 and elapsed < LIMIT + SLACK
     assert other.warning["kind"] == "timeout" and "stays disabled in this process" in other.warning["message"]
 
 
@@ -177,10 +180,15 @@ def test_max_timeouts_zero_never_disables(spin_files, states):
 
 
 def test_normal_models_play_exactly_as_without_a_limit(spin_files, states):
+    """A limit (armed watchdog) changes nothing for a model that finishes within it. The limit
+    here is NORMAL_LIMIT, not the file's 0.2 s: slow_ok's ~20 ms decision passed 0.2 s on a
+    loaded 2-core machine (issue 49); what is checked is that the limit's machinery leaves the
+    play unchanged, not how fast the machine is."""
+    assert ModelPolicy(spin_files["slow_ok"], "v5").timeout_s == LIMIT  # the environment's limit applies
     for name in ("v5_plain", "mlp", "slow_ok"):
-        limited = ModelPolicy(spin_files[name], "v5", seed=4, sample=True)
+        limited = ModelPolicy(spin_files[name], "v5", seed=4, sample=True, timeout_s=NORMAL_LIMIT)
         unlimited = ModelPolicy(spin_files[name], "v5", seed=4, sample=True, timeout_s=0)
-        assert limited.timeout_s == LIMIT and unlimited.timeout_s is None
+        assert limited.timeout_s == NORMAL_LIMIT and unlimited.timeout_s is None
         a = [limited.decide(s) for s in states] + limited.decide_batch(states)
         b = [unlimited.decide(s) for s in states] + unlimited.decide_batch(states)
         assert a == b and all(d.warning is None for d in a), name

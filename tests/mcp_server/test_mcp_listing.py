@@ -9,12 +9,15 @@ pinned here so the listing cannot grow back unnoticed."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from mcp import Client
 
 from mcp_server import build_server
 
+REPO = Path(__file__).resolve().parents[2]
 BUDGET = 30_000  # characters of the compact JSON of tools/list; measured 29,986
 
 
@@ -31,6 +34,9 @@ async def test_tools_list_fits_its_budget_and_keeps_every_argument(tmp_path):
     listing = json.dumps({"tools": [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]},
                          separators=(",", ":"), ensure_ascii=False)
     assert len(listing) <= BUDGET, f"tools/list is {len(listing):,} characters, over its budget of {BUDGET:,}"
+    said = re.search(r"`tools/list` ([\d,]+) characters for (\d+) tools", (REPO / "README.md").read_text())
+    assert said and (said.group(1), int(said.group(2))) == (f"{len(listing):,}", len(tools)), \
+        f"README.md says tools/list is {said and said.group(0)!r}; it is {len(listing):,} characters for {len(tools)} tools"
     assert '"outputSchema"' not in listing
     for tool in tools:
         assert tool.output_schema is None

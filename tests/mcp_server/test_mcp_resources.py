@@ -26,7 +26,7 @@ from engine.cards import EFFECTS
 from engine.state import HERO_HEALTH, MAX_MANA, MAX_TURNS, MAX_TURNS_PER_PLAYER, STARTING_HAND
 from mcp_server import build_server, resources
 from mcp_server.resources import CARDS_URI, DATA_FORMAT_PAGE, DATA_FORMAT_URI, RULES_URI, _position
-from tests.mcp_helpers import REPO, stdio_params
+from tests.mcp_helpers import REPO, Checked, stdio_params
 
 URIS = {RULES_URI, CARDS_URI, DATA_FORMAT_URI}
 
@@ -233,6 +233,23 @@ async def test_the_prompts_render_calls_of_real_tools(server):
             'opponent="baseline:random", seed=0)') in texts["run_campaign"]
     for tool in ("list_models", "series_status", "inspect_session", "replay_battle"):
         assert f"{tool}(" in texts["run_campaign"]
+
+
+@pytest.mark.anyio
+async def test_the_play_battle_prompt_names_only_fields_submit_action_returns(server):
+    """Each field the prompt says submit_action's result holds is in a real result (issue 49: it
+    promised a your_move that the result never had)."""
+    async with Client(server) as client:
+        text = (await client.get_prompt("play_battle", {"seed": "4"})).messages[0].content.text
+        c = Checked(client)
+        state = await c.ok("start_battle", {"p1_actor_type": "llm", "seed": 4})
+        moved = await c.ok("submit_action", {"match_id": state["match_id"], "rationale": "r",
+                                             "action_id": state["legal_actions"][0]["action_id"]})
+        await c.ok("abandon_battle", {"match_id": state["match_id"]})
+    said = re.split(r"[;.]", text.split("The result holds ", 1)[1], maxsplit=1)[0]
+    named = set(re.findall(r"\b[a-z]+_[a-z_]+\b|\b(?:board|done|winner)\b", re.sub(r"\([^)]*\)", "", said)))
+    assert {"opponent_moves", "board", "legal_actions", "done", "winner"} <= named
+    assert named <= set(moved), named - set(moved)
 
 
 @pytest.mark.anyio

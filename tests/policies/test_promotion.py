@@ -6,6 +6,7 @@ campaign. Crash consistency is in test_promotion_crash.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from extrarlhf.checkpoints.registry import CheckpointRegistry, ProtectedCheckpoint
 from extrarlhf.core.errors import InvalidArgument, RLHFError
 from extrarlhf.policies.benchmarking import benchmark_models
-from extrarlhf.policies.pipeline import STAGES, run_pipeline
+from extrarlhf.policies.pipeline import STAGES, promotion_meaning, run_pipeline
 from extrarlhf.policies.promotion import (
     PromotionPolicy,
     PromotionRefused,
@@ -192,6 +193,20 @@ def test_pipeline_end_to_end_on_a_tiny_campaign(tmp_path: Path) -> None:
     assert means.startswith("tiny-bc beat the incumbent baseline:random (score ")
     assert "this is the first promotion, so the bar was the random baseline" in means
     assert " against baseline:greedy (2 pairs)" in means
+    # the candidate's rows, then the incumbent's reference row named as the incumbent's (issue 49)
+    own = means.split("; it scores ", 1)[1].split(";", 1)[0]
+    assert own.count(" against ") == 2 and "against baseline:random" in own and "against baseline:greedy" in own
+    assert "; for reference, the incumbent baseline:random scores " in means
+    assert means.split("; for reference, the incumbent baseline:random scores ", 1)[1].endswith(
+        " against baseline:greedy (2 pairs)")
+    # what the L0 skill tells agents to read is in the result (issue 49): every `stages.…` path it names
+    assert stages["collect"]["summary"]["policy_warnings"] == 0 and len(stages["collect"]["summary"]["weights_hashes"]) == 0
+    assert stages["benchmark"]["candidate"]["weights_hash_matches"] is True
+    assert stages["benchmark"]["candidate"]["played_weights_hash"] == stages["train"]["weights_hash"]
+    skill = (Path(__file__).resolve().parents[2] / "skills" / "extra-rlhf-l0-pipeline" / "SKILL.md").read_text()
+    paths = set(re.findall(r"`stages\.([a-z_.0-9]+)`", skill))
+    assert {"promote.means", "benchmark.candidate.weights_hash_matches", "benchmark.report_path"} <= paths
+    assert Path(stages["benchmark"]["report_path"]).is_file()
     json.dumps(result)
 
     # a taken checkpoint name is refused before anything is collected
@@ -210,6 +225,40 @@ def test_pipeline_end_to_end_on_a_tiny_campaign(tmp_path: Path) -> None:
     assert [b["check"] for b in again["stages"]["benchmark"]["promotion_blockers"]] == \
         ["benchmark_passed", "promotion_policy"]
     assert read_promoted(dirs["checkpoints_dir"])["name"] == "tiny-bc"
+    for path in paths:  # in the promoted result, or (the refusal's reasons) in the refused one
+        assert _at(stages, path) or _at(again["stages"], path), f"the L0 skill names stages.{path}, not in a result"
+
+
+def _at(tree: dict, path: str) -> bool:
+    for key in path.split("."):
+        if not isinstance(tree, dict) or key not in tree:
+            return False
+        tree = tree[key]
+    return True
+
+
+def test_promotion_meaning_names_the_incumbents_reference_rows_as_the_incumbents() -> None:
+    """benchmark_models plays the candidate and the incumbent against each baseline: the
+    incumbent's row (here below 0.5 against greedy) is never quoted as the candidate's score."""
+    def row(model: str, opponent: str, score: float) -> dict:
+        return {"model": model, "opponent": opponent, "pairs": 20, "wins": 0, "draws": 0, "losses": 0,
+                "win_rate": None, "score": score}
+
+    bench = {"match": {"score": 0.71, "pairs": 120},
+             "baselines": [row("bc-v1", "baseline:random", 0.97), row("bc-v1", "baseline:greedy", 0.5),
+                           row("baseline:random", "baseline:greedy", 0.0)]}
+    means = promotion_meaning("bc-v1", "baseline:random", bench)
+    assert means == ("bc-v1 beat the incumbent baseline:random (score 0.71 over 120 pairs); this is the first "
+                     "promotion, so the bar was the random baseline; it scores 0.97 against baseline:random "
+                     "(20 pairs), 0.50 against baseline:greedy (20 pairs); for reference, the incumbent "
+                     "baseline:random scores 0.00 against baseline:greedy (20 pairs)")
+    assert "does not beat" not in means  # the incumbent's 0.00 is not the candidate's
+    later = promotion_meaning("bc-v2", "bc-v1", {"match": {"score": 0.6, "pairs": 200}, "baselines": [
+        row("bc-v2", "baseline:random", 0.9), row("bc-v2", "baseline:greedy", 0.4),
+        row("bc-v1", "baseline:random", 0.97), row("bc-v1", "baseline:greedy", 0.5)]})
+    assert later.endswith("0.40 against baseline:greedy (20 pairs): it does not beat baseline:greedy; for "
+                          "reference, the incumbent bc-v1 scores 0.97 against baseline:random (20 pairs), 0.50 "
+                          "against baseline:greedy (20 pairs)")
 
 
 # ---------------------------------------------------------------------------- the promotion policy

@@ -9,6 +9,7 @@ materializes like an MCP-played one; a battle by the keyboard alone (Tab and Ent
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]
 REPO = Path(__file__).resolve().parents[2]
 NO_HSCROLL = "document.scrollingElement.scrollWidth <= window.innerWidth"
+AXE = REPO / ".tools" / "node_modules" / "axe-core" / "axe.min.js"  # make tools installs it from npm
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
 if not CHROMIUM.exists():
     if os.environ.get("RLHF_REQUIRE_CHROMIUM"):
@@ -238,3 +241,49 @@ def test_judging_preference_tasks_by_clicking(server: str, browser: Browser, wor
     listed = list_preferences("clicks", preferences_dir=work / "preferences")
     assert [i["choice"] for i in listed["items"]] == ["A", "B", "tie"]
     assert listed["totals"]["judge_kind"] == {"human": 3} and listed["items"][0]["reason"] == "clicked #choose-a"
+
+
+def _axe(page: Page, where: str) -> None:
+    """axe-core's WCAG 2.1 A/AA rules on the page as shown: no violation (each listed with its nodes)."""
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate("""async tags => (await axe.run(document, {runOnly: {type: 'tag', values: tags}}))
+        .violations.map(v => v.id + ': ' + v.nodes.map(n => n.html.slice(0, 100)).join(' | '))""", AXE_TAGS)
+    assert violations == [], (where, violations)
+
+
+def test_the_battle_end_and_replay_pages_pass_axe_and_read_right(server: str, browser: Browser):
+    """axe-core (WCAG 2.1 A/AA) on the battle, end and replay pages; "Why this move?" comes before
+    the move buttons in tab order; a defeated hero reads "0/30 defeated", never a negative health."""
+    if not AXE.is_file():
+        pytest.skip(f"no {AXE.relative_to(REPO)}: make tools installs axe-core from npm")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        _start(page, server, "baseline:greedy", group="arena-axe")
+        _axe(page, "battle page, first move")
+        # document order is tab order here (no positive tabindex): the rationale before every move button
+        assert page.evaluate("""() => {
+            const why = document.querySelector('#rationale');
+            const moves = [...document.querySelectorAll('#play button.act')];
+            return moves.length > 0 && !document.querySelector('[tabindex]:not([tabindex="-1"]):not([tabindex="0"])')
+                && moves.every(b => why.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING);
+        }""")
+
+        def check(n: int) -> None:
+            if n in (4, 10):
+                _axe(page, f"battle page, move {n}")
+
+        _click_to_the_end(page, each=check)
+        _axe(page, "end page")
+        healths = [" ".join(h.split()) for h in page.locator(".health").all_text_contents()]
+        assert all(re.fullmatch(r"♥ (\d+/30|0/30 defeated)", h) for h in healths), healths
+        if page.locator("#result h1").inner_text() in ("You won!", "You lost") and "hero" in \
+                page.locator("#result p").first.inner_text():
+            assert sum("defeated" in h for h in healths) == 1, healths
+        with page.expect_navigation():
+            page.click("text=Watch the replay")
+        _axe(page, "replay page, first step")
+        with page.expect_navigation():
+            page.click("text=Last »")
+        _axe(page, "replay page, final state")
+    finally:
+        page.close()

@@ -6,6 +6,7 @@ bind rule, escaped output, and Metronome readiness counting arena labels only on
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import engine
 
 from extrarlhf.core.errors import InvalidArgument
 from extrarlhf.core.readiness import ReadinessPolicy
@@ -31,6 +34,11 @@ from web.config import check_bind
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _opponent_moves(page: str) -> list[str]:
+    section = re.search(r'<section class="panel moves".*?</section>', page, re.S)
+    return [html.unescape(m) for m in re.findall(r"<li>(.*?)</li>", section.group(0), re.S)] if section else []
+
+
 def _is_page(r, status: int, *words: str) -> None:
     assert r.status_code == status, (r.status_code, r.text[:1500])
     assert r.headers["content-type"].startswith("text/html")
@@ -42,7 +50,9 @@ def _is_page(r, status: int, *words: str) -> None:
 def test_a_whole_battle_is_recorded_like_mcp_play_with_arena_think_times(tmp_path: Path):
     c = client(tmp_path)
     path = start(c, "baseline:greedy", name="Alice Example")
-    end, moves = play_out(c, path)
+    shown: list[str] = []  # the opponent's moves as the pages list them
+    end, moves = play_out(c, path, each=lambda html: shown.extend(_opponent_moves(html)))
+    shown += _opponent_moves(end)
     _is_page(c.get(path), 200, "Watch the replay", "human-vs-bot")
     assert re.search(r"<h1>(You won!|You lost|Draw)</h1>", end)
     group = default_group("baseline:greedy")
@@ -54,6 +64,24 @@ def test_a_whole_battle_is_recorded_like_mcp_play_with_arena_think_times(tmp_pat
     assert meta["actors"]["p1"]["type"] == "human" and meta["result"]["status"] == "finished"
     assert re.fullmatch(r"p-[0-9a-f]{32}", meta["codename"]) and meta["actors"]["p1"]["codename"] == meta["codename"]
     mine = [a for a in trace["actions"] if a["player"] == 1]
+    # the opponent's moves read from player 1's side (issue 49): its target on player 1's side is "your"
+    theirs = [a for a in trace["actions"] if a["player"] == 2]
+    assert len(shown) == len(theirs) > 0
+    side = {"enemy_hero": "your hero", "own_hero": "their hero", "enemy_creature": "your ", "own_creature": "their "}
+    targeted = 0
+    for action, line in zip(theirs, shown):
+        assert "enemy" not in line, line
+        target = engine.decode_action(action["action_id"]).get("target", {"kind": "none"})["kind"]
+        if target in side:
+            targeted += 1
+            assert line.rpartition(" on " if " on " in line else " -> ")[2].startswith(side[target]), (target, line)
+        if line.startswith("Attack with "):
+            assert line.startswith("Attack with their "), line
+    assert targeted > 0
+    replayed = [re.search(r"<strong>(You|Opponent)</strong> \([a-z]+\): (.*?)</p>", c.get(f"{path}/replay?step={k}").text)
+                for k in range(len(trace["actions"]))]
+    assert [m.group(1) for m in replayed] == ["You" if a["player"] == 1 else "Opponent" for a in trace["actions"]]
+    assert [html.unescape(m.group(2)) for m in replayed if m.group(1) == "Opponent"] == shown  # the replay says the same
     assert len(mine) == moves and [a["rationale"] for a in mine] == [f"move {i}" for i in range(moves)]
     think = meta["audit"]["think_times"]
     assert think["provenance"] == "arena" and think["observed"] is True and think["production"] is False
