@@ -21,13 +21,18 @@ Figures, for each window:
 - **raw read, psql**: ``psql -c "\\copy (<query>) TO '/dev/null'"`` per stream of the reader, with
   exactly the SQL it builds (``reader.Window(...).where("b")``, the column lists
   ``BATTLE_COLUMNS`` / ``ACTION_COLUMNS``, literal timestamps for the parameters), one query per
-  stream, no paging; seconds include psql's start-up; best of 2.
+  stream, no paging; seconds include psql's start-up; best of 2. ``cpu_seconds``: psql's own CPU
+  (user + system, from RUSAGE_CHILDREN), best of 2 per stream: the client side, like the export's.
 - **raw read, reader**: a ``SnapshotReader`` alone (connect, schema check, exported snapshot,
   count, both keyset-paged streams merged per battle), ``battles()`` iterated and counted, nothing
   else; best of 2, interleaved with psql. ``ratio_reader_vs_psql`` = reader rows/s over psql
   rows/s on the same rows, both streams summed (target >= 0.5 on each window).
 - **export**: ``export_production_v5_dataset`` of the window into a temp datasets dir, default
-  workers, in a fresh subprocess: seconds, decisions/s, battles/s, rows and pages per stream.
+  workers, in a fresh subprocess: seconds, decisions/s, battles/s, rows and pages per stream, and
+  its CPU (the exporting process and its worker processes, user + system; the PostgreSQL server's
+  CPU is in neither this nor psql's figure): ``cpu_seconds``, ``battles_per_cpu_s``,
+  ``cpu_ms_per_battle`` and ``vs_psql_copy``: the export's CPU-s and wall seconds over psql
+  ``\\copy``'s for the same rows (both streams of the window), with the CPU per row both ways.
 - **memory**: in the same subprocesses, the peak RSS of the exporting process (``ru_maxrss`` of
   RUSAGE_SELF) and of its largest worker process (``VmHWM`` polled from /proc while the workers
   run: RUSAGE_CHILDREN is reported too but cannot tell it, since a vfork+exec child - the
@@ -134,6 +139,11 @@ class WorkerPeaks:
                     continue  # a process that just ended
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _child_export(end_at: str) -> dict[str, Any]:
     """Export [fixture start, end_at) with default workers; the gate variables come from this
     process's environment (the DSN is never a command-line value)."""
@@ -144,12 +154,16 @@ def _child_export(end_at: str) -> dict[str, Any]:
 
     environ = {name: os.environ[name] for name in gate.VARIABLES}
     with tempfile.TemporaryDirectory(prefix="bench-prod-ds-") as tmp, WorkerPeaks() as workers:
+        cpu0, children0 = time.process_time(), _children_cpu()
         start = time.perf_counter()
         result = export_production_v5_dataset(end_at, name="bench", datasets_dir=tmp, environ=environ)
         seconds = time.perf_counter() - start
+        # the workers have been waited for when the export returns: their CPU is in RUSAGE_CHILDREN
+        cpu_main, cpu_workers = time.process_time() - cpu0, _children_cpu() - children0
     if not result.get("published"):
         raise SystemExit(f"the export was not published: {result.get('message') or result.get('stop_reason')}")
-    return {"seconds": seconds, "decisions": result["row_counts"]["decisions"],
+    return {"seconds": seconds, "cpu_seconds_main": cpu_main, "cpu_seconds_workers": cpu_workers,
+            "decisions": result["row_counts"]["decisions"],
             "row_counts": result["row_counts"], "excluded": result["exclusions"]["count"],
             "streams": {name: s["rows"] for name, s in result["streams"].items()},
             "pages": {name: s["pages"] for name, s in result["streams"].items()},
@@ -221,12 +235,14 @@ def stream_queries(window: Any) -> dict[str, str]:
     return queries
 
 
-def psql_copy(pg: Any, dbname: str, query: str) -> float:
+def psql_copy(pg: Any, dbname: str, query: str) -> tuple[float, float]:
+    """(seconds, psql's CPU seconds) of one ``\\copy``."""
     command = [pg.psql_path, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(pg.root), "-p", str(pg.port),
                "-U", "postgres", "-d", dbname, "-c", f"\\copy ({query}) TO '/dev/null'"]
+    cpu0 = _children_cpu()
     start = time.perf_counter()
     subprocess.run(command, cwd=pg.root, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu0
 
 
 def reader_pass(env: dict[str, str], window: Any) -> dict[str, Any]:
@@ -257,10 +273,13 @@ def raw_reads(pg: Any, dbname: str, env: dict[str, str], window: Any, counts: di
     best of ``REPEATS`` each."""
     queries = stream_queries(window)
     psql_runs: dict[str, list[float]] = {"battles": [], "battle_actions": []}
+    psql_cpu: dict[str, list[float]] = {"battles": [], "battle_actions": []}
     reader_runs = []
     for r in range(REPEATS):
         for stream, query in queries.items():
-            psql_runs[stream].append(psql_copy(pg, dbname, query))
+            seconds, cpu = psql_copy(pg, dbname, query)
+            psql_runs[stream].append(seconds)
+            psql_cpu[stream].append(cpu)
         log(f"{label} window, psql pass {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in psql_runs.items()))
         reader_runs.append(reader_pass(env, window))
         log(f"{label} window, reader pass {r + 1}: {reader_runs[-1]['seconds']:.2f} s, {reader_runs[-1]['streams']}")
@@ -272,6 +291,8 @@ def raw_reads(pg: Any, dbname: str, env: dict[str, str], window: Any, counts: di
     reader_rate = reader_rows / best["seconds"]
     return {
         "psql_copy": {"seconds": {k: round(v, 3) for k, v in psql_best.items()}, "rows": psql_rows,
+                      "cpu_seconds": {k: round(min(v), 4) for k, v in psql_cpu.items()},
+                      "cpu_seconds_total": round(sum(min(v) for v in psql_cpu.values()), 4),
                       "rows_per_s": round(psql_rate, 1),
                       "rows_per_s_by_stream": {k: round(counts[k] / v, 1) for k, v in psql_best.items()},
                       "all_seconds": {k: [round(x, 3) for x in v] for k, v in psql_runs.items()}},
@@ -336,14 +357,27 @@ def main() -> None:
 
         log("export of the full window (fresh process)")
         export_full = _run_child_export(dsn, full_end)
-        log(f"export full: {export_full['seconds']:.1f} s, {export_full['decisions']:,} decisions")
+        log(f"export full: {export_full['seconds']:.1f} s, {export_full['decisions']:,} decisions, "
+            f"CPU {export_full['cpu_seconds_main'] + export_full['cpu_seconds_workers']:.1f} s")
         log("export of the small window (fresh process)")
         export_small = _run_child_export(dsn, small_end)
         log(f"export small: {export_small['seconds']:.1f} s, {export_small['decisions']:,} decisions")
 
-    def export_figures(run: dict[str, Any]) -> dict[str, Any]:
+    def export_figures(run: dict[str, Any], psql: dict[str, Any]) -> dict[str, Any]:
         battles = run["streams"]["battles"]
+        rows = sum(run["streams"].values())
+        cpu = run["cpu_seconds_main"] + run["cpu_seconds_workers"]
+        psql_cpu, psql_s = psql["cpu_seconds_total"], sum(psql["seconds"].values())
         return {"seconds": round(run["seconds"], 2), "process_seconds": round(run["process_seconds"], 2),
+                "cpu_seconds": round(cpu, 2), "cpu_seconds_main": round(run["cpu_seconds_main"], 2),
+                "cpu_seconds_workers": round(run["cpu_seconds_workers"], 2),
+                "battles_per_cpu_s": round(battles / cpu, 1), "cpu_ms_per_battle": round(1000 * cpu / battles, 3),
+                "vs_psql_copy": {"rows": rows, "psql_rows": psql["rows"], "psql_cpu_seconds": psql_cpu,
+                                 "psql_seconds": round(psql_s, 3),
+                                 "cpu_us_per_row_export": round(1e6 * cpu / rows, 2),
+                                 "cpu_us_per_row_psql": round(1e6 * psql_cpu / psql["rows"], 3),
+                                 "cpu_ratio": round(cpu / psql_cpu, 1) if psql_cpu else None,
+                                 "wall_ratio": round(run["seconds"] / psql_s, 1)},
                 "streams": run["streams"], "pages": run["pages"], "decisions": run["decisions"],
                 "excluded_battles": run["excluded"], "row_counts": run["row_counts"],
                 "decisions_per_s": round(run["decisions"] / run["seconds"], 1),
@@ -371,14 +405,18 @@ def main() -> None:
         "raw_read": raw,
         "ratio_reader_vs_psql": raw["full_window"]["ratio_reader_vs_psql"],
         "ratio_reader_vs_psql_small_window": raw["small_window"]["ratio_reader_vs_psql"],
-        "export_full": export_figures(export_full),
-        "export_small": export_figures(export_small),
+        "export_full": export_figures(export_full, raw["full_window"]["psql_copy"]),
+        "export_small": export_figures(export_small, raw["small_window"]["psql_copy"]),
+        "export_battles_per_cpu_s": None,  # filled below from export_full
+        "export_cpu_vs_psql_copy": None,
         "memory_growth_main": round(export_full["peak_rss_mb_main"] / export_small["peak_rss_mb_main"], 3),
         "memory_growth_workers": round(export_full["peak_rss_mb_workers"] / export_small["peak_rss_mb_workers"], 3)
         if export_full["peak_rss_mb_workers"] and export_small["peak_rss_mb_workers"] else None,
         "load_average": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
         "targets": {"ratio_reader_vs_psql": 0.5, "ratio_reader_vs_psql_small_window": 0.5, "memory_growth_max": 1.25},
     }
+    figures["export_battles_per_cpu_s"] = figures["export_full"]["battles_per_cpu_s"]
+    figures["export_cpu_vs_psql_copy"] = figures["export_full"]["vs_psql_copy"]["cpu_ratio"]
     figures["targets_met"] = (figures["ratio_reader_vs_psql"] >= 0.5
                               and figures["ratio_reader_vs_psql_small_window"] >= 0.5
                               and figures["memory_growth_main"] <= 1.25)

@@ -273,7 +273,12 @@ def _creature_bytes(c: "Creature | None") -> bytes:
 
 def action_feature_parts(state: "State", action_ids: list[int], parts: list[bytes]) -> None:
     """Append to ``parts`` the pieces of each action's feature row: joined, they are the rows
-    as native float32, ACTION_FEATURE_DIM values each (see :func:`action_features`)."""
+    as native float32, ACTION_FEATURE_DIM values each (see :func:`action_features`). A state on
+    the native core appends one piece, computed there (the same bytes)."""
+    held = getattr(state, "_core", None)  # engine.native_state.NativeState
+    if held is not None:
+        parts.append(held.action_features(action_ids).tobytes())
+        return
     me = state.players[state.active]
     opp = state.players[1 - state.active]
     mana, hand, add = me.mana, me.hand, parts.extend

@@ -19,7 +19,7 @@ whose states are plain Python objects). The semantics are the Python engine's, b
 
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from . import backend
@@ -48,23 +48,33 @@ class ReadOnlyList(list):
         return list, (list(self),)
 
 
-class PlayerView:
-    """A read-only snapshot of one side of a native state, with engine.state.Player's fields."""
+class PlayerView(tuple):
+    """A read-only snapshot of one side of a native state, with engine.state.Player's fields
+    (``hp``, ``max_mana``, ``mana``, ``fatigue``, ``deck``, ``hand``, ``board``)."""
 
-    __slots__ = ("hp", "max_mana", "mana", "fatigue", "deck", "hand", "board")
+    __slots__ = ()
 
-    def __init__(self, fields: tuple) -> None:
+    def __new__(cls, fields: tuple) -> "PlayerView":
         hp, max_mana, mana, fatigue, deck, hand, board = fields
-        for name, value in (("hp", hp), ("max_mana", max_mana), ("mana", mana), ("fatigue", fatigue),
-                            ("deck", ReadOnlyList(deck)), ("hand", ReadOnlyList(hand)),
-                            ("board", ReadOnlyList([None if c is None else Creature(*c) for c in board]))):
-            object.__setattr__(self, name, value)
+        return tuple.__new__(cls, (hp, max_mana, mana, fatigue, ReadOnlyList(deck), ReadOnlyList(hand),
+                                   ReadOnlyList([None if c is None else _creature(Creature, c) for c in board])))
+
+    hp = property(itemgetter(0))
+    max_mana = property(itemgetter(1))
+    mana = property(itemgetter(2))
+    fatigue = property(itemgetter(3))
+    deck = property(itemgetter(4))
+    hand = property(itemgetter(5))
+    board = property(itemgetter(6))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(_READ_ONLY.format(what=f"engine.State.players[i].{name}"))
 
     def __repr__(self) -> str:
         return f"<PlayerView hp={self.hp} mana={self.mana}/{self.max_mana} hand={len(self.hand)} deck={len(self.deck)}>"
+
+
+_creature = tuple.__new__  # Creature(*c) without NamedTuple's Python-level __new__
 
 
 def _core_field(name: str) -> property:
@@ -134,7 +144,9 @@ class NativeState(State):
         return self._core.apply(action_id)
 
     def clone(self) -> "NativeState":
-        return NativeState.adopt(self._core.clone())
+        other = NativeState.adopt(self._core.clone())  # the copy has the same version: it shares the snapshot
+        object.__setattr__(other, "_players", self._players)
+        return other
 
     def to_dict(self) -> dict[str, Any]:
         return self._core.to_dict()

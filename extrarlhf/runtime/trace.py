@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 import engine
+from engine.native_state import NativeState
 
 from ..core.clock import utc_now
 
@@ -46,7 +47,8 @@ class _Snapshot:
     __slots__ = ("json", "hash")
 
     def __init__(self, state: engine.State) -> None:
-        raw = orjson.dumps(state.to_dict(), option=orjson.OPT_SORT_KEYS)
+        raw = (state.canonical_json().encode() if isinstance(state, NativeState)  # written by the core
+               else orjson.dumps(state.to_dict(), option=orjson.OPT_SORT_KEYS))
         self.json = raw.decode()
         self.hash = hashlib.sha256(raw).hexdigest()
 
