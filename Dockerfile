@@ -18,7 +18,7 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 # g++, cmake and ninja for the native engine core (native/, scikit-build-core + nanobind from
-# PyPI, as `make setup` builds it). The build stage is thrown away, so the toolchain is the base
+# PyPI: the project's own wheel build compiles it). The build stage is thrown away, so the toolchain is the base
 # release's (not pinned per package: DL3008).
 # hadolint ignore=DL3008
 RUN apt-get update \
@@ -35,10 +35,11 @@ RUN pip install --extra-index-url "${TORCH_INDEX_URL}" "torch==2.13.0+cpu"
 WORKDIR /src
 COPY . .
 # A regular (not editable) install: the final stage copies /opt/venv only, not the sources. The
-# versions are pyproject.toml's (DL3013 asks for pins on the command line).
+# versions are pyproject.toml's (DL3013 asks for pins on the command line). The install compiles
+# the native core (engine_native, scikit-build-core: pyproject.toml); a build that fell back to the
+# Python engine fails the import check.
 # hadolint ignore=DL3013
-RUN pip install ".[pipeline,mcp,production,train,rl,sb3,minari,deploy,k8s,docker]" \
-    && CMAKE_BUILD_PARALLEL_LEVEL=2 pip install ./native \
+RUN CMAKE_BUILD_PARALLEL_LEVEL=2 pip install ".[pipeline,mcp,production,train,rl,sb3,minari,deploy,k8s,docker]" \
     && python -c "import engine_native, extrarlhf_assets.definitions"
 
 FROM ${PYTHON_IMAGE}

@@ -15,11 +15,13 @@ FORCE:
 setup: $(STAMP)
 
 # The native engine core (native/, DESIGN 16): a change to its sources rebuilds it.
-NATIVE_SOURCES := native/pyproject.toml native/CMakeLists.txt $(wildcard native/src/*.cc native/src/*.h native/engine_native/*.py)
+NATIVE_SOURCES := native/pyproject.toml native/CMakeLists.txt CMakeLists.txt buildsys/extrarlhf_build.py $(wildcard native/src/*.cc native/src/*.h native/engine_native/*.py)
 
 # (Re)create the virtual env when it is missing or pyproject.toml (or native/) changed. The native
 # core is built after the main install; if it cannot be (no compiler, no network), one line says
-# so, a stale build is removed and the Python engine is used.
+# so, a stale build is removed and the Python engine is used. The editable install leaves the core
+# out (a regular `pip install .` compiles it; buildsys/extrarlhf_build.py says why), so it is
+# built once, here, as native/'s own distribution.
 $(STAMP): pyproject.toml $(NATIVE_SOURCES)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ExtraRLHF needs Python >= 3.11; set PYTHON=/path/to/python3.11+")'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

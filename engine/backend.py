@@ -86,12 +86,13 @@ def native() -> ModuleType | None:
     module, error = (None, None) if requested == "python" else _load()
     if module is None and requested == "native":
         raise EngineError(f"{ENV_VAR}=native but the native engine core is not importable ({error}); "
-                          f"`make setup` or `pip install` of the checkout builds it (it needs a C++ compiler and "
-                          f"cmake; see docs/rl.md), "
+                          f"`make setup` or `pip install` of the checkout builds it (it needs a C++17 compiler; "
+                          f"cmake comes from PyPI if missing; see docs/rl.md), "
                           f"or set {ENV_VAR}=python")
     if module is None and requested == "" and (_resolved is None or _resolved[0] != ""):
-        print(f"extraarena: the native engine core is not built ({error}); using the Python engine",
-              file=sys.stderr)
+        print(f"extraarena: the native engine core is not built ({error}); using the Python engine, about 50x "
+              f"slower in the vector env (a C++17 compiler, then `pip install --force-reinstall --no-deps "
+              f"<checkout>` or `make setup`, builds it; see docs/rl.md)", file=sys.stderr)
     _resolved, _module = (requested, error), module
     return module
 
