@@ -612,6 +612,21 @@ class ModelPolicy:
             return
         self.model = loaded
 
+    def reseeded(self, seed: int) -> "ModelPolicy":
+        """This policy for another battle: what ``ModelPolicy(same arguments, seed=seed)`` builds
+        while the file and the environment are unchanged (the same loaded model, checks and
+        limits; its own generator and fallback from ``seed``), without reading and hashing
+        the file again. The caller decides when that holds (the vector env checks the files'
+        stat and the limit variables, :mod:`extrarlhf.envs.vector`)."""
+        other = object.__new__(ModelPolicy)
+        other.__dict__.update(self.__dict__)
+        other.disabled_warning = None
+        other.load_warning = None if self.load_warning is None else dict(self.load_warning)
+        other.seed = seed
+        other.rng = SplitMix64(seed)
+        other.fallback_policy = FALLBACKS[self.fallback_spec.split(":", 1)[1]](derive_seed(seed, "fallback"))
+        return other
+
     @property
     def degraded(self) -> bool:
         """True when the model could not be loaded: every decision is a fallback."""
@@ -668,7 +683,11 @@ def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
     (same file), kind and time limits are evaluated together with one ``session.run``; each
     still samples with its own generator, so a battle's choices do not depend on what else
     was in the batch (unless the batch's run times out: then all of it falls back)."""
-    results: list[Decision | None] = [None] * len(items)
+    return _decide(items, ids_only=False)  # type: ignore[return-value]
+
+
+def _decide(items: Sequence[tuple[Any, State]], ids_only: bool) -> list[Decision] | list[int]:
+    results: list[Any] = [None] * len(items)
     groups: dict[tuple[int, str, float | None, int], list[int]] = {}
     for i, (policy, state) in enumerate(items):
         if state.is_terminal:
@@ -683,16 +702,26 @@ def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
                                   []).append(i)
         else:
             results[i] = decide(policy, state)
+    if ids_only:
+        results = [r if r is None else r.action_id for r in results]
     for indexes in groups.values():
         group = [items[i] for i in indexes]
-        for i, decision in zip(indexes, _run_group(group)):
+        for i, decision in zip(indexes, _run_group(group, ids_only)):
             results[i] = decision
-    return results  # type: ignore[return-value]
+    return results
 
 
-def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
+def decide_actions(items: Sequence[tuple[Any, State]]) -> list[int]:
+    """``[d.action_id for d in decide_many(items)]`` (the same runs, draws, fallbacks and
+    warnings' effects), without building the Decisions: a group of argmax policies whose
+    rows are all usable costs its run and one argmax (the vector env's opponents)."""
+    return _decide(items, ids_only=True)  # type: ignore[return-value]
+
+
+def _run_group(items: list[tuple[ModelPolicy, State]], ids_only: bool = False) -> list[Decision] | list[int]:
     """One session.run for policies sharing one model, kind and limits (under the watchdog
-    when there is a time limit), then per-row checks and choices."""
+    when there is a time limit), then per-row checks and choices (action ids only when
+    ``ids_only``)."""
     first = items[0][0]
     model, kind, limit = first.model, first.kind, first.timeout_s
     assert model is not None
@@ -710,12 +739,14 @@ def _run_group(items: list[tuple[ModelPolicy, State]]) -> list[Decision]:
                 WATCHDOG.disarm(run)
     except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
         if run is not None and run.fired:
-            return _timed_out(items, limit, time.perf_counter() - started)  # type: ignore[arg-type]
-        return [p.fallback(s, p._warning("runtime_error", f"onnxruntime failed on {first.spec}: {_short(exc)}"))
-                for p, s in items]
+            decisions = _timed_out(items, limit, time.perf_counter() - started)  # type: ignore[arg-type]
+        else:
+            decisions = [p.fallback(s, p._warning("runtime_error", f"onnxruntime failed on {first.spec}: "
+                                                                   f"{_short(exc)}")) for p, s in items]
+        return [d.action_id for d in decisions] if ids_only else decisions
     if model.health.timeouts_in_row:
         model.health.timeouts_in_row = 0  # a run that finished (even just past its deadline) breaks the row
-    return decisions_from_outputs(items, kind, legal, outputs)
+    return decisions_from_outputs(items, kind, legal, outputs, ids_only)
 
 
 def _timed_out(items: list[tuple[ModelPolicy, State]], limit: float, elapsed: float) -> list[Decision]:
@@ -751,9 +782,15 @@ def _timed_out(items: list[tuple[ModelPolicy, State]], limit: float, elapsed: fl
 
 
 def decisions_from_outputs(items: Sequence[tuple[ModelPolicy, State]], kind: str, legal: list[list[int]],
-                           outputs: Sequence[Any]) -> list[Decision]:
+                           outputs: Sequence[Any], ids_only: bool = False) -> list[Decision] | list[int]:
     """The adapter's own work after ``session.run``: shape checks, finiteness checks, masking,
-    softmax over the legal actions, argmax or a seeded draw, one Decision per row."""
+    softmax over the legal actions, argmax or a seeded draw, one Decision per row (its action
+    id only when ``ids_only``: the softmax is then skipped where no row needs it)."""
+    if ids_only:
+        lean = _argmax_ids(items, kind, legal, outputs)
+        if lean is not None:
+            return lean
+        return [d.action_id for d in decisions_from_outputs(items, kind, legal, outputs)]  # type: ignore[union-attr]
     first = items[0][0]
     n, counts = len(items), [len(ids) for ids in legal]
 
@@ -817,6 +854,33 @@ def decisions_from_outputs(items: Sequence[tuple[ModelPolicy, State]], kind: str
         k = _sample(policy.rng, row) if policy.sample else best[i]
         decisions.append(_decision(legal[i][k], tuple(row), value_list[i]))
     return decisions
+
+
+def _argmax_ids(items: Sequence[tuple[ModelPolicy, State]], kind: str, legal: list[list[int]],
+                outputs: Sequence[Any]) -> list[int] | None:
+    """The action ids of :func:`decisions_from_outputs` in its common case (no policy samples,
+    the outputs have the expected shapes and every row is usable: finite legal scores and
+    value): the argmax of each row over its legal actions, the same index it takes there
+    (the first of the largest). None otherwise: the caller takes the full path."""
+    if kind == "legacy_onnx" or any(p.sample for p, _ in items):
+        return None
+    n, counts = len(items), [len(ids) for ids in legal]
+    width = max(counts)
+    out = outputs[0]
+    if not isinstance(out, np.ndarray) or out.shape != (n, width) or out.dtype != np.float32:
+        return None
+    if kind == "v5":
+        value = outputs[1]
+        if not isinstance(value, np.ndarray) or value.shape != (n, 1) or value.dtype != np.float32 \
+                or not np.isfinite(value).all():
+            return None
+    valid = _ARANGE[:width] < np.array(counts)[:, None] if width <= _ARANGE.size else \
+        np.arange(width) < np.array(counts)[:, None]
+    masked = np.where(valid, out.astype(np.float64), -np.inf)
+    with np.errstate(invalid="ignore"):
+        if not (masked < np.inf).all() or not (masked.max(axis=1) > -np.inf).all():
+            return None  # NaN or +inf on a legal action, or no finite legal score: the full path
+    return [ids[k] for ids, k in zip(legal, masked.argmax(axis=1).tolist())]
 
 
 _ARANGE = np.arange(256)

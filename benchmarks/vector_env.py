@@ -17,6 +17,14 @@ Figures, per CPU-second of this process (``time.process_time``), medians of inte
   engine (EXTRAARENA_ENGINE=python), a masked random learner: learner steps/CPU-s (the issue's
   7.8k). ``vector_env_greedy``: ``ArenaVectorEnv(N, opponent="baseline:greedy")`` on the native
   core, the same learner vectorized; ``ratio_single_env`` (target >= 20).
+* ``vector_env_checkpoint``: ``ArenaVectorEnv(N, opponent=<a registered v5 checkpoint>)`` (a
+  ``ReferenceBatch``: checkpoints are played in Python, their inference in onnxruntime), the
+  same masked random learner, learner steps/CPU-s: ``new`` evaluates the battles whose opponent
+  is to move with one onnxruntime run per decision round (issue 48); ``old`` is the same env
+  with ``batched_opponents=False``, one ``ArenaGymEnv.step`` per battle and one run per
+  opponent decision, as before; ``ratio`` (target >= 5). The checkpoint is
+  tests/onnx_factory.mlp_v5(width=``--checkpoint-width``, default 32, seed 0), registered in a
+  temporary registry.
 * ``features``: microseconds per state along 40 random battles (Python engine states): the
   Python code against ``engine_native.from_state`` + the core's, for one observation, the
   legal actions' features and a batch ``observations`` (why engine.features uses the core
@@ -27,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
+import tempfile
 import time
 
 import numpy as np
@@ -87,6 +97,35 @@ def vector_env_rate(num_envs: int, opponent: str, seconds: float) -> float:
         for _ in range(20):
             env.step(_masked_random(env.action_masks(), rng))
         return 20 * num_envs
+
+    return _rate(chunk, seconds)
+
+
+def checkpoint_registry(root: str, width: int) -> str:
+    """A registry in ``root`` holding tests/onnx_factory's v5 MLP as ``mlp-v5``; its directory."""
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
+    from tests.onnx_factory import mlp_v5, save  # the factory lives with the tests; it only needs onnx.helper
+
+    model = save(mlp_v5(width, seed=0), os.path.join(root, "mlp-v5.onnx"))
+    CheckpointRegistry(os.path.join(root, "checkpoints")).register("mlp-v5", model, "v5")
+    return os.path.join(root, "checkpoints")
+
+
+def checkpoint_env_rate(num_envs: int, checkpoints_dir: str, batched: bool, seconds: float) -> float:
+    """ArenaVectorEnv against the ``mlp-v5`` checkpoint: learner steps per CPU-second, with the
+    opponents evaluated together (``batched``) or one battle and one decision at a time."""
+    from extrarlhf.envs import ArenaVectorEnv, ReferenceBatch
+
+    env = ArenaVectorEnv(num_envs, opponent="mlp-v5", checkpoints_dir=checkpoints_dir)
+    assert isinstance(env._batch, ReferenceBatch)
+    env._batch.batched_opponents = batched
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+
+    def chunk(_: int) -> int:
+        for _ in range(5):
+            env.step(_masked_random(env.action_masks(), rng))
+        return 5 * num_envs
 
     return _rate(chunk, seconds)
 
@@ -157,12 +196,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="minimum CPU time per figure and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--num-envs", type=int, default=256)
+    parser.add_argument("--checkpoint-width", type=int, default=32, help="hidden width of the v5 MLP checkpoint")
     args = parser.parse_args()
     if engine_native is None:
         print(json.dumps({"skipped": "engine_native is not built; make setup (or pip install of the checkout) builds it"}))
         return 0
     n = args.num_envs
     rounds: list[dict[str, float]] = []
+    scratch = tempfile.TemporaryDirectory()
+    checkpoints = checkpoint_registry(scratch.name, args.checkpoint_width)
     for _ in range(args.rounds):  # interleaved, so a load change on a shared machine hits both sides
         py = _python_engine(_rate, random_steps, args.seconds)
         row = {"python_engine": py, **batch_rates(n, "baseline:random", args.seconds)}
@@ -172,7 +214,11 @@ def main() -> int:
                     "api_engine_actions_per_s"):
             row[f"ratio_{key}"] = row[key] / py
         row["ratio_vector"] = row["vector_env_greedy"] / row["single_env_greedy_python"]
+        row["checkpoint_old"] = checkpoint_env_rate(n, checkpoints, False, args.seconds)
+        row["checkpoint_new"] = checkpoint_env_rate(n, checkpoints, True, args.seconds)
+        row["ratio_checkpoint"] = row["checkpoint_new"] / row["checkpoint_old"]
         rounds.append(row)
+    scratch.cleanup()
     med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     batch = {key: round(med[key]) for key in ("learner_steps_per_s", "api_learner_steps_per_s",
                                               "engine_actions_per_s", "api_engine_actions_per_s")}
@@ -187,6 +233,11 @@ def main() -> int:
         "vector_env_greedy": {"learner_steps_per_s": round(med["vector_env_greedy"]),
                               "ratio_single_env": round(med["ratio_vector"], 1), "target": 20,
                               "target_met": med["ratio_vector"] >= 20},
+        "vector_env_checkpoint": {"checkpoint": f"tests.onnx_factory.mlp_v5(width={args.checkpoint_width}, seed=0)",
+                                  "old_learner_steps_per_s": round(med["checkpoint_old"]),
+                                  "new_learner_steps_per_s": round(med["checkpoint_new"]),
+                                  "ratio": round(med["ratio_checkpoint"], 2), "target": 5,
+                                  "target_met": med["ratio_checkpoint"] >= 5},
         "features": feature_costs(),
     }
     print(json.dumps(out, indent=1))

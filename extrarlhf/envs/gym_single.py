@@ -39,6 +39,7 @@ alone reproduces an episode. Global random state is never used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -128,39 +129,14 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start a battle; ``options`` are accepted for API compatibility and currently unused."""
-        super().reset(seed=seed)
-        self.battle_seed = int(seed) if seed is not None else draw_battle_seed(self.np_random)
-        self.seat = (self.seat_choice if self.seat_choice != "random"
-                     else 1 + derive_seed(self.battle_seed, "gym-seat") % 2)
-        member = self.opponents[0] if len(self.opponents) == 1 else \
-            self.opponents[derive_seed(self.battle_seed, "gym-opponent-pick") % len(self.opponents)]
-        self.opponent_label = member.label
-        self._opponent = member.make(derive_seed(self.battle_seed, "gym-opponent"))
-        self._state = engine.new_battle(self.battle_seed)
-        self._done = False
-        opponent_actions = self._play_opponent()
-        return self._decision_point(opponent_actions)
+        self._begin(seed)
+        return self._decision_point(self._play_opponent())
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        state = self._state
-        if state is None:
-            raise RuntimeError("call reset() before using the environment")
-        if self._done:
-            raise RuntimeError("the episode is over (terminated); call reset() before step()")
-        try:
-            if type(action) is not int:
-                action = env_action_id(action)  # a numpy integer or a one-element integer array
-            state.apply(action)  # checks the id and its legality first; a refused action changes nothing
-        except IllegalActionError:
-            return self._refuse(action)
-        opponent_actions = self._play_opponent()
-        reward = 0.0
-        winner = state.winner
-        if winner is not None:
-            self._done = True
-            reward = 0.0 if winner == 0 else (1.0 if winner == self.seat else -1.0)
-        obs, info = self._decision_point(opponent_actions)
-        return obs, reward, self._done, False, info
+        refused = self._learner_move(action)
+        if refused is not None:
+            return refused
+        return self._end_step(self._play_opponent())
 
     def action_masks(self) -> np.ndarray:
         """int8 mask of the learner's legal actions (all zeros before reset and once the episode is over).
@@ -180,6 +156,65 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
         """Nothing to release (no window, no process)."""
 
     # ------------------------------------------------------------------ internals
+    # reset = _begin + the opponent's opening moves (_play_opponent) + _decision_point;
+    # step = _learner_move + _play_opponent + _end_step. ReferenceBatch (vector.py) calls the
+    # same parts, playing the opponents' moves of many battles together (_opponent_to_move,
+    # _opponent_plays).
+    def _begin(self, seed: int | None, make: Callable[[Opponent, int], Policy] | None = None) -> None:
+        """Everything of ``reset`` before the opponent's opening moves: the seed, seat,
+        opponent (a fresh policy for a spec: ``member.make(seed)``, or ``make(member, seed)``,
+        which must build the same) and the new battle."""
+        super().reset(seed=seed)
+        self.battle_seed = int(seed) if seed is not None else draw_battle_seed(self.np_random)
+        self.seat = (self.seat_choice if self.seat_choice != "random"
+                     else 1 + derive_seed(self.battle_seed, "gym-seat") % 2)
+        member = self.opponents[0] if len(self.opponents) == 1 else \
+            self.opponents[derive_seed(self.battle_seed, "gym-opponent-pick") % len(self.opponents)]
+        self.opponent_label = member.label
+        opponent_seed = derive_seed(self.battle_seed, "gym-opponent")
+        self._opponent = member.make(opponent_seed) if make is None else make(member, opponent_seed)
+        self._state = engine.new_battle(self.battle_seed)
+        self._done = False
+
+    def _learner_move(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]] | None:
+        """Apply the learner's action: None when applied, the step's result when refused
+        (penalize mode; raise mode raises)."""
+        state = self._state
+        if state is None:
+            raise RuntimeError("call reset() before using the environment")
+        if self._done:
+            raise RuntimeError("the episode is over (terminated); call reset() before step()")
+        try:
+            if type(action) is not int:
+                action = env_action_id(action)  # a numpy integer or a one-element integer array
+            state.apply(action)  # checks the id and its legality first; a refused action changes nothing
+        except IllegalActionError:
+            return self._refuse(action)
+        return None
+
+    def _end_step(self, opponent_actions: list[int]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """The step's result once the opponent has played (the learner to move or the battle over)."""
+        reward = 0.0
+        winner = self._state.winner
+        if winner is not None:
+            self._done = True
+            reward = 0.0 if winner == 0 else (1.0 if winner == self.seat else -1.0)
+        obs, info = self._decision_point(opponent_actions)
+        return obs, reward, self._done, False, info
+
+    def _opponent_to_move(self) -> bool:
+        state = self._state
+        return state.winner is None and state.active == 2 - self.seat  # the opponent's 0-based index
+
+    def _opponent_plays(self, action: int, played: list[int]) -> None:
+        """Apply the opponent's chosen ``action`` (appended to ``played``)."""
+        try:
+            self._state.apply(action)
+        except IllegalActionError as exc:
+            raise IllegalActionError(f"the opponent {self.opponent_label!r} chose an illegal "
+                                     f"action: {exc}") from None
+        played.append(int(action))
+
     def _decision_point(self, opponent_actions: list[int]) -> tuple[Any, dict[str, Any]]:
         """The observation and info of the learner's current decision point; sets the mask once."""
         state, seat = self._state, self.seat
@@ -207,16 +242,9 @@ class ArenaGymEnv(gym.Env[Any, np.int64]):
 
     def _play_opponent(self) -> list[int]:
         """Let the opponent act until it is the learner's decision or the battle is over."""
-        state, opponent_index = self._state, 2 - self.seat  # the engine's 0-based index of the opponent
         played: list[int] = []
-        while state.winner is None and state.active == opponent_index:
-            action = self._opponent.act(state)
-            try:
-                state.apply(action)
-            except IllegalActionError as exc:
-                raise IllegalActionError(f"the opponent {self.opponent_label!r} chose an illegal "
-                                         f"action: {exc}") from None
-            played.append(int(action))
+        while self._opponent_to_move():
+            self._opponent_plays(self._opponent.act(self._state), played)
         return played
 
     def _info(self, opponent_actions: list[int]) -> dict[str, Any]:

@@ -5,7 +5,8 @@
 :class:`~extrarlhf.envs.ArenaGymEnv` stepped together. On the native backend, with a
 baseline opponent it plays, the battles and the opponent's moves run inside the C++ core
 (``engine_native.batch.BattleBatch``: no Python per battle); otherwise :class:`ReferenceBatch`
-steps one ``ArenaGymEnv`` per battle. The core plays ``baseline:random``, ``baseline:greedy`` and
+steps one ``ArenaGymEnv`` per battle, evaluating checkpoint opponents together (one onnxruntime
+run per decision round across the battles, not one per decision). The core plays ``baseline:random``, ``baseline:greedy`` and
 ``search:baseline:{greedy,random}?sims=N``. Both give the same results (tests/envs/test_vector_env.py):
 
 * seeds: ``reset(seed=s)``; battle ``i``'s ``k``-th episode (k = 0, 1, ...) has battle seed
@@ -31,6 +32,8 @@ the same batch behind SB3's ``VecEnv`` API.
 
 from __future__ import annotations
 
+import os
+from itertools import chain
 from typing import Any
 
 import gymnasium as gym
@@ -39,7 +42,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from engine import ACTION_SPACE_SIZE, IllegalActionError, backend, derive_seed
+from adapters.onnx_models import DISABLE_ENV, MAX_TIMEOUTS_ENV, TIMEOUT_ENV, ModelPolicy, decide_actions
+from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, backend, derive_seed
 from engine.actions import check_action_batch, check_batch_seats
 
 from .aec import draw_battle_seed
@@ -59,25 +63,107 @@ def _check_seed(seed: Any) -> int:
     return int(seed)
 
 
+class _OpponentPolicies:
+    """Builds the batch's per-episode opponent policies (``ArenaGymEnv._begin``'s ``make``):
+    ``member.make(seed)``, except that a checkpoint opponent's :class:`ModelPolicy` is built
+    once and then reseeded (``ModelPolicy.reseeded``: the same policy without reading the
+    registry and hashing the model file again) while the registry index and the model file
+    keep their stat (inode, size, mtime, ctime) and the inference-limit variables their
+    values; any change builds it afresh, as ArenaGymEnv does every episode."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, tuple[tuple, ModelPolicy]] = {}
+
+    @staticmethod
+    def _key(actor: Any, path: str) -> tuple:
+        return (_stat(os.path.join(actor.checkpoints_dir, "index.json")), _stat(path),
+                tuple(os.environ.get(name) for name in _LIMIT_VARIABLES))
+
+    def make(self, member: Any, seed: int) -> Any:
+        actor = member.actor
+        if actor is None or actor.is_baseline or actor.rollout is not None or actor.checkpoints_dir is None:
+            return member.make(seed)
+        built = self._built.get(actor.spec)
+        if built is not None and built[0] == self._key(actor, built[1].path):
+            return built[1].reseeded(seed)
+        self._built.pop(actor.spec, None)
+        policy = member.make(seed)  # reads the registry and the model file
+        if type(policy) is ModelPolicy and policy.model is not None and policy.load_warning is None:
+            key = self._key(actor, policy.path)
+            again = member.make(seed)  # read again after the stat: kept only if nothing changed in between
+            if again.model is policy.model and again.load_warning is None and self._key(actor, policy.path) == key:
+                self._built[actor.spec] = (key, again)
+        return policy
+
+
+_LIMIT_VARIABLES = (TIMEOUT_ENV, MAX_TIMEOUTS_ENV, DISABLE_ENV)
+
+
+def _stat(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 class ReferenceBatch:
     """The batched API on one :class:`ArenaGymEnv` per battle: the Python engine's batch and
-    the native batch's reference (same dict of arrays as ``engine_native.batch.BattleBatch``)."""
+    the native batch's reference (same dict of arrays as ``engine_native.batch.BattleBatch``).
+
+    Opponents played by model checkpoints are evaluated together: in each decision round, the
+    battles whose opponent (a :class:`~adapters.ModelPolicy`) is to move are decided with one
+    onnxruntime run per model (``adapters.onnx_models.decide_actions``, i.e. ``decide_many``),
+    then each battle applies its own action; rounds repeat until no battle has its opponent to
+    move (a turn is many actions, and an episode that ends within the step starts the next
+    one, whose opening moves join the following rounds). So a step costs as many runs as the
+    most opponent decisions one battle needs in it, not one run per decision.
+
+    Each battle's episode is still exactly ``ArenaGymEnv``'s (its env holds the battle, seat
+    and opponent; the batch plays the same moves in the same order per battle): its policies
+    are its own, built per episode from a spec and seeded from the battle seed, so the order
+    across battles changes nothing; a checkpoint chooses by argmax over its logits, and a row
+    of a batched run has the same float bits as a one-row run for the project's models
+    (tests/envs/test_vector_env.py checks rows and trajectories). What differs is failure
+    handling: a batched run that times out or fails makes all its rows fall back and counts
+    as one timeout of the model. A checkpoint opponent's policy is built once and reseeded per
+    episode (``ModelPolicy.reseeded``) while the registry index, the model file (stat) and the
+    inference-limit variables are unchanged; ArenaGymEnv re-reads and hashes them each episode.
+
+    ``batched_opponents=False`` steps one ``ArenaGymEnv.step`` per battle, each opponent
+    deciding alone (one run per decision), as before the batching; so does any pool with a
+    policy object in it (one object shared by every battle: its calls keep their order).
+    The batched path steps the envs' battles itself: their ``info``/``action_masks()`` are
+    not updated (the batch's arrays are the output).
+    """
 
     def __init__(self, num_battles: int, opponent: Any = "baseline:greedy", seat: int | str = 1,
-                 illegal_action: str = "penalize", checkpoints_dir: str | None = None) -> None:
+                 illegal_action: str = "penalize", checkpoints_dir: str | None = None,
+                 batched_opponents: bool = True) -> None:
         if isinstance(num_battles, bool) or not isinstance(num_battles, (int, np.integer)) or num_battles < 1:
             raise ValueError(f"num_battles must be an integer >= 1, got {num_battles!r}")
         self.num_battles = int(num_battles)
         self.illegal_action = illegal_action
+        self.batched_opponents = bool(batched_opponents)
         self.envs = [ArenaGymEnv(opponent=opponent, seat=s, illegal_action=illegal_action,
                                  checkpoints_dir=checkpoints_dir) for s in check_batch_seats(seat, self.num_battles)]
         self._base: int | None = None
         self._episodes = [0] * self.num_battles
+        self._policies = _OpponentPolicies()
+        n = self.num_battles
+        self._opponent_index = [0] * n  # the engine's 0-based index of battle i's opponent
+        self._seeds = np.zeros(n, np.uint64)
+        self._seats = np.zeros(n, np.int8)
 
     def reset(self, seed: int) -> dict[str, np.ndarray]:
         self._base = _check_seed(seed)
         self._episodes = [0] * self.num_battles
         out = self._empty()
+        if self._batching():
+            for i in range(self.num_battles):
+                self._begin(i)
+            self._settle_all([True] * self.num_battles, out, {})
+            return out
         for i in range(self.num_battles):
             self._start(i, out)
         return out
@@ -97,6 +183,8 @@ class ReferenceBatch:
         out = self._empty()
         out.update(reward=np.zeros(n, np.float32), terminated=np.zeros(n, bool), winner=np.full(n, -1, np.int8),
                    illegal=np.zeros(n, bool), final_seed=np.zeros(n, np.uint64))
+        if self._batching():
+            return self._step_batched(ids, out)
         final_obs = []
         for i, env in enumerate(self.envs):
             obs, reward, terminated, _, info = env.step(int(ids[i]))
@@ -111,12 +199,115 @@ class ReferenceBatch:
                 self._start(i, out)
             else:
                 self._write(i, obs, info, out)
-        out["final_obs"] = np.array(final_obs, np.float32).reshape(len(final_obs), vector_space().shape[0])
+        out["final_obs"] = np.array(final_obs, np.float32).reshape(len(final_obs), OBS_DIM)
         return out
+
+    # ------------------------------------------------------------------ batched opponents
+    def _batching(self) -> bool:
+        """Batch the opponents' decisions: asked for, and every opponent is built per episode
+        from a spec (a policy object is one object shared by all battles)."""
+        return self.batched_opponents and all(o.actor is not None for env in self.envs for o in env.opponents)
+
+    def _begin(self, i: int) -> None:
+        """Battle ``i``'s current episode (``self._episodes[i]``) up to its opponent's opening moves."""
+        env = self.envs[i]
+        env._begin(episode_seed(self._base, i, self._episodes[i]), self._policies.make)
+        self._opponent_index[i] = 2 - env.seat
+        self._seeds[i] = env.battle_seed
+        self._seats[i] = env.seat
+
+    def _step_batched(self, ids: np.ndarray, out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        opening = [False] * self.num_battles  # battle i is in an episode begun during this step
+        finals: dict[int, np.ndarray] = {}
+        for i, (env, action) in enumerate(zip(self.envs, ids.tolist())):
+            try:
+                env._state.apply(action)  # what ArenaGymEnv._learner_move does for an int id
+            except IllegalActionError:
+                obs, reward, _, _, info = env._refuse(action)  # penalized (raise mode refused before)
+                out["reward"][i] = reward
+                self._episode_ended(i, obs, -1, True, out, finals)
+                opening[i] = True
+        self._settle_all(opening, out, finals)
+        out["final_obs"] = (np.array([finals[i] for i in sorted(finals)], np.float32)
+                            .reshape(len(finals), OBS_DIM))
+        return out
+
+    def _settle_all(self, opening: list[bool], out: dict[str, np.ndarray], finals: dict[int, np.ndarray]) -> None:
+        """Play the opponents in rounds until every battle is at its learner's decision point,
+        finishing steps and beginning next episodes on the way; writes ``out``."""
+        obs_rows: list[np.ndarray] = [None] * self.num_battles  # type: ignore[list-item]
+        legal: list[list[int]] = [[]] * self.num_battles
+        waiting = [i for i in range(self.num_battles) if self._settle(i, opening, obs_rows, legal, out, finals)]
+        while waiting:
+            self._opponent_round(waiting)
+            waiting = [i for i in waiting if self._settle(i, opening, obs_rows, legal, out, finals)]
+        np.stack(obs_rows, out=out["obs"])
+        counts = [len(ids) for ids in legal]
+        out["mask"][np.repeat(np.arange(self.num_battles), counts), list(chain.from_iterable(legal))] = 1
+        out["seed"] = self._seeds.copy()
+        out["seat"] = self._seats.copy()
+
+    def _settle(self, i: int, opening: list[bool], obs_rows: list[np.ndarray], legal: list[list[int]],
+                out: dict[str, np.ndarray], finals: dict[int, np.ndarray]) -> bool:
+        """True while battle ``i``'s opponent is to move; else ends its step as ArenaGymEnv's
+        ``step`` (or ``reset`` for an episode begun in this step) would: its observation and
+        legal ids (the mask) into ``obs_rows[i]`` and ``legal[i]``, the rest into ``out``."""
+        while True:
+            env = self.envs[i]
+            state = env._state
+            winner = state.winner
+            if winner is None:
+                if state.active == self._opponent_index[i]:
+                    return True
+            elif not opening[i]:  # the step ended the episode
+                seat = env.seat
+                out["reward"][i] = 0.0 if winner == 0 else (1.0 if winner == seat else -1.0)
+                env._done = True
+                self._episode_ended(i, state.observation(seat), winner, False, out, finals)
+                opening[i] = True
+                continue
+            seat = env.seat
+            obs_rows[i] = state.observation(seat)
+            if state.to_move == seat:
+                legal[i] = state.legal_actions()
+            return False
+
+    def _episode_ended(self, i: int, final_obs: np.ndarray, winner: int, illegal: bool, out: dict[str, np.ndarray],
+                       finals: dict[int, np.ndarray]) -> None:
+        """Record battle ``i``'s ended episode and begin its next one."""
+        out["terminated"][i] = True
+        finals[i] = final_obs
+        out["illegal"][i] = illegal
+        out["winner"][i] = winner
+        out["final_seed"][i] = self.envs[i].battle_seed
+        self._episodes[i] += 1
+        self._begin(i)
+
+    def _opponent_round(self, waiting: list[int]) -> None:
+        """One decision of each waiting battle's opponent: the model policies' together (one
+        onnxruntime run per model), any other policy's by ``act``; each battle applies its own."""
+        envs = self.envs
+        movers: list[int] = []
+        items: list[tuple[Any, Any]] = []
+        for i in waiting:
+            env = envs[i]
+            policy = env._opponent
+            if type(policy) is ModelPolicy:
+                movers.append(i)
+                items.append((policy, env._state))
+            else:
+                env._opponent_plays(policy.act(env._state), [])
+        if items:
+            for i, action in zip(movers, decide_actions(items)):
+                state = envs[i]._state
+                try:
+                    state.apply(action)
+                except IllegalActionError:
+                    envs[i]._opponent_plays(action, [])  # raises with the single env's message
 
     def _empty(self) -> dict[str, np.ndarray]:
         n = self.num_battles
-        return {"obs": np.zeros((n, vector_space().shape[0]), np.float32),
+        return {"obs": np.zeros((n, OBS_DIM), np.float32),
                 "mask": np.zeros((n, ACTION_SPACE_SIZE), MASK_DTYPE), "seed": np.zeros(n, np.uint64),
                 "seat": np.zeros(n, np.int8)}
 

@@ -252,3 +252,124 @@ def test_sb3_vec_env_masks_terminal_observations_and_maskable_ppo() -> None:
     model = sb3_contrib.MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(total_timesteps=128)
     assert model.num_timesteps >= 128
+
+
+# ------------------------------------------------------------------ checkpoint opponents, decided together
+@pytest.fixture
+def mlp_checkpoint(tmp_path) -> str:
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
+    from tests import onnx_factory
+
+    root = tmp_path / "checkpoints"
+    CheckpointRegistry(root).register("mlp-opponent", onnx_factory.save(onnx_factory.mlp_v5(16, seed=3),
+                                                                        tmp_path / "mlp.onnx"), "v5")
+    return str(root)
+
+
+def _lockstep(batch: ReferenceBatch, checkpoints_dir: str, seed: int, steps: int, between=None) -> list[list[int]]:
+    """Step ``batch`` and one ArenaGymEnv per battle (the episodes' seeds) with the same actions,
+    asserting every row, final observation and battle state equal; returns the opponent's
+    decisions per battle per step (reset first), as the single envs report them."""
+    n = batch.num_battles
+    singles = [ArenaGymEnv(opponent="mlp-opponent", seat="random", checkpoints_dir=checkpoints_dir) for _ in range(n)]
+    out = batch.reset(seed)
+    if between:
+        between()
+    infos = [env.reset(seed=episode_seed(seed, i, 0))[1] for i, env in enumerate(singles)]
+    decisions, episodes, rng = [[len(info["opponent_actions"]) for info in infos]], [0] * n, np.random.default_rng(4)
+    moves: list[list[tuple[int, ...]]] = []
+    for t in range(steps):
+        for i, env in enumerate(singles):
+            assert out["obs"][i].tobytes() == env.battle.observation(env.seat).tobytes(), (t, i)
+            assert out["mask"][i].tobytes() == infos[i]["action_mask"].tobytes(), (t, i)
+            assert batch.envs[i].battle.state_hash() == env.battle.state_hash(), (t, i)
+        actions = _actions(out["mask"], rng, 0.02)
+        out = batch.step(actions)
+        if between:
+            between()
+        finals, counts, played = iter(out["final_obs"]), [], []
+        for i, env in enumerate(singles):
+            obs, reward, terminated, _, infos[i] = env.step(int(actions[i]))
+            assert (out["reward"][i], out["terminated"][i]) == (reward, terminated), (t, i)
+            counts.append(len(infos[i]["opponent_actions"]))
+            played.append(tuple(infos[i]["opponent_actions"]))
+            if terminated:
+                assert next(finals).tobytes() == obs.tobytes() and out["final_seed"][i] == env.battle_seed
+                episodes[i] += 1
+                _, infos[i] = env.reset(seed=episode_seed(seed, i, episodes[i]))
+                counts[i] += len(infos[i]["opponent_actions"])
+        decisions.append(counts)
+        moves.append(played)
+    assert sum(batch._episodes) > 0
+    # the battles' opponents played different moves in the same steps: a batch that gave one
+    # battle another's choice would have diverged from its single env (or played an illegal move)
+    assert sum(len({m for m in step if m}) > 1 for step in moves) > steps // 3
+    return decisions
+
+
+def test_checkpoint_opponents_decided_together_play_each_battles_own_episode(mlp_checkpoint: str) -> None:
+    batch = ReferenceBatch(6, opponent="mlp-opponent", seat="random", checkpoints_dir=mlp_checkpoint)
+    assert make_batch(2, opponent="mlp-opponent", checkpoints_dir=mlp_checkpoint).batched_opponents
+    _lockstep(batch, mlp_checkpoint, 21, 70)
+
+
+def test_checkpoint_opponents_cost_one_onnxruntime_run_per_decision_round(mlp_checkpoint: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.onnx_models import load_model
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
+
+    session = load_model(CheckpointRegistry(mlp_checkpoint).get("mlp-opponent").path).session  # the shared one
+    real, rows, recording = session.run, [], [True]
+
+    def counted(names, feeds, options=None):
+        outputs = real(names, feeds, options)
+        if recording[0]:
+            rows.append(len(feeds["obs"]))
+            for k in range(len(feeds["obs"])):  # each row has the bits of a run of its own (argmax needs no more)
+                c = int(feeds["action_mask"][k].sum())
+                alone = real(names, {"obs": feeds["obs"][k:k + 1], "action_features": feeds["action_features"][k:k + 1, :c],
+                                     "action_mask": feeds["action_mask"][k:k + 1, :c]}, options)
+                assert alone[0].tobytes() == outputs[0][k, :c].tobytes() and alone[1].tobytes() == outputs[1][k].tobytes()
+        return outputs
+
+    monkeypatch.setattr(session, "run", counted)
+    batch = ReferenceBatch(8, opponent="mlp-opponent", seat="random", checkpoints_dir=mlp_checkpoint)
+    per_step: list[list[int]] = []
+
+    def between() -> None:  # after each reset/step of the batch, before the single envs step
+        per_step.append(rows.copy())
+        rows.clear()
+        recording[0] = False
+
+    original_step = batch.step
+
+    def step(actions):
+        recording[0] = True
+        return original_step(actions)
+
+    batch.step = step  # type: ignore[method-assign]
+    decisions = _lockstep(batch, mlp_checkpoint, 5, 40, between)
+    assert len(per_step) == len(decisions) == 41
+    for t, (sizes, counts) in enumerate(zip(per_step, decisions)):
+        # a battle's opponent decisions in a step are consecutive rounds from the first one:
+        # as many runs as the most decisions one battle needs, every decision a row of one
+        assert len(sizes) == max(counts) and sum(sizes) == sum(counts), (t, sizes, counts)
+    assert sum(map(sum, decisions)) > 2 * sum(map(len, per_step)), "8 battles: over half the runs saved"
+
+
+def test_checkpoint_policy_is_reseeded_until_the_registry_changes(mlp_checkpoint: str, tmp_path) -> None:
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
+    from extrarlhf.envs.opponents import resolve_opponent
+    from extrarlhf.envs.vector import _OpponentPolicies
+    from tests import onnx_factory
+
+    member, policies = resolve_opponent("mlp-opponent", mlp_checkpoint), _OpponentPolicies()
+    first, second, fresh = policies.make(member, 1), policies.make(member, 2), member.make(2)
+    assert second is not first and second.model is first.model is fresh.model
+    same = lambda p: {k: v for k, v in vars(p).items() if k not in ("rng", "fallback_policy")}  # noqa: E731
+    assert same(second) == same(fresh) and second.seed == 2
+    assert [second.rng.next_u64() for _ in range(3)] == [fresh.rng.next_u64() for _ in range(3)]
+    CheckpointRegistry(mlp_checkpoint).register("mlp-opponent", onnx_factory.save(
+        onnx_factory.mlp_v5(16, seed=4), tmp_path / "other.onnx"), "v5", overwrite=True)
+    changed = policies.make(member, 3)
+    assert changed.weights_hash == member.make(3).weights_hash != first.weights_hash
