@@ -113,6 +113,8 @@ class Arena:
     def get(self, sid: str, match_id: str) -> Played:
         with self._lock:
             played = self._sessions.get(sid, {}).get(match_id)
+            if played is not None:
+                self._seen[sid] = self.clock()
         if played is None:  # another session's match is unknown here: no cross-talk
             raise ArenaError("unknown match: no battle of yours has this id (a battle belongs to the browser that "
                              "started it, and lives as long as this server runs)", "unknown_match", 404)
@@ -179,7 +181,7 @@ class Arena:
     def sweep(self) -> list[str]:
         """Abandon every live battle idle longer than ``idle_timeout_s`` (its trace is written and
         marked abandoned, as ``abandon_battle`` does over MCP), forget rate-limit entries past their
-        window and sessions with nothing live that have been idle as long. Returns the expired match ids."""
+        window and sessions with nothing live unused for ``session_max_age_s`` (their cookie is void). Returns the expired match ids."""
         now = self.clock()
         idle = self.config.idle_timeout_s
         with self._lock:
@@ -200,7 +202,8 @@ class Arena:
                 continue
         with self._lock:
             for sid in [s for s, mine in self._sessions.items() if not any(p.live for p in mine.values())
-                        and self._seen.get(s, 0.0) <= now - idle and s not in self._reserved]:
+                        and self._seen.get(s, 0.0) <= now - self.config.session_max_age_s
+                        and s not in self._reserved]:  # its cookie is void by now
                 del self._sessions[sid]
                 self._seen.pop(sid, None)
         return expired
