@@ -61,12 +61,21 @@ def _add_arena_parser(sub: argparse._SubParsersAction) -> None:
     arena.add_argument("--token", default=None,
                        help="access token every request must carry (or RLHF_ARENA_TOKEN); required to bind beyond "
                             "the loopback interface")
+    arena.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
+                       help="a live battle or judge session untouched this long expires (default 1800; an expired "
+                            "battle is recorded as abandoned)")
+    arena.add_argument("--starts-per-minute", type=int, default=None, metavar="N",
+                       help="battles one client address may start per minute (default 10)")
+    arena.add_argument("--no-free-text", dest="free_text", action="store_false", default=None,
+                       help="do not record rationales and judges' reasons (or RLHF_ARENA_FREE_TEXT=0); the pages "
+                            "then offer no text field")
     arena.set_defaults(func=_arena)
 
 
 def _arena(args: argparse.Namespace) -> int:
     serve = require("web.serve", "the browser arena").serve  # MissingExtra names the arena extra
-    return serve(args.host, args.port, args.sessions_dir, args.checkpoints_dir, args.token, args.preferences_dir)
+    return serve(args.host, args.port, args.sessions_dir, args.checkpoints_dir, args.token, args.preferences_dir,
+                 args.idle_timeout, args.starts_per_minute, args.free_text)
 
 
 def main(argv: list[str] | None = None) -> int:

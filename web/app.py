@@ -10,14 +10,20 @@ battles, 500 without the traceback, which goes to the server's log).
 
 ``/judge`` is the judging page of the preference data (extrarlhf.preferences.pool): a person
 picks a pool, is shown one task at a time (player's board, moves A and B) and answers A, B, tie
-or skip with an optional reason; the judge is the name they gave or else their browser
-session, stored only as a keyed pseudonym (kind ``human``).
+or skip with an optional reason. A judge is whom the operator's invite link names
+(``preferences invite``: verified with the judges' key) or else their own browser session; the
+cookie and the data hold only the keyed pseudonym (kind ``human``), never a name, and no name
+typed anywhere claims an arena judge. GET never writes: a task is served by a POST (starting,
+answering, "Show me a task"), and a GET shows the judge's pending one. A judge session unused
+for ``idle_timeout_s`` forgets its invite.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+import time
 from pathlib import Path
 from urllib.parse import quote
 from typing import Any, Callable
@@ -40,6 +46,7 @@ from extrarlhf.core.echo import safe_text
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
 from extrarlhf.preferences import pool as prefs
+from extrarlhf.preferences.judges import VerifiedJudge, arena_judge, redeem_invite
 
 from .arena import Arena, ArenaError
 from .config import ArenaConfig
@@ -51,11 +58,12 @@ HERE = Path(__file__).parent
 COOKIE = "arena_session"
 STATUS_OF = {"unknown_match": 404, "foreign_match": 404, "match_finished": 409, "not_your_turn": 409,
              "stale_page": 409, "group_conflict": 409, "group_busy": 409, "too_many_matches": 429,
-             "illegal_action": 400, "invalid_argument": 400, "unknown_spec": 400, "not_found": 404,
+             "too_many_starts": 429, "illegal_action": 400, "invalid_argument": 400, "unknown_spec": 400, "not_found": 404,
              "already_judged": 409}
 TITLE_OF = {"unknown_match": "Unknown match", "foreign_match": "Unknown match", "match_finished": "This battle is over",
             "not_your_turn": "Not your turn", "stale_page": "This page was out of date",
             "group_conflict": "Group holds other battles", "too_many_matches": "Too many battles",
+            "too_many_starts": "Too many battles started",
             "illegal_action": "Illegal move", "unknown_spec": "Unknown opponent", "invalid_argument": "Bad request",
             "not_found": "Not found", "already_judged": "Already judged"}
 
@@ -74,7 +82,8 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
 
     def render(request: Request | None, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         session = request.session if request is not None else {}
-        html = env.get_template(name).render(csrf=csrf_token(session) if request is not None else "", **context)
+        html = env.get_template(name).render(csrf=csrf_token(session) if request is not None else "",
+                                             free_text=config.record_free_text, **context)
         return HTMLResponse(html, status_code=status)
 
     def page(status: int, title: str, message: str, back: str | None = None,
@@ -111,7 +120,8 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
     async def start(request: Request) -> Response:
         fields = await form(request)
         spec = fields.get("custom_spec", "").strip() or fields.get("opponent", "")
-        played = await call(arena.start, sid(request), spec, fields.get("name"), fields.get("group"))
+        client = request.client.host if request.client else "?"
+        played = await call(arena.start, sid(request), spec, fields.get("name"), fields.get("group"), client)
         return RedirectResponse(f"/match/{played.match_id}", status_code=303)
 
     async def show(request: Request) -> Response:
@@ -154,38 +164,68 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
         return render(request, "replay.html", played=played, steps=steps, step=step, s=steps[step])
 
     # ------------------------------------------------------------------ judging (preference data)
-    def judge_of(request: Request) -> str:
-        """This browser's judge: the name it gave, else the browser session itself (stored only as
-        a keyed pseudonym either way)."""
-        return request.session.get("judge") or f"browser-{sid(request)}"
+    def judge_of(request: Request) -> VerifiedJudge:
+        """This browser's judge: the pseudonym its invite admitted (until the judge session is idle
+        for ``idle_timeout_s``), else one of its own browser session. Never a typed name."""
+        session, now = request.session, time.time()
+        invited = session.get("judge")
+        if isinstance(invited, str) and now - float(session.get("judge_seen", 0)) <= config.idle_timeout_s:
+            session["judge_seen"] = now
+            return VerifiedJudge(invited)
+        session.pop("judge", None)
+        session.pop("judge_seen", None)
+        return arena_judge(config.preferences_dir, f"browser-{sid(request)}")
+
+    def pool_path(pool: str) -> str:
+        return f"/judge/{quote(pool, safe='')}"
 
     async def judging(request: Request) -> Response:
         pools = await call(prefs.list_pools, config.preferences_dir)
-        return render(request, "judge_lobby.html", pools=pools, named=bool(request.session.get("judge")))
+        judge_of(request)  # an idle judge session is forgotten here too
+        return render(request, "judge_lobby.html", pools=pools, invited=bool(request.session.get("judge")))
+
+    async def judge_invite(request: Request) -> Response:
+        judge = await call(redeem_invite, config.preferences_dir, request.path_params["invite"])
+        request.session["judge"], request.session["judge_seen"] = judge.pseudonym, time.time()
+        return RedirectResponse("/judge", status_code=303)
+
+    async def serve_task(request: Request, pool: str) -> None:
+        judge = judge_of(request)
+        await call(lambda: prefs.next_task(pool, judge, "human", preferences_dir=config.preferences_dir))
 
     async def judge_start(request: Request) -> Response:
         fields = await form(request)
-        name = (fields.get("name") or "").strip()
-        if len(name) > 64:
-            raise ArenaError("a judge name is at most 64 characters", "invalid_argument", 400)
-        if name:
-            request.session["judge"] = name
+        if (fields.get("name") or "").strip():
+            raise ArenaError("a judge is not named by typing a name: open the invite link the operator gave you "
+                             "(python -m extrarlhf preferences invite NAME), or judge as this browser", "invalid_argument",
+                             400)
         pool = fields.get("pool", "")
-        return RedirectResponse(f"/judge/{quote(pool, safe='')}", status_code=303)
+        await serve_task(request, pool)
+        return RedirectResponse(pool_path(pool), status_code=303)
 
     async def judge_task(request: Request) -> Response:
         pool = request.path_params["pool"]
-        got = await call(lambda: prefs.next_task(pool, judge_of(request), "human",
-                                                 preferences_dir=config.preferences_dir))
+        judge = judge_of(request)
+        got = await call(lambda: prefs.next_task(pool, judge, "human", preferences_dir=config.preferences_dir,
+                                                 serve=False))
         return render(request, "judge.html", pool=pool, got=got, task=got["task"])
+
+    async def judge_next(request: Request) -> Response:
+        await form(request)
+        pool = request.path_params["pool"]
+        await serve_task(request, pool)
+        return RedirectResponse(pool_path(pool), status_code=303)
 
     async def judge_answer(request: Request) -> Response:
         fields = await form(request)
         pool = request.path_params["pool"]
-        await call(lambda: prefs.submit_preference(pool, fields.get("task_id", ""), judge_of(request), "human",
-                                                   fields.get("choice", ""), (fields.get("reason") or "").strip()
-                                                   or None, preferences_dir=config.preferences_dir))
-        return RedirectResponse(f"/judge/{quote(pool, safe='')}", status_code=303)
+        judge = judge_of(request)
+        reason = (fields.get("reason") or "").strip() or None if config.record_free_text else None
+        await call(lambda: prefs.submit_preference(pool, fields.get("task_id", ""), judge, "human",
+                                                   fields.get("choice", ""), reason,
+                                                   preferences_dir=config.preferences_dir))
+        await serve_task(request, pool)
+        return RedirectResponse(pool_path(pool), status_code=303)
 
     # ------------------------------------------------------------------ errors
     async def business_error(request: Request, exc: Exception) -> Response:
@@ -214,11 +254,13 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
     def bare_page(status: int, title: str, message: str) -> Response:
         return page(status, title, message)
 
-    middleware = [Middleware(BodyLimit, max_bytes=config.max_body_bytes, page=bare_page),
+    middleware = [Middleware(BodyLimit, max_bytes=config.max_body_bytes, page=bare_page,
+                             timeout_s=config.body_timeout_s),
+                  # the cookie is re-signed on every response: max_age is how long an unused session lives
                   Middleware(SessionMiddleware, secret_key=config.secret, session_cookie=COOKIE, same_site="lax",
-                             https_only=False, max_age=None)]
+                             https_only=False, max_age=int(config.session_max_age_s))]
     if config.token:
-        middleware.append(Middleware(TokenGate, token=config.token, page=bare_page))
+        middleware.append(Middleware(TokenGate, token=config.token, page=bare_page, secret=config.secret))
     routes = [
         Route("/", lobby, methods=["GET"]),
         Route("/start", start, methods=["POST"]),
@@ -229,11 +271,29 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
         Route("/match/{match_id}/replay", replay, methods=["GET"]),
         Route("/judge", judging, methods=["GET"]),
         Route("/judge", judge_start, methods=["POST"]),
+        Route("/judge/invite/{invite}", judge_invite, methods=["GET"]),
         Route("/judge/{pool}", judge_task, methods=["GET"]),
+        Route("/judge/{pool}/next", judge_next, methods=["POST"]),
         Route("/judge/{pool}/answer", judge_answer, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=middleware,
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        """Expire idle battles every so often (a start sweeps too) while the server runs."""
+        async def sweeper() -> None:
+            while True:
+                await anyio.sleep(min(60.0, max(1.0, config.idle_timeout_s / 4)))
+                try:
+                    await call(arena.sweep)
+                except Exception:  # noqa: BLE001 - logged, the sweeper goes on
+                    log.exception("arena sweep failed")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sweeper)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={RLHFError: business_error, engine.EngineError: business_error,
                                         HTTPException: http_error, Exception: server_error})
     app.state.arena = arena

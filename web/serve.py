@@ -13,7 +13,8 @@ from pathlib import Path
 import uvicorn
 
 from .app import build_app
-from .config import TOKEN_ENV, ArenaConfig, check_bind
+from .config import PSEUDONYM_KEY_ENV, TOKEN_ENV, ArenaConfig, check_bind
+from .security import header_timeout_protocol
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -21,16 +22,28 @@ DEFAULT_PORT = 8765
 
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, sessions_dir: str | os.PathLike[str] = "sessions",
           checkpoints_dir: str | os.PathLike[str] = "checkpoints", token: str | None = None,
-          preferences_dir: str | os.PathLike[str] = "preferences") -> int:
+          preferences_dir: str | os.PathLike[str] = "preferences", idle_timeout_s: float | None = None,
+          starts_per_minute: int | None = None, free_text: bool | None = None) -> int:
     """Serve the arena until interrupted; returns the exit status."""
     token = token or os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
+    extra: dict = {}
+    if idle_timeout_s is not None:
+        extra["idle_timeout_s"] = idle_timeout_s
+    if starts_per_minute is not None:
+        extra.update(starts_per_window=starts_per_minute, start_window_s=60.0)
+    if free_text is not None:
+        extra["record_free_text"] = free_text
     config = ArenaConfig(sessions_dir=Path(sessions_dir), checkpoints_dir=Path(checkpoints_dir), token=token,
-                         preferences_dir=Path(preferences_dir))
+                         preferences_dir=Path(preferences_dir), **extra)
     app = build_app(config)
+    if not os.environ.get(PSEUDONYM_KEY_ENV):
+        print(f"warning: {PSEUDONYM_KEY_ENV} is not set: the players' pseudonym key is drawn for this start only, "
+              f"so a player's name gets a new pseudonym after every restart", file=sys.stderr, flush=True)
     shown = f"[{host}]" if ":" in host else host
     where = f"http://{shown}:{port}/" + ("?token=<the token>" if token else "")
     print(f"ExtraRLHF arena on {where} (sessions in {Path(sessions_dir).resolve()}); Ctrl-C stops it",
           file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
+                http=header_timeout_protocol(config.header_timeout_s))
     return 0

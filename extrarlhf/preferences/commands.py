@@ -1,4 +1,4 @@
-"""``python -m extrarlhf preferences pool|judge|synthetic|list|materialize|reward|dpo|export-trl``.
+"""``python -m extrarlhf preferences pool|judge|invite|synthetic|list|materialize|reward|dpo|export-trl``.
 
 Each subcommand calls one function of this package and prints a short report (``--json``: the
 function's result); business errors are printed by extrarlhf/cli.py as one line (exit 2).
@@ -61,6 +61,16 @@ def _cmd_judge(args: argparse.Namespace) -> int:
         submit_preference(args.pool, task["task_id"], args.judge, "human", choice, reason.strip() or None,
                           preferences_dir=args.preferences_dir)
         answered += 1
+
+
+def _cmd_invite(args: argparse.Namespace) -> int:
+    from .judges import issue_invite
+
+    invite = issue_invite(args.preferences_dir, args.judge)
+    link = f"{args.base_url.rstrip('/')}/judge/invite/{invite}"
+    return _report(args, {"invite": invite, "link": link, "judge": invite.split(".")[1]},
+                   f"{link}\n(give it to that judge only: whoever opens it judges as {invite.split('.')[1]}; the "
+                   f"name is not in it)")
 
 
 def _cmd_synthetic(args: argparse.Namespace) -> int:
@@ -146,6 +156,10 @@ def add_parser(sub: Any) -> None:
     v = verb("judge", _cmd_judge, "judge a pool's tasks in the terminal")
     v.add_argument("pool")
     v.add_argument("--judge", required=True, help="your name (stored only as a keyed pseudonym)")
+    v = verb("invite", _cmd_invite, "an invite link that admits one person as an arena judge")
+    v.add_argument("judge", help="who it is for (stored only as a keyed pseudonym, never in the link)")
+    v.add_argument("--base-url", default="http://127.0.0.1:8765",
+                   help="the arena's address as judges reach it (add ?token=... yourself when it has one)")
     v = verb("synthetic", _cmd_synthetic, "synthetic judges (the search teacher's values with noise)")
     v.add_argument("pool")
     v.add_argument("--judges", type=int, default=3)

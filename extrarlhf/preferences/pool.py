@@ -198,9 +198,11 @@ def task_view(task: dict[str, Any]) -> dict[str, Any]:
             "choices": list(CHOICES)}
 
 
-def next_task(pool: str, judge: str, judge_kind: str, *, preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR
-              ) -> dict[str, Any]:
-    """The judge's next task (module docstring), or ``{"task": None, "done": true}`` when they saw them all."""
+def next_task(pool: str, judge: Any, judge_kind: str, *, preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
+              serve: bool = True) -> dict[str, Any]:
+    """The judge's next task (module docstring), or ``{"task": None, "done": true}`` when they saw them all.
+    ``serve=False`` writes nothing (a page shown on GET): the judge's pending task, else
+    ``{"task": None, "done": false}`` when a new one could be served."""
     kind = _check_kind(judge_kind)
     folder = pool_dir(preferences_dir, pool)
     pseudonym = judge_pseudonym(preferences_dir, judge)
@@ -221,6 +223,8 @@ def next_task(pool: str, judge: str, judge_kind: str, *, preferences_dir: str | 
         fresh = [(shown.get(t["task_id"], 0), i, t) for i, t in enumerate(doc["tasks"]) if t["task_id"] not in seen]
         if not fresh:
             return {"pool": doc["pool"], "judge": pseudonym, "task": None, "done": True, "remaining": 0}
+        if not serve:
+            return {"pool": doc["pool"], "judge": pseudonym, "task": None, "done": False, "remaining": len(fresh)}
         task = min(fresh, key=lambda x: x[:2])[2]
         record = {"task_id": task["task_id"], "judge": pseudonym, "judge_kind": kind, "served_at": utc_now(),
                   "served_ns": time.monotonic_ns()}

@@ -21,6 +21,7 @@ import pytest
 from extrarlhf.datasets.materialize import materialize_v5_dataset
 from extrarlhf.datasets.validate import validate_dataset
 from extrarlhf.preferences import create_preference_pool, list_preferences
+from extrarlhf.preferences.judges import issue_invite
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore
@@ -224,8 +225,10 @@ def test_judging_preference_tasks_by_clicking(server: str, browser: Browser, wor
         page.goto(server + "/")
         with page.expect_navigation():
             page.click("#to-judging")
+        assert "invite link" in page.inner_text("main")  # not invited yet: judging as this browser
+        page.goto(server + "/judge/invite/" + issue_invite(work / "preferences", "Browser Judge"))
+        assert page.url == server + "/judge" and "the person your invite link names" in page.inner_text("main")
         page.select_option("#pool", "clicks")
-        page.fill("#name", "Browser Judge")
         with page.expect_navigation():
             page.click("text=Start judging")
         page.screenshot(path=str(shots / "judge-task.png"), full_page=True)
@@ -241,6 +244,7 @@ def test_judging_preference_tasks_by_clicking(server: str, browser: Browser, wor
     listed = list_preferences("clicks", preferences_dir=work / "preferences")
     assert [i["choice"] for i in listed["items"]] == ["A", "B", "tie"]
     assert listed["totals"]["judge_kind"] == {"human": 3} and listed["items"][0]["reason"] == "clicked #choose-a"
+<<<<<<< HEAD
 
 
 def _axe(page: Page, where: str) -> None:
@@ -287,3 +291,7 @@ def test_the_battle_end_and_replay_pages_pass_axe_and_read_right(server: str, br
         _axe(page, "replay page, final state")
     finally:
         page.close()
+=======
+    invited = issue_invite(work / "preferences", "Browser Judge").split(".")[1]
+    assert {i["judge"] for i in listed["items"]} == {invited}  # the invite's pseudonym, not the browser's
+>>>>>>> issue49-arena

@@ -12,6 +12,7 @@ import pytest
 from extrarlhf.datasets import materialize_v5_dataset
 from extrarlhf.preferences import create_preference_pool, list_preferences
 from extrarlhf.runtime.series import run_series
+from extrarlhf.preferences.judges import issue_invite
 from tests.web.arena_helpers import CSRF, client, same_arena
 
 TASK = re.compile(r'name="task_id" value="([^"]+)"')
@@ -35,8 +36,11 @@ def test_a_person_judges_every_task_once_under_a_pseudonym(pool: Path):
     c = client(pool, preferences_dir=pool / "preferences")
     lobby = c.get("/judge").text
     assert "p — 4 tasks from g/v1" in lobby
-    r = c.post("/judge", data={"csrf": CSRF.search(lobby).group(1), "pool": "p", "name": "Grace Private"},
-               follow_redirects=False)
+    typed = c.post("/judge", data={"csrf": CSRF.search(lobby).group(1), "pool": "p", "name": "Grace Private"})
+    assert typed.status_code == 400 and "invite link" in typed.text  # a typed name is nobody's identity
+    assert c.get("/judge/invite/" + issue_invite(pool / "preferences", "Grace Private"), follow_redirects=False
+                 ).headers["location"] == "/judge"
+    r = c.post("/judge", data={"csrf": CSRF.search(lobby).group(1), "pool": "p"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/judge/p"
     seen, choices = [], ["A", "B", "tie", "skip"]
     for choice in choices:
@@ -55,7 +59,10 @@ def test_a_person_judges_every_task_once_under_a_pseudonym(pool: Path):
     for path in (pool / "preferences").rglob("*"):
         if path.is_file():
             assert b"Grace Private" not in path.read_bytes()
-    other = same_arena(c)  # another browser, no name: a judge of its own, who still sees every task
+    other = same_arena(c)  # another browser, no invite: a judge of its own, who still sees every task
+    page = other.get("/judge/p").text
+    assert 'id="next"' in page and not TASK.search(page)  # a GET serves nothing
+    other.post("/judge/p/next", data={"csrf": CSRF.search(page).group(1)})
     assert TASK.search(other.get("/judge/p").text).group(1) in seen
 
 
@@ -63,6 +70,7 @@ def test_judging_refusals_are_clear_pages(pool: Path):
     c = client(pool, preferences_dir=pool / "preferences")
     missing = c.get("/judge/nope")
     assert missing.status_code == 404 and "does not exist" in missing.text and "Traceback" not in missing.text
+    c.post("/judge/p/next", data={"csrf": CSRF.search(c.get("/judge").text).group(1)})
     html = c.get("/judge/p").text
     forged = c.post("/judge/p/answer", data={"csrf": "forged", "task_id": TASK.search(html).group(1), "choice": "A"})
     assert forged.status_code == 403 and "CSRF" in forged.text

@@ -184,7 +184,7 @@ def test_sessions_do_not_cross_talk(tmp_path: Path):
 
 
 def test_the_access_token_admits_a_browser_once_and_the_bind_rule(tmp_path: Path):
-    token = "t" * 12 + "0123456789"
+    token = "Wq3vJ8kZr2XbN5mTy7LcP4dHs9GfA6eK1uRo0iV_-Qz"  # 43 characters of token_urlsafe(32)
     c = client(tmp_path, token=token)
     _is_page(c.get("/"), 403, "Access token needed")
     _is_page(c.get("/?token=wrong"), 403)
