@@ -140,7 +140,7 @@ def _window_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end-at", required=True, help="end of the window (exclusive), ISO 8601 with a timezone")
     p.add_argument("--start-at", default=None, help="start of the window (inclusive; default: the beginning)")
     p.add_argument("--ingested-before", default=None,
-                   help="only rows ingested before this instant (default: the snapshot time); not before --end-at")
+                   help="only rows ingested before this instant (default: 60 s before the snapshot, recorded in the manifest); not before --end-at")
     p.add_argument("--name", required=True, help="dataset name")
     p.add_argument("--max-rows", type=int, default=None, help="row ceiling per raw stream (default and most: 1000000)")
 

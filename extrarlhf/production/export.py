@@ -48,7 +48,7 @@ from ..datasets.publish import publish_version
 from ..datasets.validate import DecisionChecks, validate_dir
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, battle_key, player_pseudonym
-from .reader import MAX_ROWS, SnapshotReader, Window
+from .reader import MAX_ROWS, SETTLE_S, SnapshotReader, Window
 from .replay import BattleRecord, plausible_labels
 from .versions import Reused, complete_step, identical_version, latest_complete
 
@@ -90,7 +90,7 @@ def check_window(start_at: Any, end_at: Any, ingested_before: Any) -> Window:
     if cut is not None and cut < end:
         raise InvalidArgument(f"ingested_before {_iso(cut)} is before end_at {_iso(end)}: battles that finished "
                               f"after it could not have been ingested, so the end of the window would be silently "
-                              f"empty; use an ingested_before at or after end_at (or omit it: the snapshot time)")
+                              f"empty; use an ingested_before at or after end_at (or omit it: 60 s before the snapshot, recorded in the manifest)")
     return Window(start, end, cut)
 
 
@@ -241,8 +241,9 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
                       "by_reason": dict(sorted(builder.excluded_reasons.items())), "table": "excluded",
                       "replay_verified": builder.included}
         production = {"window": {"start_at": _iso(window.start_at), "end_at": _iso(window.end_at),
-                                 "ingested_before": _iso(window.ingested_before) or facts["snapshot_at"],
-                                 "ingested_before_is_snapshot": window.ingested_before is None},
+                                 "ingested_before": facts["ingested_before"],
+                                 "ingested_before_is_default": window.ingested_before is None,
+                                 "settle_seconds": SETTLE_S if window.ingested_before is None else None},
                       "snapshot_at": facts["snapshot_at"], "streams": streams, "complete": complete,
                       "stop_reason": None if complete else "row_ceiling", "stopped_stream": stopped_on,
                       "max_rows": ceiling,
@@ -279,6 +280,7 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
     try:  # connect, check the schema and take the snapshot before anything is written
         snapshot = reader.start()
         facts["snapshot_at"] = _iso(snapshot["snapshot_at"])
+        facts["ingested_before"] = _iso(snapshot["ingested_before"])
         result = {**publish_version(dirs, name, build, overwrite=overwrite,
                                     validate=lambda folder: validate_dir(folder, decisions=checks),
                                     before_commit=pointers), "reused": False}
@@ -290,7 +292,7 @@ def export_production_v5_dataset(end_at: Any, *, name: str, start_at: Any = None
         return {"published": False, "complete": False, "stop_reason": "row_ceiling", "stopped_stream": stream,
                 "streams": facts["streams"], "snapshot_at": facts.get("snapshot_at"), "max_rows": ceiling,
                 "window": {"start_at": _iso(window.start_at), "end_at": _iso(window.end_at),
-                           "ingested_before": _iso(window.ingested_before)},
+                           "ingested_before": facts.get("ingested_before") or _iso(window.ingested_before)},
                 "message": f"stopped: stream {stream} has more than {ceiling:,} rows in this window (the row "
                            f"ceiling); nothing was published. Export a shorter window, or pass "
                            f"publish_incomplete=true to keep an incomplete, never-ready export for inspection",

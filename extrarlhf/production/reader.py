@@ -30,8 +30,8 @@ import asyncio
 import contextlib
 import queue
 import threading
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 from ..core.errors import Cancelled, RLHFError
@@ -45,6 +45,12 @@ __all__ = ["Window", "SnapshotReader", "ProductionUnavailable", "ProductionReadE
 
 MAX_ROWS = 1_000_000
 CONNECT_TIMEOUT_S = 15.0
+# The default cut-off (no ingested_before given): rows ingested up to this long before the
+# snapshot are left to the next export, so a re-export with the recorded cut-off reads the same
+# rows. A row's ingested_at is its transaction's start, and the transaction may commit after
+# the snapshot: such a row is invisible now and visible later (issue 49: a session ingested
+# 48 ms before the snapshot was absent, then present in a re-export with the same cut-off).
+SETTLE_S = 60
 CLOSE_TIMEOUT_S = 5.0     # for the server to acknowledge a cancelled statement before the link is dropped
 CANCEL_POLL_S = 0.05      # how often a running statement polls the caller's cancel()
 APPLICATION_NAME = "extrarlhf-production-read"
@@ -162,6 +168,13 @@ async def close_connections(*conns: Any) -> None:
             await conn.close(timeout=CLOSE_TIMEOUT_S)
         except BaseException:  # noqa: BLE001 - a broken link: drop it (read-only: nothing to commit)
             conn.terminate()
+
+
+def default_cut(end_at: datetime, snapshot_at: datetime) -> datetime:
+    """The cut-off of an export that names none: ``SETTLE_S`` before the snapshot, and never before
+    the window's end (a window ending in the last minute then reads what the snapshot holds, and
+    a re-export may see rows that were still being written)."""
+    return max(end_at, snapshot_at - timedelta(seconds=SETTLE_S))
 
 
 @dataclass(frozen=True)
@@ -363,11 +376,14 @@ class SnapshotReader:
 
     async def _read(self) -> None:
         leader, follower, snapshot_at = await open_snapshot(self.access, ("battles", "battle_actions"))
+        if self.window.ingested_before is None:  # the cut-off is explicit from here on, and recorded
+            self.window = replace(self.window, ingested_before=default_cut(self.window.end_at, snapshot_at))
         try:
             cond, args = self.window.where("b")
             with reading("counting the window's battles", self.access):
                 total = await leader.fetchval(f"SELECT count(*) FROM battles b WHERE {cond}", *args)
-            self.facts = {"snapshot_at": snapshot_at, "battles": min(total, self.max_rows)}
+            self.facts = {"snapshot_at": snapshot_at, "battles": min(total, self.max_rows),
+                          "ingested_before": self.window.ingested_before}
             self._make_streams(leader, follower)
             self._started.set()
             await self._merge()

@@ -18,8 +18,12 @@ record is excluded with its reason, checked in this order:
 - ``invalid_record``   seat kinds, decks or starting player the engine refuses;
 - ``missing_actions``  no action rows; the actions stop before the battle is over; an action
   recorded at a later turn than the replay has reached (the actions that ended the turns in
-  between are absent); or any failure (below too) after a hole in an evenly spaced numbering
-  (see :func:`_hole`): then the detail names the hole first;
+  between are absent); any failure (below too) after a hole in an evenly spaced numbering
+  (see :func:`_hole`): then the detail names the hole first; or such a hole in a battle whose
+  remaining actions still replay to the recorded end (issue 49: a hole is a missing action
+  whether or not the replay notices; a backend numbering every battle's actions from one
+  shared sequence rarely looks evenly spaced, and where it does a gap is read as a missing
+  action: the battle is left out, never given wrong labels);
 - ``illegal_action``   an action illegal in its state, recorded for the player not to move or
   for an earlier turn than the replay's, or after the battle ended;
 - ``winner_mismatch`` / ``turns_mismatch``  the replay ends otherwise than recorded.
@@ -170,6 +174,11 @@ def _play(record: BattleRecord) -> tuple[engine.State, dict[str, bytes]]:
         raise Excluded("missing_actions", f"the numbering skips from seq {hole[0]} to seq {hole[1]}, so the "
                                           f"action(s) between them are missing; the replay then fails: "
                                           f"{exc.detail}") from None
+    hole = _hole([a[0] for a in actions], None)
+    if hole is not None:  # the replay of what is left works, but an action is still missing
+        raise Excluded("missing_actions", f"the numbering skips from seq {hole[0]} to seq {hole[1]}, so the "
+                                          f"action(s) between them are missing (the {len(actions)} recorded "
+                                          f"actions still replay to the recorded end)", len(actions) - 1)
     return state, recorder.finish(state, "finished", audit=AUDIT)
 
 

@@ -91,7 +91,7 @@ from ..datasets.validate import validate_dir, validated_source
 from .export import _iso, check_max_rows, check_window
 from .gate import ProductionAccess, open_gate
 from .pseudonyms import PSEUDONYM_RULE, keyed_ids
-from .reader import close_connections, open_snapshot, read_failed, until_stopped
+from .reader import SETTLE_S, close_connections, default_cut, open_snapshot, read_failed, until_stopped
 from .versions import Reused, complete_step, identical_version, latest_complete
 from .returnclock_query import (
     EXPOSED_STATUSES,
@@ -366,8 +366,9 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
         evidence = {"source_kind": "production", "complete": complete, **counts, "integrity_failures": []}
         readiness = returnclock_readiness(evidence, policy)
         production = {"window": {"start_at": _iso(window.start_at), "end_at": _iso(window.end_at),
-                                 "ingested_before": _iso(window.ingested_before) or facts["snapshot_at"],
-                                 "ingested_before_is_snapshot": window.ingested_before is None},
+                                 "ingested_before": facts["ingested_before"],
+                                 "ingested_before_is_default": window.ingested_before is None,
+                                 "settle_seconds": SETTLE_S if window.ingested_before is None else None},
                       "snapshot_at": facts["snapshot_at"], "streams": streams, "complete": complete,
                       "stop_reason": None if complete else "row_ceiling", "stopped_stream": stopped,
                       "max_rows": ceiling, "memory": rows.memory(copy_peak, batch_bytes, row_group_rows)}
@@ -400,6 +401,8 @@ def export_returnclock_dataset(start_at: Any, end_at: Any, *, name: str, ingeste
             open_snapshot(access, (SESSIONS, TREATMENTS)), cancel, "the ReturnClock export"))
         conns[:] = [leader, follower]
         facts["snapshot_at"] = _iso(snapshot_at)
+        args[2] = window.ingested_before or default_cut(window.end_at, snapshot_at)  # explicit, and recorded
+        facts["ingested_before"] = _iso(args[2])
         result = {**publish_version(dirs, name, build, overwrite=overwrite, validate=validate_dir,
                                     before_commit=complete_pointer), "reused": False}
     except Reused as same:

@@ -4,8 +4,8 @@ would copy, and each export name has a ``latest complete`` pointer.
 - **Reuse.** An export builds its version in a temp folder as usual; just before the commit
   point, under the dataset's publication lock, :func:`identical_version` compares what would be
   published with the name's latest version: the manifest with the run's own facts left out
-  (``created_at``, ``dataset_id``, ``version``, every ``snapshot_at``, a ``ingested_before``
-  that is the snapshot time, the measured memory, the git commit), so every file hash, row
+  (``created_at``, ``dataset_id``, ``version``, every ``snapshot_at``, a default
+  ``ingested_before`` (derived from the snapshot time), the measured memory, the git commit), so every file hash, row
   count, window, readiness and option must be equal. Equal, and that version still validates:
   the temp folder is dropped, no version directory is made, and the result says
   ``reused: true`` with that version. The latest complete export is compared too when it is
@@ -52,7 +52,7 @@ def complete_pointer(name: str) -> str:
 def _content(value: Any, parent: str = "") -> Any:
     """The manifest without the facts of the run that wrote it (see the module docstring)."""
     if isinstance(value, dict):
-        snapshot_cut = bool(value.get("ingested_before_is_snapshot"))
+        snapshot_cut = bool(value.get("ingested_before_is_default") or value.get("ingested_before_is_snapshot"))
         return {k: _content(v, k) for k, v in value.items()
                 if k not in _RUN_FACTS and not (snapshot_cut and k == "ingested_before")
                 and not (parent == "memory" and k == "measured") and not (parent == "code_version"

@@ -166,6 +166,21 @@ def test_a_hole_before_the_failure_makes_it_missing_actions():
     assert f"seq {10 * (k - 1)} to seq {10 * (k + 1)}" in excluded[1], excluded
 
 
+@pytest.mark.parametrize("base, step", [(0, 1), (1, 1), (10, 10)])
+def test_a_hole_is_a_missing_action_even_when_the_rest_still_replays(base, step):
+    """Issue 49: seq 10..70, 90.. (80 deleted) was exported with 68 of 69 actions because the replay
+    of the rest still worked. To the export that case is a gap in an evenly spaced numbering whose
+    actions replay to the recorded end, which is what this battle is (every move kept, one number
+    skipped): in any numbering base and step it is excluded as missing_actions, naming the gap."""
+    final, moves = _played()
+    k = len(moves) // 2
+    seqs = [base + step * i for i in range(k)] + [base + step * (i + 1) for i in range(k, len(moves))]
+    rows, excluded = replay_record(_record(final, moves, seqs))
+    assert rows is None and excluded[0] == "missing_actions", excluded
+    assert f"seq {base + step * (k - 1)} to seq {base + step * (k + 1)}" in excluded[1], excluded
+    assert "still replay to the recorded end" in excluded[1], excluded
+
+
 def test_the_fixture_refuses_a_numbering_it_cannot_write(tmp_path):
     """Checked before any connection (the DSN below leads nowhere)."""
     from extrarlhf.core.errors import RLHFError

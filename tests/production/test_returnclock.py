@@ -573,3 +573,42 @@ async def test_the_mcp_tool_reports_progress_and_leaks_nothing(pg_server, tmp_pa
     blobs += [repr(pq.read_table(p).to_pylist()).encode() for p in (tmp_path / "ds").rglob("*.parquet")]
     for secret in [dsn, SALT, *(f'"{r}"' for r in raw), *(f"'{r}'" for r in raw)]:
         assert not any(secret.encode() in blob for blob in blobs), secret
+
+
+def test_the_default_cut_off_is_recorded_and_a_re_export_with_it_reads_the_same_rows(pg_server, tmp_path):
+    """Issue 49: a session ingested 48 ms before the snapshot was absent (its transaction committed
+    after the snapshot), and a re-export with the manifest's cut-off (the snapshot time) then held it.
+    Here a session is written by a transaction that starts before the export's snapshot and commits
+    after it: the default cut-off (recorded: 60 s before the snapshot) leaves it out of both exports."""
+    from extrarlhf.production.fixture import build_fixture
+
+    dsn = pg_server.create_database("returnclock_cut")
+    summary = build_fixture(dsn, battles=0, players=20, days=3, seed=9, sessions_per_player=4, workers=1)
+    sessions, _ = asyncio.run(_read_world(dsn))
+    start, end = min(s.started for s in sessions), max(s.started for s in sessions) + timedelta(hours=1)
+    player = sessions[0].player
+    loop = asyncio.new_event_loop()
+    writer = loop.run_until_complete(asyncpg.connect(dsn))
+    try:
+        open_transaction = writer.transaction()
+        loop.run_until_complete(open_transaction.start())
+        loop.run_until_complete(writer.execute(
+            "INSERT INTO player_sessions VALUES ('late-session', $1, $2, $3, now())", player,
+            start + timedelta(hours=1), start + timedelta(hours=2)))
+        first = export_returnclock_dataset(start, end, name="first", datasets_dir=tmp_path, environ=env_for(dsn))
+        loop.run_until_complete(open_transaction.commit())
+    finally:
+        loop.run_until_complete(writer.close())
+        loop.close()
+    window = json.loads((Path(first["path"]) / "manifest.json").read_text())["production"]["window"]
+    snapshot = datetime.fromisoformat(first["snapshot_at"].replace("Z", "+00:00"))
+    cut = datetime.fromisoformat(window["ingested_before"].replace("Z", "+00:00"))
+    assert window["ingested_before_is_default"] is True and window["settle_seconds"] == 60
+    assert cut == snapshot - timedelta(seconds=60)
+    again = export_returnclock_dataset(start, end, name="again", ingested_before=window["ingested_before"],
+                                       datasets_dir=tmp_path, environ=env_for(dsn))
+    assert again["streams"] == first["streams"] and again["row_counts"] == first["row_counts"]
+    for name in ("returnclock", "excluded"):
+        assert (Path(again["path"]) / f"{name}.parquet").read_bytes() == \
+            (Path(first["path"]) / f"{name}.parquet").read_bytes(), name
+    assert summary["counts"]["sessions"]["total"] == len(sessions)
