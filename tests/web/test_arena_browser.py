@@ -244,7 +244,8 @@ def test_judging_preference_tasks_by_clicking(server: str, browser: Browser, wor
     listed = list_preferences("clicks", preferences_dir=work / "preferences")
     assert [i["choice"] for i in listed["items"]] == ["A", "B", "tie"]
     assert listed["totals"]["judge_kind"] == {"human": 3} and listed["items"][0]["reason"] == "clicked #choose-a"
-<<<<<<< HEAD
+    invited = issue_invite(work / "preferences", "Browser Judge").split(".")[1]
+    assert {i["judge"] for i in listed["items"]} == {invited}  # the invite's pseudonym, not the browser's
 
 
 def _axe(page: Page, where: str) -> None:
@@ -291,7 +292,3 @@ def test_the_battle_end_and_replay_pages_pass_axe_and_read_right(server: str, br
         _axe(page, "replay page, final state")
     finally:
         page.close()
-=======
-    invited = issue_invite(work / "preferences", "Browser Judge").split(".")[1]
-    assert {i["judge"] for i in listed["items"]} == {invited}  # the invite's pseudonym, not the browser's
->>>>>>> issue49-arena
