@@ -41,6 +41,8 @@ def _requested() -> str:
 
 
 _registered: ModuleType | None = None
+_HOW_TO_BUILD = ("`make setup` or `pip install` of the checkout builds it (it needs a C++17 compiler; cmake comes "
+                 "from PyPI if missing; see docs/rl.md)")
 
 
 def _load() -> tuple[ModuleType | None, str | None]:
@@ -62,9 +64,7 @@ def require_native(what: str = "this") -> ModuleType:
     ``what`` needs it and how to build it."""
     module, error = _load()
     if module is None:
-        raise EngineError(f"{what} needs the native engine core, which is not importable ({error}); "
-                          f"`make setup` or `pip install` of the checkout builds it (it needs a C++ compiler "
-                          f"and cmake; see docs/rl.md)")
+        raise EngineError(f"{what} needs the native engine core, which is not importable ({error}); {_HOW_TO_BUILD}")
     return module
 
 
@@ -86,9 +86,7 @@ def native() -> ModuleType | None:
     module, error = (None, None) if requested == "python" else _load()
     if module is None and requested == "native":
         raise EngineError(f"{ENV_VAR}=native but the native engine core is not importable ({error}); "
-                          f"`make setup` or `pip install` of the checkout builds it (it needs a C++17 compiler; "
-                          f"cmake comes from PyPI if missing; see docs/rl.md), "
-                          f"or set {ENV_VAR}=python")
+                          f"{_HOW_TO_BUILD}, or set {ENV_VAR}=python")
     if module is None and requested == "" and (_resolved is None or _resolved[0] != ""):
         print(f"extraarena: the native engine core is not built ({error}); using the Python engine, about 50x "
               f"slower in the vector env (a C++17 compiler, then `pip install --force-reinstall --no-deps "
