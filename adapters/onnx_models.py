@@ -11,7 +11,11 @@ Kinds (DESIGN section 7), N = batch, A = candidate actions (the legal ones, padd
 
 ``obs`` is the observation of the player to move; the candidate actions are
 ``state.legal_actions()`` in that order, padded to the batch's largest A with mask 0 (the
-adapter ignores padded positions whatever the model puts there).
+adapter ignores padded positions whatever the model puts there). On the native backend the
+core builds a batch's feed in one call (``engine.features.native_model_inputs``, the same
+bytes), and a batch of 32 or more states runs as 2-4 runs of states with similar numbers of
+legal actions, each padded to its own widest (:func:`_buckets`; every row's outputs have the
+same bits, only less padding is computed), all under the one time limit of the batch.
 
 Loaded models (weights hash, signature, onnxruntime session) are cached per process by
 path and file content (sha256), so the many per-battle policies of a series share one
@@ -53,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, State, derive_seed, observations
+from engine.features import native_model_inputs
 
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision, KindMismatch
@@ -535,6 +540,13 @@ def build_inputs(kind: str, states: Sequence[State], mask_dtype: type = np.float
 
     Action inputs are padded to the largest number of legal actions in the batch, mask 0."""
     kind = canonical_kind(kind)
+    if kind != "legacy_onnx":
+        native = native_model_inputs(states)
+        if native is not None:  # the core's one-call feed: the same bytes
+            obs, feats, counts, legal = native
+            mask = (_ARANGE[:feats.shape[1]] < counts[:, None]).astype(mask_dtype) if feats.shape[1] <= _ARANGE.size \
+                else (np.arange(feats.shape[1]) < counts[:, None]).astype(mask_dtype)
+            return {"obs": obs, "action_features": feats, "action_mask": mask}, legal
     legal = [s.legal_actions() for s in states]
     for s, ids in zip(states, legal):
         if not ids:
@@ -659,7 +671,8 @@ class ModelPolicy:
         return self.decide_batch([state])[0]
 
     def decide_batch(self, states: Sequence[State]) -> list[Decision]:
-        """Decisions for several states with one ``session.run``."""
+        """Decisions for several states with one model call (one ``session.run``, or a few of
+        similar widths for a large batch: see the module docstring)."""
         if not states:
             return []
         if self.model is None or self.blocked() is not None:
@@ -730,11 +743,11 @@ def _run_group(items: list[tuple[ModelPolicy, State]], ids_only: bool = False) -
     started = time.perf_counter()
     try:
         if limit is None:
-            outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, _unlimited_run_options())
+            outputs = _session_run(model, kind, feeds, legal, _unlimited_run_options())
         else:
             run = WATCHDOG.arm(limit)
             try:
-                outputs = model.session.run(list(OUTPUT_NAMES[kind]), feeds, run.options)
+                outputs = _session_run(model, kind, feeds, legal, run.options)
             finally:
                 WATCHDOG.disarm(run)
     except Exception as exc:  # noqa: BLE001 - any onnxruntime failure becomes a fallback
@@ -747,6 +760,62 @@ def _run_group(items: list[tuple[ModelPolicy, State]], ids_only: bool = False) -
     if model.health.timeouts_in_row:
         model.health.timeouts_in_row = 0  # a run that finished (even just past its deadline) breaks the row
     return decisions_from_outputs(items, kind, legal, outputs, ids_only)
+
+
+# What one more session.run costs, in padded action rows of a width-32 v5 MLP (about 60 us
+# against about 0.3 us a row, benchmarks/vector_env.py's checkpoint opponents on 2 cores).
+_RUN_COST_ROWS = 192
+_MIN_SPLIT = 32  # batches smaller than this run whole
+
+
+def _buckets(counts: list[int]) -> list[np.ndarray] | None:
+    """Rows of one batch split into 2-4 runs by their number of legal actions (each run padded
+    to its own widest row, not the batch's) when that pads fewer rows than the run it adds
+    costs; None to run the batch whole. Every row's outputs are the same bits either way (a row
+    of a batched run equals its one-row run: tests/envs/test_vector_env.py)."""
+    n = len(counts)
+    if n < _MIN_SPLIT:
+        return None
+    c = np.asarray(counts)
+    order = np.argsort(c, kind="stable")
+    best, best_cost = None, n * int(c.max()) + _RUN_COST_ROWS
+    for parts in (2, 3, 4):
+        splits = np.array_split(order, parts)
+        cost = sum(len(idx) * int(c[idx].max()) for idx in splits) + parts * _RUN_COST_ROWS
+        if cost < best_cost:
+            best, best_cost = splits, cost
+    return best
+
+
+def _session_run(model: LoadedModel, kind: str, feeds: dict[str, np.ndarray], legal: list[list[int]],
+                 options: ort.RunOptions) -> Sequence[Any]:
+    """``session.run`` of one group's feed: in runs of rows with similar numbers of legal
+    actions (:func:`_buckets`) reassembled to the whole batch's shapes (padding cells 0: masked
+    out), or whole. A run whose outputs are not the float32 shapes the contract names sends the
+    batch back to one whole run, whose checks then say what was wrong."""
+    names = list(OUTPUT_NAMES[kind])
+    counts = [len(ids) for ids in legal]
+    buckets = None if kind == "legacy_onnx" else _buckets(counts)
+    if buckets is None:
+        return model.session.run(names, feeds, options)
+    n, width = feeds["action_mask"].shape
+    scores = np.zeros((n, width), np.float32)
+    values = np.zeros((n, 1), np.float32) if kind == "v5" else None
+    c = np.asarray(counts)
+    for idx in buckets:
+        w = int(c[idx].max())
+        out = model.session.run(names, {"obs": feeds["obs"][idx], "action_features": feeds["action_features"][idx, :w],
+                                        "action_mask": feeds["action_mask"][idx, :w]}, options)
+        first = out[0]
+        if not isinstance(first, np.ndarray) or first.dtype != np.float32 or first.shape != (len(idx), w):
+            return model.session.run(names, feeds, options)
+        scores[idx, :w] = first
+        if values is not None:
+            value = out[1]
+            if not isinstance(value, np.ndarray) or value.dtype != np.float32 or value.shape != (len(idx), 1):
+                return model.session.run(names, feeds, options)
+            values[idx] = value
+    return [scores] if values is None else [scores, values]
 
 
 def _timed_out(items: list[tuple[ModelPolicy, State]], limit: float, elapsed: float) -> list[Decision]:

@@ -20,7 +20,8 @@ Figures, per CPU-second of this process (``time.process_time``), medians of inte
 * ``vector_env_checkpoint``: ``ArenaVectorEnv(N, opponent=<a registered v5 checkpoint>)`` (a
   ``ReferenceBatch``: checkpoints are played in Python, their inference in onnxruntime), the
   same masked random learner, learner steps/CPU-s: ``new`` evaluates the battles whose opponent
-  is to move with one onnxruntime run per decision round (issue 48); ``old`` is the same env
+  is to move with one model call per decision round (issue 48: the feed built by the core in
+  one call, rows run in 2-4 runs of similar widths); ``old`` is the same env
   with ``batched_opponents=False``, one ``ArenaGymEnv.step`` per battle and one run per
   opponent decision, as before; ``ratio`` (target >= 5). The checkpoint is
   tests/onnx_factory.mlp_v5(width=``--checkpoint-width``, default 32, seed 0), registered in a

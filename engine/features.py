@@ -8,6 +8,7 @@ opponent's hand or any deck order. Bump OBS_VERSION whenever a layout changes.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -196,6 +197,26 @@ def _native_rows(core, items: list[tuple["State", int]]) -> np.ndarray | None:
             return None
         out[k] = native.observation(player)
     return out
+
+
+def native_model_inputs(states: Sequence["State"]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]] | None:
+    """On the native backend, a v5 model's feed for ``states`` (each seen by its player to
+    move) in one core call: ``(obs, action_features zero-padded to the widest legal set,
+    counts, legal ids)``; None on the Python backend, for a state the core cannot hold, or when
+    a state is finished (the caller's own path then says so)."""
+    core = backend.native()
+    if core is None:
+        return None
+    held = []
+    for state in states:
+        native = _native(core, state)
+        if native is None:
+            return None
+        held.append(native)
+    try:
+        return core.model_inputs(held)
+    except ValueError:
+        return None
 
 
 # On the native backend the features are computed by the core (engine_native's

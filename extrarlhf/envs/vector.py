@@ -113,8 +113,9 @@ class ReferenceBatch:
 
     Opponents played by model checkpoints are evaluated together: in each decision round, the
     battles whose opponent (a :class:`~adapters.ModelPolicy`) is to move are decided with one
-    onnxruntime run per model (``adapters.onnx_models.decide_actions``, i.e. ``decide_many``),
-    then each battle applies its own action; rounds repeat until no battle has its opponent to
+    onnxruntime call per model (``adapters.onnx_models.decide_actions``, i.e. ``decide_many``:
+    the core builds the feed in one call, and a batch of 32 or more rows runs as 2-4 runs of
+    similar widths), then each battle applies its own action; rounds repeat until no battle has its opponent to
     move (a turn is many actions, and an episode that ends within the step starts the next
     one, whose opening moves join the following rounds). So a step costs as many runs as the
     most opponent decisions one battle needs in it, not one run per decision.

@@ -26,7 +26,7 @@ from . import _core
 from ._core import ACTION_SPACE_SIZE, State
 
 __all__ = ["ACTION_SPACE_SIZE", "State", "determinize", "evaluate", "from_state", "greedy_act",
-           "information_set_digest", "new_battle", "play_greedy_battles", "play_random_battles", "random_act",
+           "information_set_digest", "model_inputs", "new_battle", "play_greedy_battles", "play_random_battles", "random_act",
            "register", "search"]
 
 _hooks: Any = None  # what engine.backend registered (see register)
@@ -137,6 +137,14 @@ def search(state: Any, search_seed: int, sims: int, rollout: str,
     if random:
         rollout_rng.state = after
     return action, visits, means
+
+
+def model_inputs(states: list[State]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
+    """The feed of a v5 model for ``states`` (engine_native.State objects, each seen by its
+    player to move), in one call: ``(obs [n, OBS_DIM], action_features [n, W,
+    ACTION_FEATURE_DIM] zero-padded to the widest legal set W, counts [n], legal ids per state)``,
+    the same bytes as adapters.onnx_models.build_inputs."""
+    return _core._model_inputs(states)
 
 
 def play_greedy_battles(seeds: Iterable[int], hashes: bool = False) -> dict[str, list]:

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -85,6 +86,47 @@ Array<float> ActionFeaturesArray(NativeState& self, nb::handle action_ids) {
     arena::ActionFeatures(self.s, ids[k], out.data() + k * arena::kActionFeatureDim);
   }
   return out;
+}
+
+// adapters.onnx_models.build_inputs for engine_native.State objects: one pass, no per-state
+// Python calls (the vector env's checkpoint opponents, the model policies' batches).
+nb::tuple ModelInputs(nb::handle states) {
+  if (!PyList_Check(states.ptr())) throw nb::type_error("states must be a list of engine_native.State");
+  const size_t n = static_cast<size_t>(PyList_GET_SIZE(states.ptr()));
+  if (n == 0) throw std::invalid_argument("states must not be empty");
+  std::vector<NativeState*> items(n);
+  size_t width = 0;
+  for (size_t i = 0; i < n; ++i) {
+    NativeState* state = nullptr;
+    if (!nb::try_cast<NativeState*>(nb::handle(PyList_GET_ITEM(states.ptr(), i)), state) || state == nullptr) {
+      throw nb::type_error(("states[" + std::to_string(i) + "] is not an engine_native.State").c_str());
+    }
+    if (state->s.terminal()) throw std::invalid_argument("cannot decide in a finished battle (states[" + std::to_string(i) + "])");
+    items[i] = state;
+    width = std::max(width, static_cast<size_t>(state->Legal().size));
+  }
+  const size_t obs_dim = arena::kObsDim, feat_dim = arena::kActionFeatureDim;
+  Array<float> obs = NewArray<float>({n, obs_dim});
+  Array<float> feats = NewArray<float>({n, width, feat_dim});
+  Array<int32_t> counts = NewArray<int32_t>({n});
+  PyObject* legal = PyList_New(static_cast<Py_ssize_t>(n));
+  if (legal == nullptr) throw nb::python_error();
+  nb::list legal_list = nb::steal<nb::list>(legal);
+  for (size_t i = 0; i < n; ++i) {
+    NativeState& state = *items[i];
+    const arena::ActionList& ids = state.Legal();
+    arena::Observation(state.s, state.s.active + 1, obs.data() + i * obs_dim);
+    float* row = feats.data() + i * width * feat_dim;
+    PyObject* ids_list = PyList_New(ids.size);
+    if (ids_list == nullptr) throw nb::python_error();
+    for (int k = 0; k < ids.size; ++k) {
+      arena::ActionFeatures(state.s, ids.ids[k], row + static_cast<size_t>(k) * feat_dim);
+      PyList_SET_ITEM(ids_list, k, PyLong_FromLong(ids.ids[k]));
+    }
+    PyList_SET_ITEM(legal, static_cast<Py_ssize_t>(i), ids_list);
+    counts.data()[i] = ids.size;
+  }
+  return nb::make_tuple(obs, feats, counts, legal_list);
 }
 
 // The outputs of one Batch call: numpy arrays carved out of one block of memory, which goes
@@ -224,6 +266,11 @@ void BindBatch(nb::module_& m) {
       [](NativeState& self, nb::handle ids) { return ActionFeaturesArray(self, ids); },
       nb::is_method(), nb::scope(state_type), nb::name("action_features"), nb::arg("action_ids").none() = nb::none(),
       "features.action_features(state, ids or the legal actions): float32 [len(ids), ACTION_FEATURE_DIM].");
+
+  m.def("_model_inputs", [](nb::handle states) { return ModelInputs(states); }, nb::arg("states"),
+        "The feed of a v5 model for native states, each seen by its player to move: (obs float32 [n, OBS_DIM], "
+        "action_features float32 [n, W, ACTION_FEATURE_DIM] zero-padded to the widest legal set W, counts int32 [n], "
+        "legal: a list of each state's legal ids). What adapters.onnx_models.build_inputs computes, in one call.");
 
   nb::class_<PyBatch>(m, "Batch", "N single-seat battles stepped at once; see batch.h (use engine_native.batch).")
       .def("__init__", [](PyBatch* self, int num_battles, const std::vector<int>& seats, bool penalize, int opponent,

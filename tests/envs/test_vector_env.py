@@ -357,6 +357,76 @@ def test_checkpoint_opponents_cost_one_onnxruntime_run_per_decision_round(mlp_ch
     assert sum(map(sum, decisions)) > 2 * sum(map(len, per_step)), "8 battles: over half the runs saved"
 
 
+def _mid_battle_states(count: int) -> list:
+    """``count`` states of random battles at varied points (varied numbers of legal actions)."""
+    from engine import SplitMix64, new_battle
+
+    states, seed = [], 0
+    while len(states) < count:
+        state, rng = new_battle(seed), SplitMix64(seed)
+        while not state.is_terminal:
+            if rng.below(3) == 0:
+                states.append(state.clone())
+            legal = state.legal_actions()
+            state.apply(legal[rng.below(len(legal))])
+        seed += 1
+    return states[:count]
+
+
+def test_a_large_batch_runs_in_buckets_of_similar_width_with_every_decision_unchanged(
+        mlp_checkpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters import onnx_models
+    from extrarlhf.checkpoints.registry import CheckpointRegistry
+
+    policy = onnx_models.ModelPolicy(CheckpointRegistry(mlp_checkpoint).get("mlp-opponent").path, "v5")
+    states = _mid_battle_states(120)
+    widest = max(len(s.legal_actions()) for s in states)
+    session, shapes = policy.model.session, []
+    real = session.run
+
+    def recorded(names, feeds, options=None):
+        shapes.append(feeds["action_mask"].shape)
+        return real(names, feeds, options)
+
+    monkeypatch.setattr(session, "run", recorded)
+    together = policy.decide_batch(states)
+    assert 2 <= len(shapes) <= 4 and sum(n for n, _ in shapes) == len(states), shapes
+    assert min(w for _, w in shapes) < widest == max(w for _, w in shapes), shapes  # narrower runs, less padding
+    assert sum(n * w for n, w in shapes) < len(states) * widest
+    monkeypatch.setattr(onnx_models, "_MIN_SPLIT", 10 ** 9)
+    shapes.clear()
+    whole = policy.decide_batch(states)
+    assert shapes == [(len(states), widest)]
+    assert together == whole  # the same actions, probabilities and values, bit for bit
+    alone = [policy.decide(s) for s in states]  # the logits' bits; the float64 softmax sums over its own width
+    assert [(d.action_id, d.value) for d in together] == [(d.action_id, d.value) for d in alone]
+    assert all(np.allclose(a.probabilities, b.probabilities, rtol=1e-12, atol=0) for a, b in zip(together, alone))
+
+
+@needs_native
+def test_the_cores_model_feed_has_the_bytes_of_the_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters import onnx_models
+
+    states = _mid_battle_states(90) + [s.clone() for s in _mid_battle_states(3)]
+    assert backend.name() == "native" and all(hasattr(s, "_core") for s in states)
+    for mask_dtype in (np.float32, np.bool_):
+        native, legal = onnx_models.build_inputs("v5", states, mask_dtype)
+        monkeypatch.setattr(onnx_models, "native_model_inputs", lambda _: None)
+        python, python_legal = onnx_models.build_inputs("v5", states, mask_dtype)
+        monkeypatch.undo()
+        assert legal == python_legal and native.keys() == python.keys()
+        for key in native:
+            assert native[key].dtype == python[key].dtype and native[key].shape == python[key].shape, key
+            assert native[key].tobytes() == python[key].tobytes(), key
+    finished = states[0].clone()
+    while not finished.is_terminal:
+        finished.apply(finished.legal_actions()[0])
+    with pytest.raises(ValueError, match="cannot decide in a finished battle"):
+        onnx_models.build_inputs("v5", states[:40] + [finished])
+    with pytest.raises(TypeError, match=r"states\[1\] is not an engine_native.State"):
+        engine_native.model_inputs([states[0]._core, "not a state"])
+
+
 def test_checkpoint_policy_is_reseeded_until_the_registry_changes(mlp_checkpoint: str, tmp_path) -> None:
     from extrarlhf.checkpoints.registry import CheckpointRegistry
     from extrarlhf.envs.opponents import resolve_opponent
