@@ -381,6 +381,9 @@ CALLS: dict[str, Callable[..., Any]] = {
     "batch": lambda m, s, a, b: m.batch.BattleBatch(a if isinstance(a, int) and not isinstance(a, bool) and a < 64
                                                     else a if not isinstance(a, int) else 2, b),
     "batch_step": lambda m, s, a, b: _batch_step(m, a),
+    "model_inputs": lambda m, s, a, b: m.model_inputs(a if isinstance(a, list) else [m.from_state(s), a, b]),
+    "model_inputs_states": lambda m, s, a, b: m.model_inputs([m.from_state(s)] * (a if isinstance(a, int)
+                                                              and not isinstance(a, bool) and 0 < a < 300 else 1)),
 }
 
 
