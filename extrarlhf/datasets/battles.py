@@ -29,10 +29,11 @@ import pybase64
 import engine
 from engine.features import action_feature_parts
 
+from ..runtime import trace_files
 from ..runtime.trace import V5_SCHEMA_VERSION
 
 OBS_BYTES = 4 * engine.OBS_DIM
-TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
+TRACE_FILES = trace_files.TRACE_FILES
 
 __all__ = ["Corrupt", "battle_rows", "trace_rows", "read_battles"]
 
@@ -97,9 +98,11 @@ def _read_trace(battle_dir: Path, files: dict[str, str] | None) -> dict[str, byt
     for name in TRACE_FILES:
         path = battle_dir / "v5" / name
         try:
-            data = path.read_bytes()
+            data = trace_files.read(path.parent, name)  # plain, or stored compact (.zst)
         except FileNotFoundError:
             raise Corrupt(f"{path} is missing although the catalog records the battle as final") from None
+        except trace_files.CompactFileError as exc:
+            raise Corrupt(str(exc)) from None
         expected = (files or {}).get(name)
         actual = hashlib.sha256(data).hexdigest()
         if expected != actual:

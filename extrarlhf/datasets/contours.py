@@ -24,6 +24,7 @@ import engine
 from ..core.errors import InvalidArgument
 from ..core.names import check_name
 from ..core.readiness import ReadinessPolicy, contour_readiness
+from ..runtime import trace_files
 from ..runtime.sessions import SessionStore
 from .manifest import read_manifest
 from .materialize import arena_think_times, snapshot_group
@@ -77,11 +78,13 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
 
 
 def _bad_files(v5: Path, files: dict[str, str]) -> str | None:
-    for name in ("meta.jsonl", "turns.jsonl", "actions.jsonl"):
+    for name in trace_files.TRACE_FILES:
         try:
-            digest = hashlib.sha256((v5 / name).read_bytes()).hexdigest()
+            digest = hashlib.sha256(trace_files.read(v5, name)).hexdigest()
         except FileNotFoundError:
             return f"{name} (missing)"
+        except trace_files.CompactFileError:
+            return f"{name} (damaged compact file)"
         if digest != files.get(name):
             return name
     return None

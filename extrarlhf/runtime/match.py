@@ -28,6 +28,7 @@ from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
 from .codenames import check_codename
 from .sessions import SessionStore, battle_id_for
 from .trace import THINK_TIME_PROVENANCES, BattleRecorder
+from .trace_files import stored_name
 
 MAX_RATIONALE_CHARS = 4000
 MAX_SEED = (1 << 63) - 1
@@ -82,8 +83,9 @@ class Match:
 
     def __init__(self, store: SessionStore, group: str, index: int, seed: int, p1_actor_type: str,
                  opponent: Actor, p1_model: Actor | None = None, codename: str | None = None,
-                 think_provenance: str | None = None) -> None:
+                 think_provenance: str | None = None, compact: bool = False) -> None:
         self.store, self.group, self.index, self.seed = store, group, index, seed
+        self.compact = compact  # store turns/actions as zstd (series; trace_files.py)
         self.battle_id = battle_id_for(group, index, seed)
         self.p1_actor_type = p1_actor_type
         self.tag = battle_tag(p1_actor_type, opponent)
@@ -269,14 +271,14 @@ class Match:
         self.store.require_present(self.group, f"battle {self.battle_id} ({status}) was not recorded")
         files = self.recorder.finish(self.state, status, reason)
         with self.store.allocation_lock(self.group) if self.serialize_publish else contextlib.nullcontext():
-            hashes = self.store.write_battle(self.group, self.battle_id, files)
+            hashes = self.store.write_battle(self.group, self.battle_id, files, compact=self.compact)
             entry = self.catalog_entry(status, hashes)
             self.store.append_catalog(self.group, entry)
         if self.refresh_summary:
             self.store.write_summary(self.group)
         self.status = status
         battle_dir = self.store.battle_dir(self.group, self.battle_id)
-        self.paths = {name: str(battle_dir / "v5" / name) for name in hashes}
+        self.paths = {name: str(battle_dir / "v5" / stored_name(name, self.compact)) for name in hashes}
         return self.result()
 
     def catalog_entry(self, status: str, hashes: dict[str, str] | None = None) -> dict[str, Any]:

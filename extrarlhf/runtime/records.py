@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .trace_files import TRACE_FILES
+
 CATALOG_STATUSES = ("started", "finished", "abandoned", "crashed")
 FINAL_STATUSES = ("finished", "abandoned", "crashed")
 P1_ACTOR_TYPES = ("human", "llm", "rl")
@@ -25,7 +27,6 @@ MAX_SEED = (1 << 63) - 1
 BATTLE_ID = re.compile(r"b([0-9]{6,})-[0-9a-f]{10}")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 BATTLE_TAG = re.compile(r"(human|llm|rl)-vs-(bot|rl)")
-TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
 
 
 class Bad(Exception):

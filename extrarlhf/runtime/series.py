@@ -54,7 +54,8 @@ def play_series_chunk(plan: dict[str, Any], battles: list[tuple[int, int]],
     p1_model = resolve_actor(plan["p1_model"], "p1_model", plan["checkpoints_dir"])
     live = []
     for index, seed in battles:
-        match = Match(store, plan["group"], index, seed, "rl", opponent, p1_model, plan["codename"])
+        match = Match(store, plan["group"], index, seed, "rl", opponent, p1_model, plan["codename"],
+                      compact=plan["compact_traces"])
         store.append_catalog(plan["group"], match.catalog_entry("started"))
         live.append(match)
     entries = []
@@ -109,7 +110,7 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
                max_workers: int = 1, codename: str | None = None, progress: Progress | None = None,
                readiness: ReadinessPolicy | None = None,
                checkpoints_dir: str | os.PathLike[str] | None = None,
-               cancel: Cancel | None = None) -> dict[str, Any]:
+               cancel: Cancel | None = None, compact_traces: bool = False) -> dict[str, Any]:
     """Run (or resume) a series; returns ``{"ran", "skipped", "summary", "cancelled", "repaired", ...}``.
 
     The series owns its group while it runs (a lease in ``<group>/lease.json``, see
@@ -124,7 +125,9 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     ``max_workers`` 1 plays in this process; more uses that many worker processes, capped to
     the machine's cores (``workers`` in the result says how many ran); they exit when this
     process dies. The codename, if given, is claimed for the whole series and released at the
-    end. ``cancel()`` true (or the caller's :mod:`adapters.work` scope
+    end. ``compact_traces`` stores each trace's ``turns`` and ``actions`` as zstd
+    (trace_files.py: the same bytes to every reader, about 17x smaller; opt-in for now, see
+    docs/data-format.md); the default writes plain ``.jsonl`` files. ``cancel()`` true (or the caller's :mod:`adapters.work` scope
     cancelled) stops the series within a decision, in worker processes too: the battles it
     finished are published, the ones it was playing stay unfinished, the lease is released,
     the summary written, and a later call resumes with what is missing. One call may ask for
@@ -133,6 +136,8 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     check_name(group, "group")
     n_battles = _check_int(n_battles, "n_battles", 1, MAX_BATTLES)
     max_workers = _check_int(max_workers, "max_workers", 1, MAX_WORKERS)
+    if not isinstance(compact_traces, bool):
+        raise InvalidArgument(f"compact_traces must be true or false, got {compact_traces!r}")
     seed = check_seed(seed)
     checkpoints_dir = os.path.abspath(checkpoints_dir or DEFAULT_CHECKPOINTS)
     _, opponent_actor, p1_actor = resolve_players("rl", opponent, p1_model, checkpoints_dir)
@@ -156,7 +161,8 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             todo = n_battles - len(done)
             started = time.perf_counter()
             plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
-                    "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename}
+                    "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename,
+                    "compact_traces": compact_traces}
             n_chunks = -(-todo // CHUNK)
             workers = cap_workers(max_workers)
             user_cancel = cancel or (lambda: False)

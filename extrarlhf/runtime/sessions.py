@@ -8,6 +8,7 @@
 <sessions>/<group>/lease.json               the group's owner while a series or a repair runs (ownership.py)
 <sessions>/<group>/catalog-repairs.jsonl    what repairs dropped or rebuilt (only after a repair)
 <sessions>/<group>/battles/<battle_id>/v5/{meta,turns,actions}.jsonl
+                                            (series: turns/actions as .jsonl.zst, trace_files.py)
 ```
 
 The catalog is an append-only log: a battle gets a ``started`` line when it begins and a
@@ -72,7 +73,7 @@ from ..core.fileio import append_line_locked, atomic_write_bytes, atomic_write_j
 from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
-from . import consistency, ownership, records
+from . import consistency, ownership, records, trace_files
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
 
@@ -118,13 +119,26 @@ class BattleRef:
 
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Lazily yield the records of a trace ``.jsonl`` file, checking each schema_version."""
-    try:
-        handle = open(path, encoding="utf-8")
-    except FileNotFoundError:
+    """Lazily yield the records of a trace ``.jsonl`` file (plain, or stored compact as
+    ``<path>.zst``: trace_files.py), checking each schema_version."""
+    stored = trace_files.find(path.parent, path.name)
+    if stored is None:
         raise NotFound(f"{path} does not exist") from None
+    if stored.name.endswith(trace_files.SUFFIX):
+        try:
+            lines: Any = trace_files.read(path.parent, path.name).decode("utf-8").splitlines(keepends=True)
+        except (trace_files.CompactFileError, UnicodeDecodeError) as exc:
+            raise UnsupportedSchema(f"{stored}: {exc}; the trace is corrupt: restore it or delete the battle folder "
+                                    f"and re-run the series") from None
+        handle: Any = contextlib.nullcontext()
+    else:
+        try:
+            handle = open(stored, encoding="utf-8")
+        except FileNotFoundError:
+            raise NotFound(f"{path} does not exist") from None
+        lines = handle
     with handle:
-        for number, line in enumerate(handle, 1):
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
@@ -433,8 +447,9 @@ class SessionStore:
         matches) with repairs of the group."""
         return locked(self.battles_path(group))
 
-    def write_battle(self, group: str, battle_id: str, files: dict[str, bytes]) -> dict[str, str]:
-        """Publish a battle's trace folder atomically; returns the sha256 of each file.
+    def write_battle(self, group: str, battle_id: str, files: dict[str, bytes], compact: bool = False) -> dict[str, str]:
+        """Publish a battle's trace folder atomically; returns the sha256 of each file (of its
+        plain bytes). ``compact``: ``turns`` and ``actions`` are stored as zstd (trace_files.py).
 
         A trace folder is written once: one already at the target is never replaced
         (IntegrityError; :meth:`reconcile` accounts for such folders before a series plays).
@@ -449,15 +464,13 @@ class SessionStore:
         try:
             tmp.mkdir()  # no parents: a vanished group is not re-created
             (tmp / "v5").mkdir()
-            hashes = {}
-            for name in TRACE_FILES:
-                data = files[name]
+            hashes = {name: hashlib.sha256(files[name]).hexdigest() for name in TRACE_FILES}
+            for name, data in trace_files.encode({name: files[name] for name in TRACE_FILES}, compact).items():
                 with open(tmp / "v5" / name, "wb") as handle:
                     handle.write(data)
                     if self.fsync:
                         handle.flush()
                         os.fsync(handle.fileno())
-                hashes[name] = hashlib.sha256(data).hexdigest()
             if self.fsync:
                 fsync_dir(tmp / "v5")
             try:
@@ -640,10 +653,12 @@ class SessionStore:
         data: dict[str, bytes] = {}
         for name in TRACE_FILES:
             try:
-                data[name] = (v5 / name).read_bytes()
+                data[name] = trace_files.read(v5, name)
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 raise CorruptRecord(f"{v5 / name} is missing: the trace of battle {battle_id} is incomplete",
                                     v5 / name) from None
+            except trace_files.CompactFileError as exc:
+                raise CorruptRecord(str(exc), v5 / (name + trace_files.SUFFIX)) from None
         meta_path = v5 / "meta.jsonl"
         metas = self._trace_records(meta_path, data["meta.jsonl"])
         if len(metas) != 1:
@@ -793,15 +808,20 @@ class SessionStore:
             rebuilt, error = None, exc
         for name in TRACE_FILES:
             file = folder / "v5" / name
+            state = "is missing"
             if rebuilt is not None:
                 digest = rebuilt["files"][name]
             else:
                 try:
-                    digest = hashlib.sha256(file.read_bytes()).hexdigest()
+                    digest = hashlib.sha256(trace_files.read(file.parent, name)).hexdigest()
                 except OSError:
                     digest = None
+                except trace_files.CompactFileError:
+                    digest, state = None, "is stored compact but does not decompress"
+                    file = file.with_name(name + trace_files.SUFFIX)
             if digest != entry["files"][name]:
-                state = "is missing" if digest is None else "does not match the sha256 in its catalog line"
+                if digest is not None:
+                    state = "does not match the sha256 in its catalog line"
                 diag.problems.append(problem(
                     group, file, None, None, IntegrityError.code,
                     f"{file} {state} (battle {battle_id}); restore the trace from a backup (datasets refuse the "

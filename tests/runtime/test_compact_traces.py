@@ -1,0 +1,94 @@
+"""Compact traces (extrarlhf/runtime/trace_files.py, DESIGN 6.1): a series asked for them stores
+turns/actions as zstd of the same bytes; every reader gets the plain bytes, the catalog digests
+are the plain ones, a dataset materialized from them is the plain group's, damage is reported,
+and a battle converts in place both ways."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow.parquet as pq
+import pytest
+
+from extrarlhf.datasets.materialize import materialize_v5_dataset
+from extrarlhf.runtime import trace_files
+from extrarlhf.runtime.series import run_series
+from extrarlhf.runtime.sessions import SessionStore, check_sessions
+from extrarlhf.core.errors import InvalidArgument
+
+
+def _files(store: SessionStore, group: str) -> dict[str, dict[str, bytes]]:
+    out = {}
+    for entry in store.read_catalog(group):
+        if entry["status"] == "finished":
+            v5 = store.battle_dir(group, entry["battle_id"]) / "v5"
+            out[entry["battle_id"]] = {name: trace_files.read(v5, name) for name in trace_files.TRACE_FILES}
+    return out
+
+
+@pytest.fixture(scope="module")
+def groups(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sessions")
+    for group, compact in (("plain", False), ("packed", True)):
+        run_series(root, group, 4, p1_model="search:baseline:greedy?sims=4", seed=3, compact_traces=compact)
+    return root
+
+
+def test_a_compact_series_stores_zstd_of_the_same_bytes_with_the_plain_digests(groups) -> None:
+    store = SessionStore(groups)
+    plain, packed = _files(store, "plain"), _files(store, "packed")
+    assert len(plain) == len(packed) == 4
+    for (plain_id, a), (packed_id, b) in zip(sorted(plain.items()), sorted(packed.items())):
+        for name in trace_files.COMPACT_FILES:  # the same battle: only the ids (named after the group) differ
+            assert a[name].replace(plain_id.encode(), packed_id.encode()) == b[name], name
+    stored = sorted(p.name for p in (groups / "packed" / "battles").glob("*/v5/*"))
+    assert set(stored) == {"meta.jsonl", "turns.jsonl.zst", "actions.jsonl.zst"}
+    plain_bytes = sum(p.stat().st_size for p in (groups / "plain" / "battles").glob("*/v5/*"))
+    packed_bytes = sum(p.stat().st_size for p in (groups / "packed" / "battles").glob("*/v5/*"))
+    assert packed_bytes * 5 < plain_bytes, (packed_bytes, plain_bytes)
+    for entry in store.read_catalog("packed"):
+        if entry["status"] == "finished":
+            for name, data in packed[entry["battle_id"]].items():
+                assert entry["files"][name] == hashlib.sha256(data).hexdigest()
+    assert check_sessions(groups) == []
+    ref = next(r for r in store.battles("packed") if r.status == "finished")
+    assert len(list(ref.decisions())) == ref.entry["decisions"] and len(list(ref.turns())) == ref.entry["turns"]
+
+
+def test_a_dataset_of_a_compact_group_has_the_rows_of_the_plain_one(groups, tmp_path) -> None:
+    out = {}
+    for group in ("plain", "packed"):
+        result = materialize_v5_dataset(group, name=f"ds-{group}", sessions_dir=groups, datasets_dir=tmp_path)
+        folder = tmp_path / f"ds-{group}" / f"v{result['version']}"
+        out[group] = pq.read_table(folder / "decisions.parquet").drop(["battle_id", "group"])
+    assert out["plain"].equals(out["packed"])
+
+
+def test_damage_to_a_compact_file_is_reported_and_a_battle_converts_both_ways(groups, tmp_path) -> None:
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(groups, root)
+    store = SessionStore(root)
+    entries = [e for e in store.read_catalog("packed") if e["status"] == "finished"]
+    v5 = store.battle_dir("packed", entries[0]["battle_id"]) / "v5"
+    before = {name: trace_files.read(v5, name) for name in trace_files.TRACE_FILES}
+    assert trace_files.expand_battle(v5) == 2 and not trace_files.is_compact(v5)
+    assert {name: (v5 / name).read_bytes() for name in trace_files.TRACE_FILES} == before
+    assert trace_files.compact_battle(v5) == 2 and trace_files.is_compact(v5)
+    assert {name: trace_files.read(v5, name) for name in trace_files.TRACE_FILES} == before
+    assert check_sessions(root) == []
+    packed = v5 / "actions.jsonl.zst"
+    data = bytearray(packed.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    packed.write_bytes(bytes(data))
+    with pytest.raises(trace_files.CompactFileError, match="does not decompress"):
+        trace_files.read(v5, "actions.jsonl")
+    problems = check_sessions(root)
+    assert len(problems) == 1 and "actions.jsonl.zst is stored compact but does not decompress" in problems[0]["message"]
+
+
+def test_compact_traces_must_be_a_boolean(tmp_path) -> None:
+    with pytest.raises(InvalidArgument, match="compact_traces must be true or false, got 'yes'"):
+        run_series(tmp_path, "g", 1, compact_traces="yes")  # type: ignore[arg-type]
+    assert not (tmp_path / "g").exists()
