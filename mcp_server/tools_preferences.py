@@ -1,8 +1,10 @@
 """L2 judging tools (DESIGN section 17): ``preference_task``, ``submit_preference``,
-``list_preferences`` over the preference pools in --preferences-dir.
+``list_preferences`` and ``preference_judges`` over the preference pools in --preferences-dir.
 
 A thin facade over extrarlhf.preferences.pool: an MCP client judges as kind ``llm``; its
-``judge`` name is stored only as a keyed pseudonym. Pools are made with
+``judge`` name is stored only as a keyed pseudonym. Nothing here tells a gold task apart:
+``preference_task`` shows what pool.task_view shows, and ``list_preferences`` leaves every
+task's source out (``sources=False``). Pools are made with
 ``python -m extrarlhf preferences pool`` (or the core's ``create_preference_pool``).
 Call :func:`register` on a built server to add them.
 """
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, Strict
 
 from extrarlhf.preferences import pool as prefs
+from extrarlhf.preferences import quality
 
 if TYPE_CHECKING:
     from .app import ExtraRLHFServer
@@ -61,8 +64,20 @@ def register(server: "ExtraRLHFServer") -> None:
     ) -> dict[str, Any]:
         """A pool's judgments (paged) and their totals.
 
-        The pool's judgments oldest first (task, judge pseudonym, kind, choice, reason, source)
-        from offset, up to limit, with next_offset, and totals by choice, task source and judge
-        kind; judges are pseudonyms, never names.
+        The pool's judgments oldest first (task, judge pseudonym, kind, choice, reason) from
+        offset, up to limit, with next_offset, and totals by choice and judge kind; judges are
+        pseudonyms, never names.
         """
-        return prefs.list_preferences(pool, limit=limit, offset=offset, **where)
+        return prefs.list_preferences(pool, limit=limit, offset=offset, sources=False, **where)
+
+    @tool(title="Judge quality", read_only=True, idempotent=True)
+    def preference_judges(pool: PoolName) -> dict[str, Any]:
+        """How far each judge of a pool can be trusted, and the pool's agreement.
+
+        Per judge pseudonym: kind, judgments, skips, gold tasks answered and right with the
+        Wilson 95% interval (gold_accuracy, gold_ci95), agreement with the judges it shares
+        tasks with, median think time, flagged and reason; per pool Krippendorff's alpha over
+        all judges and over those kept (not flagged), and the flag rules. Flagged judges are
+        left out of the preference dataset.
+        """
+        return quality.judge_quality(pool, **where)

@@ -18,14 +18,19 @@ Gold tasks (gold.py) and overlap tasks (``overlap_share`` of the tasks, offered 
 
 A judge is only ever stored as a keyed pseudonym (judges.py). :func:`next_task` never shows a
 judge the same task twice: a task given and not yet answered is given again (the same
-showing, resumed); otherwise the next one is the first task in serving order that this judge
-has not seen and that still wants showings (every judge for gold, ``overlap_judges`` for an
-overlap task, one for the others); when none does, the one with the fewest showings.
+showing, resumed). Every judge meets every gold task: ``GOLD_PER_BLOCK`` of each
+``SHUFFLE_BLOCK`` tasks it is given are gold while its gold lasts, at places drawn by an HMAC
+under the judges' key (:func:`_gold_turn`), so the place of a task in a judge's sequence says
+nothing a judge can compute. Otherwise the next one is the first task in serving order that
+this judge has not seen and that still wants showings (``overlap_judges`` for an overlap task,
+one for the others; within each block of ``SHUFFLE_BLOCK`` tasks in an order of the judge's
+own), and when none does, the one with the fewest showings.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import time
 from pathlib import Path
@@ -40,7 +45,7 @@ from ..core.names import check_name
 from ..datasets.paths import DatasetsDir
 from ..datasets.pointers import manifest_sha256, resolve
 from .candidates import Source, parse_sources
-from .judges import JUDGE_KINDS, judge_pseudonym
+from .judges import JUDGE_KINDS, judge_key, judge_pseudonym
 from .gold import GOLD, GOLD_FILE, gold_document, gold_tasks
 from .points import DecisionPoint, check_count, check_number, first_points, rank, states_at
 
@@ -57,6 +62,10 @@ MAX_REASON_CHARS = 2000
 DEFAULT_GOLD_SHARE = 0.1
 MAX_GOLD_SHARE = 0.5
 DEFAULT_OVERLAP_JUDGES = 3
+# each judge meets the tasks of a block of this many (in serving order) in an order of its own,
+# so no position in a judge's sequence is always a gold task
+SHUFFLE_BLOCK = 8
+GOLD_PER_BLOCK = 2  # gold tasks per block of a judge's sequence while its gold lasts
 MAX_OVERLAP_JUDGES = 10
 DEFAULT_PREFERENCES_DIR = "preferences"
 # points looked at per task wanted: a pair source skips points where both sides agree
@@ -267,12 +276,26 @@ def task_view(task: dict[str, Any]) -> dict[str, Any]:
             "choices": list(CHOICES)}
 
 
+def _shuffle(judge: str, task_id: str) -> bytes:
+    return hashlib.sha256(f"serve\0{judge}\0{task_id}".encode()).digest()
+
+
+def _gold_turn(key: bytes, judge: str, k: int) -> bool:
+    """Whether a judge's ``k``-th task (from 0) is a gold one while gold lasts: ``GOLD_PER_BLOCK``
+    places of each block of ``SHUFFLE_BLOCK``, drawn by an HMAC under the judges' key, so no
+    judge can tell (even knowing its pseudonym) which places of its sequence are gold."""
+    block, place = divmod(k, SHUFFLE_BLOCK)
+    digest = hmac.new(key, f"gold-places\0{judge}\0{block}".encode(), hashlib.sha256).digest()
+    places = sorted(range(SHUFFLE_BLOCK), key=lambda p: digest[p])[:GOLD_PER_BLOCK]
+    return place in places
+
+
 def showings_wanted(doc: dict[str, Any]) -> Any:
-    """``wanted(task)``: how many judges a task is offered to before it counts as done: every
-    judge for a gold task (None), ``overlap_judges`` for an overlap task, else one."""
+    """``wanted(task)``: how many judges a task that is not gold is offered to before it counts
+    as done: ``overlap_judges`` for an overlap task, else one (gold goes to every judge)."""
     overlap = doc.get("overlap") or {}
     ids, k = set(overlap.get("tasks", ())), overlap.get("judges", 1)
-    return lambda t: None if t["source"] == GOLD else (k if t["task_id"] in ids else 1)
+    return lambda t: k if t["task_id"] in ids else 1
 
 
 def next_task(pool: str, judge: Any, judge_kind: str, *, preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
@@ -298,23 +321,31 @@ def next_task(pool: str, judge: Any, judge_kind: str, *, preferences_dir: str | 
             shown[s["task_id"]] = shown.get(s["task_id"], 0) + 1
         seen = set(mine)
         wanted = showings_wanted(doc)
-        fresh = []
+        fresh, gold = [], []
         for i, t in enumerate(doc["tasks"]):
-            if t["task_id"] not in seen:
-                n, want = shown.get(t["task_id"], 0), wanted(t)
-                done = want is not None and n >= want
-                fresh.append((done, n if done else 0, i, t))
-        if not fresh:
+            if t["task_id"] in seen:
+                continue
+            if t["source"] == GOLD:
+                gold.append(t)
+                continue
+            n, want = shown.get(t["task_id"], 0), wanted(t)
+            done = n >= want
+            fresh.append((done, n if done else 0, i // SHUFFLE_BLOCK, _shuffle(pseudonym, t["task_id"]), t))
+        if not fresh and not gold:
             return {"pool": doc["pool"], "judge": pseudonym, "task": None, "done": True, "remaining": 0}
         if not serve:
-            return {"pool": doc["pool"], "judge": pseudonym, "task": None, "done": False, "remaining": len(fresh)}
-        task = min(fresh, key=lambda x: x[:3])[3]
+            return {"pool": doc["pool"], "judge": pseudonym, "task": None, "done": False,
+                    "remaining": len(fresh) + len(gold)}
+        if gold and (not fresh or _gold_turn(judge_key(preferences_dir), pseudonym, len(mine))):
+            task = gold[0]
+        else:
+            task = min(fresh, key=lambda x: x[:4])[4]
         record = {"task_id": task["task_id"], "judge": pseudonym, "judge_kind": kind, "served_at": utc_now(),
                   "served_ns": time.monotonic_ns()}
         # not fsynced: a showing lost to a power cut only means the task may be shown again
         append_line_locked(folder / SERVED, orjson.dumps(record).decode(), fsync=False)
     return {"pool": doc["pool"], "judge": pseudonym, "resumed": False, "task": task_view(task),
-            "remaining": len(fresh) - 1}
+            "remaining": len(fresh) + len(gold) - 1}
 
 
 def submit_preference(pool: str, task_id: str, judge: str, judge_kind: str, choice: str, reason: str | None = None, *,

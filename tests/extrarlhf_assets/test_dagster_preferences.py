@@ -47,7 +47,7 @@ def test_pools_become_partitions_and_judgments_a_dataset_then_a_reward_model(dir
 
     held = dg.materialize([preference_dataset, reward_model], partition_key="pp", instance=instance,
                           resources=_resources(dirs))  # one judge: the default policy asks for two
-    assert held.success and checks_of(held) == {"preference_ready": False}
+    assert held.success and checks_of(held) == {"preference_ready": False, "judges_trusted": True}
     assert materialized(held) == {"preference_dataset"}  # the reward model waits: a normal outcome
     first = metadata(held, "preference_dataset")
     assert first["dataset_id"] == "prefs-pp/v1" and first["reused"] is False and first["judges"] == 1
@@ -58,6 +58,6 @@ def test_pools_become_partitions_and_judgments_a_dataset_then_a_reward_model(dir
     assert metadata(ready, "preference_dataset")["reused"] is True  # unchanged judgments: no copy
     model = metadata(ready, "reward_model")
     assert model["checkpoint"] == "rm-pp" and model["test_pairs"] > 0
-    assert set(checks_of(ready)) == {"preference_ready", "reward_model_above_chance"}
+    assert set(checks_of(ready)) == {"preference_ready", "judges_trusted", "reward_model_above_chance"}
     assert checks_of(ready)["preference_ready"] is True
     assert (dirs / "checkpoints" / "rm-pp.card.json").exists()
