@@ -128,6 +128,11 @@ def _kendall(first: list[str], second: list[str]) -> float | None:
     return round(agree / len(pairs), 4)
 
 
+def ranks_specs(source: str) -> bool:
+    """Whether a pool source compares two specs (``A vs B``, neither ``recorded``)."""
+    return " vs " in source and RECORDED not in source.split(" vs ")
+
+
 def preference_leaderboard(pool: str, *, resamples: int = 1000, games: int = 0, seed: int = 0,
                            preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
                            checkpoints_dir: str | os.PathLike[str] = "checkpoints",
@@ -138,7 +143,7 @@ def preference_leaderboard(pool: str, *, resamples: int = 1000, games: int = 0, 
     policy = PreferencePolicy.coerce(policy)
     selection = select_judgments(pool_dir(preferences_dir, pool), policy)
     doc = selection["doc"]
-    pairs = [s for s in doc["sources"] if " vs " in s and RECORDED not in s.split(" vs ")]
+    pairs = [s for s in doc["sources"] if ranks_specs(s)]
     if not pairs:
         raise InvalidArgument(f"pool {doc['pool']!r} has no 'A vs B' source between two specs (its sources: "
                               f"{', '.join(doc['sources'])}); a leaderboard ranks the specs such sources compare")
