@@ -80,20 +80,8 @@ def assess(judgments: list[dict[str, Any]], gold: Mapping[str, Mapping[str, Any]
             row["gold_answered"] += 1
             row["gold_right"] += j["choice"] == answer["better"]
         by_task.setdefault(j["task_id"], []).append((j["judge"], j["choice"]))
-    shared: dict[tuple[str, str], list[int]] = {}  # (judge, other) -> [tasks in common, same answer]
-    for answers in by_task.values():
-        if len(answers) < 2:
-            continue
-        for judge, choice in answers:
-            for other, theirs in answers:
-                if other != judge:
-                    cell = shared.setdefault((judge, other), [0, 0])
-                    cell[0] += 1
-                    cell[1] += choice == theirs
-    partners: dict[str, list[tuple[str, int, int]]] = {}
-    for (judge, other), (n, same) in shared.items():
-        partners.setdefault(judge, []).append((other, n, same))
     rows = []
+    partners = _partners(sorted(by_judge), by_task)
     for judge, row in sorted(by_judge.items()):
         rows.append(_judge_row(row, partners.get(judge, []), policy))
     flagged = {r["judge"] for r in rows if r["flagged"]}
@@ -111,6 +99,27 @@ def assess(judgments: list[dict[str, Any]], gold: Mapping[str, Mapping[str, Any]
                                   f"and gives the same answer as none of them on {policy.min_agreement:.0%} of "
                                   f"those tasks"},
             "policy": policy.selection()}
+
+
+def _partners(judges: list[str], by_task: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple[str, int, int]]]:
+    """judge -> ``(other, tasks answered by both, same answer)`` for every other judge it shares a
+    task with: one-hot (judge x shared task) matrices per answer, multiplied (fast for 100,000s)."""
+    shared_tasks = [answers for answers in by_task.values() if len(answers) >= 2]
+    if not shared_tasks:
+        return {}
+    index = {j: k for k, j in enumerate(judges)}
+    onehot = np.zeros((len(ANSWERS), len(judges), len(shared_tasks)), dtype=np.float32)
+    for t, answers in enumerate(shared_tasks):
+        for judge, choice in answers:
+            onehot[ANSWERS.index(choice), index[judge], t] = 1
+    present = onehot.sum(axis=0)
+    both = present @ present.T
+    same = sum(onehot[a] @ onehot[a].T for a in range(len(ANSWERS)))
+    np.fill_diagonal(both, 0)
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for j, k in zip(*np.nonzero(both)):
+        out.setdefault(judges[j], []).append((judges[k], int(both[j, k]), int(same[j, k])))
+    return out
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
