@@ -3,8 +3,9 @@
     .venv/bin/python -m benchmarks.preference_trust [--battles 300] [--tasks 600] [--seeds 10]
         [--reward-seeds 3] [--reward-tasks 2000] [--engine-games 20] [--speed-judgments 100000] [--out DIR]
 
-One V5 dataset of ``--battles`` battles (``search:baseline:greedy?sims=8`` against
-``baseline:greedy``). For each of ``--seeds`` seeds, a pool of ``--tasks`` tasks from the three
+One V5 dataset of ``--battles`` battles (``--p1`` against ``--opponent``, default
+``baseline:greedy`` both: even battles, so most positions are not already won and the search
+values of two moves differ). For each of ``--seeds`` seeds, a pool of ``--tasks`` tasks from the three
 ``A vs B`` sources between ``search:baseline:greedy?sims=64``, ``baseline:greedy`` and
 ``baseline:random`` (gold 10%, overlap 20% x 3), judged by the issue's panel: 4 ``search``
 judges (noise 0.05), 2 ``random``, 1 ``prefers:baseline:random``, answering in turn, 20 tasks at a
@@ -43,6 +44,7 @@ import orjson
 SEARCH = "search:baseline:greedy?sims=64"
 SPECS = (SEARCH, "baseline:greedy", "baseline:random")
 SOURCES = [f"{SEARCH} vs baseline:greedy", "baseline:greedy vs baseline:random", f"{SEARCH} vs baseline:random"]
+REWARD_FRACTIONS = (0.6, 0.1, 0.3)  # a larger test split than the default, for a tighter interval
 PANEL = (("search", "search", 4), ("random", "random", 2), ("prefers:baseline:random", "steer", 1))
 
 
@@ -68,11 +70,12 @@ def _names(prefs: Path) -> dict[str, str]:
     return {judge_pseudonym(prefs, f"{prefix}-{i}"): prefix for _, prefix, n in PANEL for i in range(n)}
 
 
-def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, where: dict[str, Path]) -> dict:
+def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, where: dict[str, Path],
+                    split: str = "test") -> dict:
     """The reward model's agreement with the noise-free search values on the test battles' tasks."""
     import engine
     from adapters.onnx_models import new_session
-    from extrarlhf.datasets.assign import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, bucket, split_of
+    from extrarlhf.datasets.assign import DEFAULT_SPLIT_KEY, bucket, split_of
     from extrarlhf.checkpoints import CheckpointRegistry
     from extrarlhf.preferences.gold import read_gold
     from extrarlhf.preferences.judges import candidate_values
@@ -82,7 +85,7 @@ def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, wher
 
     doc, gold = read_pool(pool_folder), read_gold(pool_folder)
     tasks = [t for t in doc["tasks"] if t["task_id"] not in gold
-             and split_of(bucket(DEFAULT_SPLIT_KEY, "preferences", t["battle_id"]), DEFAULT_FRACTIONS) == "test"]
+             and split_of(bucket(DEFAULT_SPLIT_KEY, "preferences", t["battle_id"]), REWARD_FRACTIONS) == split]
     source = where["datasets_dir"] / doc["dataset_id"]
     states = states_at(source, [(t["battle_id"], t["decision_index"], t["state_hash"]) for t in tasks])
     for t in tasks:  # the search judges' noise-free values (judges.py), for tasks no search judge answered too
@@ -147,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--battles", type=int, default=300)
     parser.add_argument("--tasks", type=int, default=600)
+    parser.add_argument("--p1", default="baseline:greedy", help="player 1 of the dataset's battles")
+    parser.add_argument("--opponent", default="baseline:greedy", help="player 2 of the dataset's battles")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--reward-seeds", type=int, default=3)
     parser.add_argument("--reward-tasks", type=int, default=2000)
@@ -165,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.out or tmp.name)  # type: ignore[union-attr]
     where = {"datasets_dir": root / "datasets", "preferences_dir": root / "preferences"}
     started = time.perf_counter()
-    run_series(root / "sessions", "bench", args.battles, p1_model="search:baseline:greedy?sims=8",
-               opponent="baseline:greedy", seed=11)
+    run_series(root / "sessions", "bench", args.battles, p1_model=args.p1, opponent=args.opponent, seed=11)
     materialize_v5_dataset("bench", "bench", sessions_dir=root / "sessions", datasets_dir=where["datasets_dir"])
-    report: dict[str, Any] = {"battles": args.battles, "tasks": args.tasks, "sources": SOURCES,
+    report: dict[str, Any] = {"battles": args.battles, "players": [args.p1, args.opponent], "tasks": args.tasks,
+                              "sources": SOURCES,
                               "panel": {p: n for _, p, n in PANEL}, "seeds": [], "data_s": 0.0}
     report["data_s"] = round(time.perf_counter() - started, 1)
     for seed in range(args.seeds):
@@ -210,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         _judge_panel(pool, 100 + seed, where, values, math.ceil(showings / 7) + made["gold"])
         row = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"]}
         for label, policy in (("kept", None), ("all", {"drop_flagged": False, "max_judge_share": 1.0})):
-            made = materialize_preference_dataset(pool, name=f"prefs-{pool}-{label}", policy=policy, **where)
+            made = materialize_preference_dataset(pool, name=f"prefs-{pool}-{label}", policy=policy,
+                                                  fractions=REWARD_FRACTIONS, **where)
             model = f"rm-{pool}-{label}"
             trained = train_reward_model(made["dataset_id"], model, seed=0, epochs=20, require_ready=False,
                                          datasets_dir=where["datasets_dir"], checkpoints_dir=where_rm["checkpoints_dir"],
@@ -218,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             row[label] = {"judgments": made["left_out"]["kept"]["judgments"],
                           "test_vs_judges": trained["final"]["test"]["accuracy"],
                           "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
-                                                           where_rm)}
+                                                           where_rm),
+                          "train_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
+                                                            where_rm, "train")}
         row["gain"] = round(row["kept"]["test_vs_truth"]["accuracy"] - row["all"]["test_vs_truth"]["accuracy"], 4)
         report["reward"].append(row)
         _log(json.dumps(row))
