@@ -41,7 +41,7 @@ from ..datasets.publish import publish_version
 from ..datasets.tables import COMPRESSION, COMPRESSION_LEVEL, SCHEMAS
 from ..datasets.validate import validate_dir, validated_source
 from .points import states_at
-from .policy import PreferencePolicy, preference_readiness, wilson  # noqa: F401 - wilson: re-exported
+from .policy import PreferencePolicy, preference_readiness
 from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, pool_dir
 from .selection import everyone_flagged, select_judgments
 

@@ -192,3 +192,17 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(root: Path):
     assert any("gold:" in b for b in exc.value.blockers)
     assert not (root / "datasets" / "prefs-chance").exists()
     assert (root / "preferences" / "t" / GOLD_FILE).exists()
+
+
+def test_the_terminal_judge_shows_a_gold_task_like_any_other(root: Path, monkeypatch, capsys):
+    answers = iter(["a"] * 8 + ["q"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    assert main(["preferences", "judge", "t", "--judge", "terminal person", "--preferences-dir",
+                 str(root / "preferences")]) == 0
+    out = capsys.readouterr().out
+    blocks = [b for b in out.split("\n\n") if b.startswith("  A: ")]
+    assert len(blocks) == 9 and all(b.count("\n  B: ") == 1 for b in blocks)  # 8 answered, the 9th shown then q: board, A, B alike
+    assert "gold" not in out.lower() and "origin" not in out.lower()
+    report = judge_quality("t", preferences_dir=root / "preferences")
+    person = [j for j in report["judges"] if j["kind"] == "human"]
+    assert len(person) == 1 and person[0]["judgments"] == 8 and person[0]["gold_answered"] == 2
