@@ -9,8 +9,10 @@ with, the median think time, and ``flagged`` with a ``reason``:
 
 - ``gold``: it answered at least ``min_gold_answered`` gold tasks and the upper bound of its
   gold interval lies below ``min_gold_accuracy`` (policy.py states the defaults);
-- ``agreement``: at least one other judge shares ``min_shared`` tasks with it, and it agrees
-  (the same answer on at least ``min_agreement`` of the shared tasks) with none of them.
+- ``agreement``: at least one judge the gold vouches for (``min_gold_answered`` gold answers,
+  not flagged; while no judge has that many, any judge the gold does not flag) shares
+  ``min_shared`` tasks with it, and it agrees (the same answer on at least ``min_agreement`` of
+  the shared tasks) with none of them.
 
 Per pool: Krippendorff's alpha (nominal: A, B, tie) over the tasks answered by two judges or
 more, over all judges and over the judges kept (not flagged).
@@ -80,10 +82,12 @@ def assess(judgments: list[dict[str, Any]], gold: Mapping[str, Mapping[str, Any]
             row["gold_answered"] += 1
             row["gold_right"] += j["choice"] == answer["better"]
         by_task.setdefault(j["task_id"], []).append((j["judge"], j["choice"]))
-    rows = []
     partners = _partners(sorted(by_judge), by_task)
-    for judge, row in sorted(by_judge.items()):
-        rows.append(_judge_row(row, partners.get(judge, []), policy))
+    vouched = {judge for judge, row in by_judge.items()
+               if row["gold_answered"] >= policy.min_gold_answered and not _gold_flagged(row, policy)}
+    if not vouched:  # no gold measured yet: every judge the gold does not flag is a partner
+        vouched = {judge for judge, row in by_judge.items() if not _gold_flagged(row, policy)}
+    rows = [_judge_row(row, partners.get(judge, []), policy, vouched) for judge, row in sorted(by_judge.items())]
     flagged = {r["judge"] for r in rows if r["flagged"]}
     units = [[c for _, c in answers] for answers in by_task.values()]
     kept_units = [[c for judge, c in answers if judge not in flagged] for answers in by_task.values()]
@@ -95,9 +99,9 @@ def assess(judgments: list[dict[str, Any]], gold: Mapping[str, Mapping[str, Any]
             "rule": {"gold": f"flagged when at least {policy.min_gold_answered} gold tasks are answered and the "
                              f"upper bound of the Wilson 95% interval of gold accuracy is below "
                              f"{policy.min_gold_accuracy}",
-                     "agreement": f"flagged when it shares at least {policy.min_shared} tasks with some other judge "
-                                  f"and gives the same answer as none of them on {policy.min_agreement:.0%} of "
-                                  f"those tasks"},
+                     "agreement": f"flagged when it shares at least {policy.min_shared} tasks with some judge the "
+                                  f"gold vouches for and gives the same answer as none of them on "
+                                  f"{policy.min_agreement:.0%} of those tasks"},
             "policy": policy.selection()}
 
 
@@ -126,14 +130,23 @@ def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _judge_row(row: dict[str, Any], partners: list[tuple[str, int, int]], policy: PreferencePolicy) -> dict[str, Any]:
+def _gold_flagged(row: dict[str, Any], policy: PreferencePolicy) -> bool:
+    answered = row["gold_answered"]
+    return answered >= policy.min_gold_answered and wilson(row["gold_right"], answered)[1] < policy.min_gold_accuracy
+
+
+def _judge_row(row: dict[str, Any], partners: list[tuple[str, int, int]], policy: PreferencePolicy,
+               vouched: set[str]) -> dict[str, Any]:
+    """One judge's report; agreement is judged only against ``vouched`` judges (module
+    docstring), so a careful judge whose only partner clicks at random is not flagged for it."""
     answered, right = row["gold_answered"], row["gold_right"]
     low, high = wilson(right, answered)
     n_shared = sum(n for _, n, _ in partners)
-    measured = [(other, n, same) for other, n, same in partners if n >= policy.min_shared]
+    measured = [(other, n, same) for other, n, same in partners
+                if n >= policy.min_shared and other in vouched]
     agrees = [other for other, n, same in measured if same / n >= policy.min_agreement]
     reason = None
-    if answered >= policy.min_gold_answered and high < policy.min_gold_accuracy:
+    if _gold_flagged(row, policy):
         reason = (f"gold: {right} of {answered} gold tasks right ({right / answered:.2f}, 95% interval "
                   f"[{low:.2f}, {high:.2f}]), the whole interval below min_gold_accuracy {policy.min_gold_accuracy}")
     elif measured and not agrees:

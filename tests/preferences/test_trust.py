@@ -206,3 +206,24 @@ def test_the_terminal_judge_shows_a_gold_task_like_any_other(root: Path, monkeyp
     report = judge_quality("t", preferences_dir=root / "preferences")
     person = [j for j in report["judges"] if j["kind"] == "human"]
     assert len(person) == 1 and person[0]["judgments"] == 8 and person[0]["gold_answered"] == 2
+
+
+def test_agreement_is_judged_against_judges_the_gold_keeps():
+    from extrarlhf.preferences.policy import PreferencePolicy
+    from extrarlhf.preferences.quality import assess
+
+    gold = {f"g{i}": {"better": "A", "rule": "wins_at_once"} for i in range(12)}
+    rows = []
+    for i in range(12):  # a careful judge and one that always says B: the gold flags the second only
+        rows += [{"task_id": f"g{i}", "judge": "judge-careful", "judge_kind": "llm", "choice": "A", "think_ms": 5},
+                 {"task_id": f"g{i}", "judge": "judge-alwaysb", "judge_kind": "llm", "choice": "B", "think_ms": 1}]
+    report = assess(rows, gold, PreferencePolicy())
+    by = {r["judge"]: r for r in report["judges"]}
+    assert by["judge-alwaysb"]["flagged"] and by["judge-alwaysb"]["reason"].startswith("gold: 0 of 12")
+    assert not by["judge-careful"]["flagged"] and by["judge-careful"]["agreement"] == 0.0
+    rows += [{"task_id": f"o{i}", "judge": j, "judge_kind": "llm", "choice": c, "think_ms": 1}
+             for i in range(12) for j, c in (("judge-careful", "A"), ("judge-other", "B"))]
+    report = assess(rows, gold, PreferencePolicy())
+    by = {r["judge"]: r for r in report["judges"]}  # judge-other answered no gold: agreement decides
+    assert by["judge-other"]["reason"].startswith("agreement: agrees with none of the 1 judges")
+    assert not by["judge-careful"]["flagged"]  # the gold vouches for it; judge-other is no measure of it
