@@ -9,7 +9,8 @@ values of two moves differ). For each of ``--seeds`` seeds, a pool of ``--tasks`
 ``A vs B`` sources between ``search:baseline:greedy?sims=64``, ``baseline:greedy`` and
 ``baseline:random`` (gold 10%, overlap 20% x 3), judged by the issue's panel: 4 ``search``
 judges (noise 0.05), 2 ``random``, 1 ``prefers:baseline:random``, answering in turn, 20 tasks at a
-time, until every task has its showings (each judge about an equal share). Per seed: which
+time, until every task has its showings by judges not flagged (pool.py offers again what a
+flagged judge answered). The judges' key is fixed (``RLHF_JUDGE_KEY``), so a run is repeatable. Per seed: which
 judges are flagged and Krippendorff's alpha over all judges and over those kept.
 
 - **reward**: for ``--reward-seeds`` pools of ``--reward-tasks`` tasks (seeds 100...), judged by
@@ -20,8 +21,10 @@ judges are flagged and Krippendorff's alpha over all judges and over those kept.
   noise), with Wilson 95% intervals;
 - **leaderboard**: on the first seed, the ratings from the kept judgments (the search judges),
   whether neighbours' intervals are apart, and the engine's order of the same specs
-  (``--engine-games`` battle pairs per spec pair); then with the flagged judges kept at the share
-  cap (the preferring judge included) and whether any order flips;
+  (``--engine-games`` battle pairs per spec pair); then a pool of the same seed judged by the 4
+  search judges and the preferring one, its flagged judge kept (``drop_flagged`` false) at the
+  share cap, and whether any order flips; and, for comparison, the first pool with all its
+  flagged judges (random ones too) kept at the cap;
 - **speed**: ``judge_quality`` and ``preference_leaderboard`` (1,000 resamples) on a pool log of
   ``--speed-judgments`` judgments (the first seed's tasks, judges drawn to answer at random).
 """
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import random
 import sys
 import tempfile
@@ -52,16 +55,36 @@ def _log(*parts: Any) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
 
-def _judge_panel(pool: str, seed: int, where: dict[str, Path], values: dict, total_each: int) -> None:
+def _wanting(pool_folder: Path) -> int:
+    """Tasks (not gold) still short of their showings by judges not flagged now."""
+    from extrarlhf.preferences.gold import GOLD
+    from extrarlhf.preferences.pool import JUDGMENTS, SERVED, _lines, flagged_now, read_pool, showings_wanted
+
+    doc = read_pool(pool_folder)
+    flagged = flagged_now(pool_folder, _lines(pool_folder / JUDGMENTS))
+    shown: dict[str, int] = {}
+    for s in _lines(pool_folder / SERVED):
+        if s["judge"] not in flagged:
+            shown[s["task_id"]] = shown.get(s["task_id"], 0) + 1
+    wanted = showings_wanted(doc)
+    return sum(shown.get(t["task_id"], 0) < wanted(t) for t in doc["tasks"] if t["source"] != GOLD)
+
+
+def _judge_panel(pool: str, seed: int, where: dict[str, Path], values: dict, panel: tuple = ()) -> int:
+    """The panel answers in turn, 20 tasks each, until every task has its showings by judges not
+    flagged (a flagged judge's answers are offered again) or the kept judges cannot give more."""
     from extrarlhf.preferences import judge_synthetically
 
-    done = 0
-    while done < total_each:
-        step = min(20, total_each - done)
-        for kind, prefix, n in PANEL:
-            judge_synthetically(pool, judges=n, kind=kind, prefix=prefix, noise=0.05, seed=seed, per_judge=step,
-                                values=values, **where)
-        done += step
+    rounds = 0
+    while _wanting(where["preferences_dir"] / pool) and rounds < 500:
+        answered = 0
+        for kind, prefix, n in panel or PANEL:
+            answered += judge_synthetically(pool, judges=n, kind=kind, prefix=prefix, noise=0.05, seed=seed,
+                                            per_judge=20, values=values, **where)["judgments"]
+        rounds += 1
+        if not answered:
+            break
+    return rounds
 
 
 def _names(prefs: Path) -> dict[str, str]:
@@ -112,7 +135,7 @@ def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, wher
 def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
     """judge_quality and the leaderboard on a copy of the pool with ``n`` synthetic log lines."""
     from extrarlhf.preferences.leaderboard import preference_leaderboard
-    from extrarlhf.preferences.quality import judge_quality
+    from extrarlhf.preferences.selection import judge_quality
 
     doc = json.loads((pool_folder / "pool.json").read_text())
     target = prefs / "speed"
@@ -159,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed-judgments", type=int, default=100000)
     parser.add_argument("--out", help="keep the data here (default: a temporary folder)")
     args = parser.parse_args(argv)
+    os.environ["RLHF_JUDGE_KEY"] = "benchmark-preference-trust-judges"  # repeatable gold places and pseudonyms
 
     from extrarlhf.datasets import materialize_v5_dataset
     from extrarlhf.preferences import create_preference_pool, materialize_preference_dataset, train_reward_model
     from extrarlhf.preferences.leaderboard import preference_leaderboard
-    from extrarlhf.preferences.quality import judge_quality
+    from extrarlhf.preferences.selection import judge_quality
     from extrarlhf.runtime.series import run_series
 
     tmp = tempfile.TemporaryDirectory() if args.out is None else None
@@ -181,10 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         pool = f"trust-{seed}"
         made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=args.tasks, seed=seed, gold_share=0.1,
                                       overlap_share=0.2, overlap_judges=3, **where)
-        showings = (made["tasks"] - made["gold"] - made["overlap_tasks"]) + 3 * made["overlap_tasks"]
-        each = math.ceil(showings / 7) + made["gold"]
         values: dict = {}
-        _judge_panel(pool, seed, where, values, each)
+        _judge_panel(pool, seed, where, values)
         quality = judge_quality(pool, preferences_dir=where["preferences_dir"])
         names = _names(where["preferences_dir"])
         flagged_kinds = {names[j["judge"]]: 0 for j in quality["judges"]}
@@ -210,9 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         pool = f"reward-{seed}"
         made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=args.reward_tasks, seed=100 + seed,
                                       gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
-        showings = (made["tasks"] - made["gold"] - made["overlap_tasks"]) + 3 * made["overlap_tasks"]
         values = {}
-        _judge_panel(pool, 100 + seed, where, values, math.ceil(showings / 7) + made["gold"])
+        _judge_panel(pool, 100 + seed, where, values)
         row = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"]}
         for label, policy in (("kept", None), ("all", {"drop_flagged": False, "max_judge_share": 1.0})):
             made = materialize_preference_dataset(pool, name=f"prefs-{pool}-{label}", policy=policy,
@@ -233,15 +254,25 @@ def main(argv: list[str] | None = None) -> int:
 
     board = preference_leaderboard("trust-0", resamples=1000, games=args.engine_games, seed=0,
                                    preferences_dir=where["preferences_dir"], checkpoints_dir=where_rm["checkpoints_dir"])
-    capped = preference_leaderboard("trust-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
+    all_kept = preference_leaderboard("trust-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
+                                      policy={"drop_flagged": False})
+    create_preference_pool("steer-0", "bench", sources=SOURCES, n_tasks=args.tasks, seed=0, gold_share=0.1,
+                           overlap_share=0.2, overlap_judges=3, **where)
+    _judge_panel("steer-0", 0, where, {}, (("search", "search", 4), ("prefers:baseline:random", "steer", 1)))
+    capped = preference_leaderboard("steer-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
                                     policy={"drop_flagged": False})
     report["leaderboard"] = {
         "kept": {"order": board["order"], "ratings": board["ratings"], "judgments": board["judgments"],
                  "all_apart": all(r.get("apart_from_next", True) for r in board["ratings"])},
         "engine": board["engine"],
-        "flagged_kept_at_cap": {"order": capped["order"], "ratings": capped["ratings"],
-                                "max_judge_share": capped["left_out"]["capped"]["max_judge_share"],
-                                "order_flips": capped["order"] != board["order"]}}
+        "preferring_judge_added_at_cap": {
+            "pool": "steer-0 (4 search judges and the preferring one; flagged judges kept, the cap holds)",
+            "order": capped["order"], "ratings": capped["ratings"],
+            "max_judge_share": capped["left_out"]["capped"]["max_judge_share"],
+            "capped_judgments": capped["left_out"]["capped"]["judgments"],
+            "order_flips": capped["order"] != board["order"]},
+        "all_flagged_kept_at_cap": {"order": all_kept["order"], "ratings": all_kept["ratings"],
+                                    "order_flips": all_kept["order"] != board["order"]}}
     _log(json.dumps(report["leaderboard"]))
     if args.speed_judgments:
         report["speed"] = _speed(where["preferences_dir"] / "trust-0", where["preferences_dir"], args.speed_judgments)

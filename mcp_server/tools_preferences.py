@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field, Strict
 
 from extrarlhf.preferences import pool as prefs
-from extrarlhf.preferences import quality
+from extrarlhf.preferences import selection
 
 if TYPE_CHECKING:
     from .app import ExtraRLHFServer
@@ -80,4 +80,4 @@ def register(server: "ExtraRLHFServer") -> None:
         all judges and over those kept (not flagged), and the flag rules. Flagged judges are
         left out of the preference dataset.
         """
-        return quality.judge_quality(pool, **where)
+        return selection.judge_quality(pool, **where)

@@ -11,8 +11,9 @@ datasets and (for the reward model, the ``train`` extra) training. Modules:
 - judges.py      judge kinds, keyed judge pseudonyms, the synthetic judge's rule
 - synthetic.py   ``judge_synthetically``: synthetic judges (``search``, ``random``, ``prefers:SPEC``)
 - policy.py      ``PreferencePolicy``: readiness thresholds, flag rules, the share cap; ``wilson``
-- quality.py     ``judge_quality``: per judge gold accuracy, agreement, flags; Krippendorff's alpha
-- selection.py   which judgments a dataset keeps (no gold, no flagged judge, the share cap), consensus
+- quality.py     ``assess``: per judge gold accuracy, agreement, flags; Krippendorff's alpha (pure)
+- selection.py   ``judge_quality``; which judgments a dataset keeps (no gold, no flagged judge, the
+                 share cap), consensus
 - leaderboard.py ``preference_leaderboard``: Bradley-Terry over specs, bootstrap intervals, engine order
 - dataset.py     ``materialize_preference_dataset`` (kind ``preference_pairs``), ``preference_ready``,
                  ``read_preferences``, ``export_trl_preferences``
@@ -32,7 +33,7 @@ _EXPORTS = {
     "list_preferences": "pool", "list_pools": "pool", "judge_synthetically": "synthetic",
     "materialize_preference_dataset": "dataset", "preference_readiness": "policy", "PreferencePolicy": "policy",
     "read_preferences": "dataset", "export_trl_preferences": "dataset", "train_reward_model": "reward",
-    "dpo_finetune": "dpo", "judge_quality": "quality", "preference_leaderboard": "leaderboard",
+    "dpo_finetune": "dpo", "judge_quality": "selection", "preference_leaderboard": "leaderboard",
 }
 
 __all__ = sorted(_EXPORTS)

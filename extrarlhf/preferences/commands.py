@@ -114,7 +114,7 @@ def _policy(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _cmd_judges(args: argparse.Namespace) -> int:
-    from .quality import judge_quality
+    from .selection import judge_quality
 
     r = judge_quality(args.pool, preferences_dir=args.preferences_dir)
     lines = [f"{r['pool']}: {len(r['judges'])} judges, {r['flagged']} flagged; Krippendorff's alpha "

@@ -24,7 +24,9 @@ under the judges' key (:func:`_gold_turn`), so the place of a task in a judge's 
 nothing a judge can compute. Otherwise the next one is the first task in serving order that
 this judge has not seen and that still wants showings (``overlap_judges`` for an overlap task,
 one for the others; within each block of ``SHUFFLE_BLOCK`` tasks in an order of the judge's
-own), and when none does, the one with the fewest showings.
+own), and when none does, the one with the fewest showings. Showings to a judge flagged now
+(quality.py, the default policy; :func:`flagged_now`) do not count, so what a judge at chance
+answered is offered to others again; the flagged judge is served as before and told nothing.
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ from ..datasets.paths import DatasetsDir
 from ..datasets.pointers import manifest_sha256, resolve
 from .candidates import Source, parse_sources
 from .judges import JUDGE_KINDS, judge_key, judge_pseudonym
-from .gold import GOLD, GOLD_FILE, gold_document, gold_tasks
+from .gold import GOLD, GOLD_FILE, gold_document, gold_tasks, read_gold
 from .points import DecisionPoint, check_count, check_number, first_points, rank, states_at
+from .policy import PreferencePolicy
+from .quality import assess
 
 POOL_SCHEMA_VERSION = 1
 POOL_FILE = "pool.json"
@@ -280,6 +284,22 @@ def _shuffle(judge: str, task_id: str) -> bytes:
     return hashlib.sha256(f"serve\0{judge}\0{task_id}".encode()).digest()
 
 
+_FLAGS: dict[str, tuple[int, frozenset[str]]] = {}  # pool folder -> (judgments seen, judges flagged then)
+FLAG_REFRESH = 25  # the flags are computed again after this many new judgments (or 5% more)
+
+
+def flagged_now(folder: Path, judgments: list[dict[str, Any]]) -> frozenset[str]:
+    """The judges flagged under the default policy (quality.py), computed again as judgments
+    come in; their showings do not count towards a task's wanted showings."""
+    n = len(judgments)
+    done, flagged = _FLAGS.get(str(folder), (-1, frozenset()))
+    if done < 0 or n < done or n - done >= max(FLAG_REFRESH, done // 20):
+        report = assess(judgments, read_gold(folder), PreferencePolicy())
+        flagged = frozenset(r["judge"] for r in report["judges"] if r["flagged"])
+        _FLAGS[str(folder)] = (n, flagged)
+    return flagged
+
+
 def _gold_turn(key: bytes, judge: str, k: int) -> bool:
     """Whether a judge's ``k``-th task (from 0) is a gold one while gold lasts: ``GOLD_PER_BLOCK``
     places of each block of ``SHUFFLE_BLOCK``, drawn by an HMAC under the judges' key, so no
@@ -309,7 +329,8 @@ def next_task(pool: str, judge: Any, judge_kind: str, *, preferences_dir: str | 
     doc = read_pool(folder)
     with locked(folder / JUDGING_LOCK):
         served = _lines(folder / SERVED)
-        answered = {(j["judge"], j["task_id"]) for j in _lines(folder / JUDGMENTS)}
+        judgments = _lines(folder / JUDGMENTS)
+        answered = {(j["judge"], j["task_id"]) for j in judgments}
         mine = [s["task_id"] for s in served if s["judge"] == pseudonym]
         pending = [t for t in mine if (pseudonym, t) not in answered]
         by_id = {t["task_id"]: t for t in doc["tasks"]}
@@ -317,8 +338,10 @@ def next_task(pool: str, judge: Any, judge_kind: str, *, preferences_dir: str | 
             return {"pool": doc["pool"], "judge": pseudonym, "resumed": True, "task": task_view(by_id[pending[0]]),
                     "remaining": len(doc["tasks"]) - len(mine)}
         shown: dict[str, int] = {}
-        for s in served:
-            shown[s["task_id"]] = shown.get(s["task_id"], 0) + 1
+        flagged = flagged_now(folder, judgments)
+        for s in served:  # a flagged judge's showing does not count: its tasks are offered again
+            if s["judge"] not in flagged:
+                shown[s["task_id"]] = shown.get(s["task_id"], 0) + 1
         seen = set(mine)
         wanted = showings_wanted(doc)
         fresh, gold = [], []

@@ -16,19 +16,18 @@ with, the median think time, and ``flagged`` with a ``reason``:
 
 Per pool: Krippendorff's alpha (nominal: A, B, tie) over the tasks answered by two judges or
 more, over all judges and over the judges kept (not flagged).
+
+Pure: :func:`assess` takes a pool's judgment records and gold answers (selection.py reads
+them, and ``judge_quality`` is there); pool.py asks it which judges are flagged now.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from .gold import read_gold
 from .policy import PreferencePolicy, wilson
-from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, _lines, pool_dir, read_pool
 
 ANSWERS = ("A", "B", "tie")
 
@@ -55,12 +54,6 @@ def krippendorff_alpha(units: list[list[str]]) -> float | None:
     if expected <= 0:
         return None
     return float(1 - observed / expected)
-
-
-def pool_judgments(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    doc = read_pool(folder)
-    tasks = {t["task_id"] for t in doc["tasks"]}
-    return doc, [j for j in _lines(folder / JUDGMENTS) if j["task_id"] in tasks]
 
 
 def assess(judgments: list[dict[str, Any]], gold: Mapping[str, Mapping[str, Any]],
@@ -162,12 +155,3 @@ def _judge_row(row: dict[str, Any], partners: list[tuple[str, int, int]], policy
             "partners_measured": len(measured), "agrees_with": len(agrees),
             "median_think_ms": int(np.median(think)) if think else None,
             "flagged": reason is not None, "reason": reason}
-
-
-def judge_quality(pool: str, *, preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
-                  policy: "PreferencePolicy | Mapping[str, Any] | None" = None) -> dict[str, Any]:
-    """The pool's judge-quality report (module docstring)."""
-    policy = PreferencePolicy.coerce(policy)
-    folder = pool_dir(preferences_dir, pool)
-    doc, judgments = pool_judgments(folder)
-    return {"pool": doc["pool"], "tasks": len(doc["tasks"]), **assess(judgments, read_gold(folder), policy)}

@@ -1,5 +1,6 @@
 """Which of a pool's judgments a preference dataset (and the leaderboard) keeps, and why the
-others were left out. The logs keep everything; this only chooses.
+others were left out (the logs keep everything; this only chooses), and ``judge_quality``, the
+pool's judge-quality report (quality.py says what it holds).
 
 In order: skips are not judgments; gold tasks are dropped (they measure judges: gold.py);
 flagged judges' judgments are left out while the policy's ``drop_flagged`` holds (quality.py
@@ -12,12 +13,29 @@ by two kept judges or more gets a consensus: the answer of a strict majority of 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .gold import read_gold
 from .policy import PreferencePolicy
-from .quality import assess, pool_judgments
+from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, _lines, pool_dir, read_pool
+from .quality import assess
+
+
+def pool_judgments(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    doc = read_pool(folder)
+    tasks = {t["task_id"] for t in doc["tasks"]}
+    return doc, [j for j in _lines(folder / JUDGMENTS) if j["task_id"] in tasks]
+
+
+def judge_quality(pool: str, *, preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR,
+                  policy: "PreferencePolicy | Mapping[str, Any] | None" = None) -> dict[str, Any]:
+    """The pool's judge-quality report (module docstring)."""
+    policy = PreferencePolicy.coerce(policy)
+    folder = pool_dir(preferences_dir, pool)
+    doc, judgments = pool_judgments(folder)
+    return {"pool": doc["pool"], "tasks": len(doc["tasks"]), **assess(judgments, read_gold(folder), policy)}
 
 
 def cap_counts(counts: dict[str, int], share: float) -> tuple[int | None, float]:

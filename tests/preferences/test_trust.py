@@ -22,8 +22,8 @@ from extrarlhf.preferences.gold import GOLD_FILE, read_gold, wins_at_once
 from extrarlhf.preferences.leaderboard import fit_bradley_terry, preference_leaderboard
 from extrarlhf.preferences.points import states_at
 from extrarlhf.preferences.pool import read_pool
-from extrarlhf.preferences.quality import judge_quality, krippendorff_alpha
-from extrarlhf.preferences.selection import cap_counts
+from extrarlhf.preferences.quality import krippendorff_alpha
+from extrarlhf.preferences.selection import cap_counts, judge_quality
 from extrarlhf.runtime.series import run_series
 
 PAIR = "baseline:greedy vs baseline:random"
@@ -227,3 +227,26 @@ def test_agreement_is_judged_against_judges_the_gold_keeps():
     by = {r["judge"]: r for r in report["judges"]}  # judge-other answered no gold: agreement decides
     assert by["judge-other"]["reason"].startswith("agreement: agrees with none of the 1 judges")
     assert not by["judge-careful"]["flagged"]  # the gold vouches for it; judge-other is no measure of it
+
+
+def test_what_a_flagged_judge_answered_is_offered_again(root: Path):
+    prefs = root / "preferences"
+    doc, gold = read_pool(prefs / "t"), read_gold(prefs / "t")
+    flagged = {j["judge"] for j in judge_quality("t", preferences_dir=prefs)["judges"] if j["flagged"]}
+    served = [json.loads(line) for line in (prefs / "t" / "served.jsonl").read_text().splitlines()]
+    wanted = {t: 3 for t in doc["overlap"]["tasks"]}
+    kept = {}
+    for s in served:
+        if s["judge"] not in flagged:
+            kept[s["task_id"]] = kept.get(s["task_id"], 0) + 1
+    only_flagged = {s["task_id"] for s in served if s["judge"] in flagged and s["task_id"] not in gold
+                    and kept.get(s["task_id"], 0) == 0}
+    assert only_flagged  # the random and steering judges answered tasks nobody else has
+    given = []
+    for _ in range(40):  # overlap tasks the flagged judges took a place of come first (serving order)
+        task = next_task("t", "fresh eyes", "llm", preferences_dir=prefs)["task"]
+        submit_preference("t", task["task_id"], "fresh eyes", "llm", "skip", preferences_dir=prefs)
+        given.append(task["task_id"])
+    ordinary = [t for t in given if t not in gold]
+    assert ordinary and all(kept.get(t, 0) < wanted.get(t, 1) for t in ordinary)
+    assert set(ordinary) & only_flagged  # offered again: their flagged showing did not count

@@ -18,7 +18,7 @@ import dagster as dg
 from extrarlhf.core.errors import InvalidArgument
 from extrarlhf.preferences import list_pools, materialize_preference_dataset, train_reward_model
 from extrarlhf.preferences.leaderboard import preference_leaderboard
-from extrarlhf.preferences.quality import judge_quality
+from extrarlhf.preferences.selection import judge_quality
 
 from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, gate_blockers, skipped, upstream
 from ...partitions import expect_partitioned_checks
