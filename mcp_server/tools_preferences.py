@@ -49,7 +49,7 @@ def register(server: "ExtraRLHFServer") -> None:
         choice: Annotated[Literal["A", "B", "tie", "skip"], Field(description="The better move.")],
         reason: Annotated[str | None, Strict(), Field(max_length=prefs.MAX_REASON_CHARS, description="Why.")] = None,
     ) -> dict[str, Any]:
-        """Your answer: A, B, tie or skip (final).
+        """Your answer: A, B, tie or skip; it is final.
 
         Records A, B, tie or skip for a task preference_task gave you, with an optional reason;
         a task you were not given is invalid_argument, a second answer already_judged.
@@ -62,7 +62,7 @@ def register(server: "ExtraRLHFServer") -> None:
         limit: Annotated[int, Strict(), Field(ge=1, le=500, description="Page size.")] = 50,
         offset: Annotated[int, Strict(), Field(ge=0, description="Skip this many.")] = 0,
     ) -> dict[str, Any]:
-        """A pool's judgments, paged, and totals.
+        """A pool's judgments (paged) and the totals.
 
         The pool's judgments oldest first (task, judge pseudonym, kind, choice, reason) from
         offset, up to limit, with next_offset, and totals by choice and judge kind; judges are
