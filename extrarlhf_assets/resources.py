@@ -75,19 +75,25 @@ class CheckpointsResource(dg.ConfigurableResource):
 
 
 class PreferencesResource(dg.ConfigurableResource):
-    """The preference pools' dir and the ``preference_ready`` thresholds (None: the core's)."""
+    """The preference pools' dir, the ``preference_ready`` thresholds and judge-selection keys
+    (None: the core's, extrarlhf/preferences/policy.py)."""
 
     preferences_dir: str = "preferences"
     min_judgments: int | None = None
     min_states: int | None = None
     min_judges: int | None = None
+    min_gold_accuracy: float | None = None
+    max_judge_share: float | None = None
+    drop_flagged: bool | None = None
+    leaderboard_games: int = 0  # battle pairs per spec pair for the leaderboard's engine order (0: none)
 
     @property
     def path(self) -> Path:
         return Path(self.preferences_dir).absolute()
 
     def policy(self) -> dict | None:
-        chosen = {k: getattr(self, k) for k in ("min_judgments", "min_states", "min_judges")
+        chosen = {k: getattr(self, k) for k in ("min_judgments", "min_states", "min_judges", "min_gold_accuracy",
+                                                "max_judge_share", "drop_flagged")
                   if getattr(self, k) is not None}
         return chosen or None
 

@@ -185,7 +185,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         = None,
         view: StepView = "board",
     ) -> dict[str, Any]:
-        """Play player 1 against a bot or model: returns match_id, the board, your legal actions.
+        """Play player 1 against a bot or model: match_id, the board, your legal actions.
 
         Start a battle in which you play player 1 against a bot or model.
 
@@ -230,7 +230,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Legal actions", read_only=True, idempotent=True)
     def legal_actions(match_id: MatchId) -> dict[str, Any]:
-        """Player 1's legal action ids now, described (they change after every move).
+        """Player 1's legal action ids, described (they change each move).
 
         The actions player 1 may take now: actions [{action_id, description}] (empty when it is not
         your turn or the battle is over), with your_turn, done and winner.
@@ -250,7 +250,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
             description="Why this move, briefly (training signal).")] = None,
         view: StepView = "board",
     ) -> dict[str, Any]:
-        """Play your move (action_id, rationale); the bots then move until your turn or the end.
+        """Play your move (action_id, rationale); bots then move until your turn or the end.
 
         Play player 1's move. The opponent then moves automatically until it is your turn again
         or the battle ends. Returns the opponent's moves (their descriptions, from its side), the
@@ -270,7 +270,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Let the bots move")
     async def advance_bot(match_id: MatchId, view: StepView = "board") -> dict[str, Any]:
-        """Let the bots move until your turn or the end (player 2 to move, or after `paused`).
+        """Let bots move until your turn or the end (player 2 to move, or after `paused`).
 
         Let the bot/model players move until player 1 must decide or the battle ends (submit_action
         already does this; use it if the state says player 2 is to move, or a call returned
@@ -286,7 +286,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Finish a battle")
     def finish_battle(match_id: MatchId) -> dict[str, Any]:
-        """Write the trace of a battle that is over (done=true) and retire its match_id.
+        """Write a finished battle's trace (done=true) and retire its match_id.
 
         Record a battle that is over (done=true): writes its V5 trace (meta, turns, actions) and
         catalog line. Returns paths, result {status, winner, reason, turns, decisions}, degraded and
@@ -302,7 +302,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         match_id: MatchId,
         reason: Annotated[str, Strict(), Field(description="Why (recorded in the trace).")] = "abandoned by the caller",
     ) -> dict[str, Any]:
-        """Stop a live battle early; its trace is kept, marked abandoned.
+        """Stop a live battle; its trace is kept, marked abandoned.
 
         Stop a live battle early. Its trace is written and marked abandoned (never training-ready);
         the match_id is retired. Returns paths and the result like finish_battle.
@@ -339,7 +339,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         codename: Annotated[str | None, Strict(),
                             Field(description="Codename claimed for the series' duration.")] = None,
     ) -> dict[str, Any]:
-        """Run or resume a series of auto-played battles (p1_model vs opponent) into a group.
+        """Run or resume a series of auto-played battles (p1_model vs opponent) in a group.
 
         Run (or resume) an L1 series: n_battles rl battles (p1_model vs opponent) into `group`,
         on bounded workers, sending MCP progress notifications as battles finish. Blocks until
@@ -356,7 +356,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="Series status", read_only=True, idempotent=True)
     def series_status(group: GroupName) -> dict[str, Any]:
-        """How far a group is: battles by status, results, readiness, owner and leases.
+        """A group's progress: battles by status, results, readiness, leases.
 
         How far a group is: target battles (series), battles by status (finished, abandoned,
         crashed, unfinished), results, degraded count, readiness, and the live codename leases
@@ -444,7 +444,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
 
     @tool(title="List session groups", read_only=True, idempotent=True)
     def list_sessions(limit: limit_arg(50, "groups") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The session groups with their configuration and headline numbers.
+        """The session groups: configuration and headline numbers.
 
         The session groups under the sessions directory with their configuration and headline
         numbers (battles by status, results, degraded, v5 training readiness). A group that cannot
@@ -500,7 +500,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
     # ------------------------------------------------------------------ models
     @tool(title="List models", read_only=True, idempotent=True)
     def list_models(limit: limit_arg(50, "checkpoints") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """What can play: baselines, registered checkpoints and the search spec form.
+        """What can play: baselines, checkpoints, the search spec form.
 
         What can play: the baseline specs, a page of the registered checkpoints (name, kind,
         weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
@@ -549,7 +549,7 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         factory: Annotated[str, Strict(), Field(description="Factory import path, 'package.module:attr'.")],
         replace: Annotated[bool, Strict(), Field(description="Replace an existing kind of that name.")] = False,
     ) -> dict[str, Any]:
-        """Add an adapter kind backed by a 'package.module:attr' factory (this process only).
+        """Add an adapter kind from a 'package.module:attr' factory (this process only).
 
         Add an adapter kind backed by a factory 'package.module:attr' (imported now, so a bad path
         is refused here). The kind lives in this server process only (not persisted).

@@ -110,7 +110,7 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="List datasets", read_only=True, idempotent=True)
     def list_datasets(limit: limit_arg(50, "dataset versions") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The datasets, their versions (kind, rows, size, readiness) and the pointers naming them.
+        """The datasets, their versions (kind, rows, size, readiness) and pointers.
 
         The datasets in --datasets-dir with their versions (kind, row counts, size, readiness),
         paged by version: a page holds up to `limit` versions, grouped under their dataset (a
@@ -124,7 +124,7 @@ def register(server: "ExtraRLHFServer") -> None:
     @tool(title="Inspect a dataset", read_only=True, idempotent=True)
     def inspect_dataset(dataset: DatasetRef, limit: limit_arg(20, "source groups") = 20,
                         cursor: Cursor = None) -> dict[str, Any]:
-        """One dataset version's manifest and whether its source groups changed since.
+        """A dataset version's manifest and whether its sources changed.
 
         A dataset's manifest (id, kind, row counts, file hashes, column schemas, readiness) and
         whether its source session groups changed since. The source groups
@@ -153,7 +153,7 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         promote: Promote = None,
     ) -> dict[str, Any]:
-        """Turn session groups into a versioned V5 Parquet dataset.
+        """Session groups into a versioned V5 Parquet dataset.
 
         Turn session groups into Parquet tables (decisions, turns, battles) with a manifest;
         only finished, non-degraded, never-peeked battles enter training tables (exclusions are
@@ -170,7 +170,7 @@ def register(server: "ExtraRLHFServer") -> None:
         dataset: Annotated[str | None, Strict(), Field(description="A dataset (or give group).")] = None,
         policy: Policy = None,
     ) -> dict[str, Any]:
-        """Readiness of a group or dataset for each training contour, with the blockers.
+        """A group's or dataset's readiness per training contour, with blockers.
 
         Readiness of a group or dataset per contour, with blockers: v5_policy_training_ready (and
         the training_ready alias, scope v5_policy_only), Nemesis Lite and Standard
@@ -191,7 +191,7 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """A train/val/test split of a V5-ready dataset, grouped by battle (keyed hash).
+        """A battle-grouped train/val/test split of a V5-ready dataset.
 
         Deterministic train/val/test split grouped by battle (keyed hash): a battle never
         straddles splits and a row keeps its split when data is added. Refused with the blockers
@@ -234,7 +234,7 @@ def register(server: "ExtraRLHFServer") -> None:
         dataset: DatasetRef,
         pointer: Annotated[str, Strict(), Field(description="Pointer name to (re)point at the dataset.")],
     ) -> dict[str, Any]:
-        """Validate a dataset, then point a pointer (@NAME) at it atomically.
+        """Validate a dataset, then point @NAME at it atomically.
 
         Validate the dataset, then point `pointer` at it by atomic replace (the previous target is
         reported).

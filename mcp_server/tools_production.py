@@ -38,7 +38,7 @@ def register(server: "ExtraRLHFServer") -> None:
 
     @tool(title="Production plane status", read_only=True, idempotent=True)
     def production_status() -> dict[str, Any]:
-        """Which production variables are set and valid (names, never values): is the gate open.
+        """Which production variables are set and valid (names only): is the gate open.
 
         Whether production exports are enabled in this server's environment: each of the four
         variables (RLHF_ENABLE_PRODUCTION_DATASETS, RLHF_PRODUCTION_DSN, RETURNCLOCK_DATASET_SALT,
@@ -61,7 +61,7 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only export of production battles in [start_at, end_at) as a V5 dataset.
+        """Opt-in, read-only V5 export of production battles in [start_at, end_at).
 
         Opt-in, read-only export of the production battles that finished in [start_at, end_at):
         one database snapshot, keyset paging, replayed by the engine into the local V5 layout
@@ -87,7 +87,7 @@ def register(server: "ExtraRLHFServer") -> None:
         promote: Promote = None,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """The TimeStamp dataset (inputs, labels, audit) of a production V5 export.
+        """TimeStamp dataset (inputs, labels, audit) of a production V5 export.
 
         From a production V5 export, write three separate files: inputs.parquet (decks, starting
         player, approved prebattle features), labels.parquet (duration_seconds, turns) and
@@ -109,7 +109,7 @@ def register(server: "ExtraRLHFServer") -> None:
         overwrite: Overwrite = False,
         policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """Opt-in, read-only ReturnClock export of the player sessions ended in [start_at, end_at).
+        """Opt-in, read-only ReturnClock export of sessions ended in [start_at, end_at).
 
         Opt-in, read-only ReturnClock export: one row per player session that ended in
         [start_at, end_at), the clock starting at ended_at; event 1 with duration_seconds = the gap

@@ -164,7 +164,7 @@ def register(server: Any) -> None:
         baseline_pairs: BaselinePairs = 20,
         max_workers: Workers = 1,
     ) -> dict[str, Any]:
-        """Candidate vs incumbent on paired seeds: W/D/L, Elo with 95% interval, SPRT.
+        """Candidate vs incumbent on paired seeds: W/D/L, Elo (95% interval), SPRT.
 
         Candidate vs incumbent on paired seeds with seats swapped, batched ONNX inference: W/D/L,
         score, Elo with a 95% interval over pairs, and an SPRT (fishtest's pentanomial GSPRT) checked
@@ -208,7 +208,7 @@ def register(server: Any) -> None:
 
     @tool(title="Promotion status", read_only=True, idempotent=True)
     def promotion_status(limit: limit_arg(50, "history events") = 50, cursor: Cursor = None) -> dict[str, Any]:
-        """The promoted checkpoint, what a rollback would restore, and the history.
+        """The promoted checkpoint, what a rollback restores, the history.
 
         The promoted checkpoint (and whether its registry entry and file are still intact), the
         current incumbent spec, what a rollback would restore, and the promotion history, oldest
@@ -231,7 +231,7 @@ def register(server: Any) -> None:
         limit: limit_arg(50, "rungs") = 50,
         cursor: Cursor = None,
     ) -> dict[str, Any]:
-        """The Elo of every promotion against its predecessor and the baselines.
+        """Each promotion's Elo against its predecessor and the baselines.
 
         Every promotion in order (rolled-back ones marked rolled_back): its Elo against its
         predecessor with the 95% interval and SPRT decision (recorded by the promotion's benchmark,
@@ -303,7 +303,7 @@ def register(server: Any) -> None:
         repair: Annotated[bool, Strict(), Field(
             description="Also repair what is provably safe.")] = False,
     ) -> dict[str, Any]:
-        """Every problem of the sessions, datasets and checkpoints (read-only unless repair=true).
+        """Every problem of sessions, datasets, checkpoints (read-only unless repair=true).
 
         Walk --sessions-dir, --datasets-dir and --checkpoints-dir and list every problem: damaged
         records (with path, line and field), datasets failing validation, stale or dangling pointers,

@@ -15,7 +15,8 @@ or skip with an optional reason. A judge is whom the operator's invite link name
 cookie and the data hold only the keyed pseudonym (kind ``human``), never a name, and no name
 typed anywhere claims an arena judge. GET never writes: a task is served by a POST (starting,
 answering, "Show me a task"), and a GET shows the judge's pending one. A judge session unused
-for ``idle_timeout_s`` forgets its invite.
+for ``idle_timeout_s`` forgets its invite. ``/leaderboard/{pool}`` shows the Bradley-Terry
+ratings of a pool's ``A vs B`` specs from the kept judgments (extrarlhf.preferences.leaderboard).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from extrarlhf.core.errors import RLHFError
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
 from extrarlhf.preferences import pool as prefs
 from extrarlhf.preferences.judges import VerifiedJudge, arena_judge, redeem_invite
+from extrarlhf.preferences.leaderboard import preference_leaderboard, ranks_specs
 
 from .arena import Arena, ArenaError
 from .config import ArenaConfig
@@ -182,7 +184,9 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
     async def judging(request: Request) -> Response:
         pools = await call(prefs.list_pools, config.preferences_dir)
         judge_of(request)  # an idle judge session is forgotten here too
-        return render(request, "judge_lobby.html", pools=pools, invited=bool(request.session.get("judge")))
+        ranked = [p["pool"] for p in pools if any(ranks_specs(s) for s in p["sources"])]
+        return render(request, "judge_lobby.html", pools=pools, ranked=ranked,
+                      invited=bool(request.session.get("judge")))
 
     async def judge_invite(request: Request) -> Response:
         judge = await call(redeem_invite, config.preferences_dir, request.path_params["invite"])
@@ -226,6 +230,11 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
                                                    preferences_dir=config.preferences_dir))
         await serve_task(request, pool)
         return RedirectResponse(pool_path(pool), status_code=303)
+
+    async def leaderboard(request: Request) -> Response:
+        pool = request.path_params["pool"]
+        board = await call(lambda: preference_leaderboard(pool, preferences_dir=config.preferences_dir))
+        return render(request, "leaderboard.html", pool=pool, board=board)
 
     # ------------------------------------------------------------------ errors
     async def business_error(request: Request, exc: Exception) -> Response:
@@ -275,6 +284,7 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
         Route("/judge/{pool}", judge_task, methods=["GET"]),
         Route("/judge/{pool}/next", judge_next, methods=["POST"]),
         Route("/judge/{pool}/answer", judge_answer, methods=["POST"]),
+        Route("/leaderboard/{pool}", leaderboard, methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     @contextlib.asynccontextmanager

@@ -137,6 +137,17 @@ def _provenance(version: int, m: dict[str, Any], manifest_sha: str) -> list[str]
                      f"`{split['split_key']}`), fractions {split['fractions']}"
                      + (f"; {split['battles_straddling_splits']} battle(s) straddle splits"
                         if "battles_straddling_splits" in split else ""))
+    left = m.get("left_out")
+    if isinstance(left, dict):
+        flagged, capped = left["flagged"], left["capped"]
+        lines.append(f"- judgments kept {left['kept']['judgments']} of {left['judgments_logged']} logged, by "
+                     f"{left['kept']['judges']} judges; left out: {left['skipped']} skips, "
+                     f"{left['gold']['judgments']} on {left['gold']['tasks']} gold tasks, "
+                     f"{flagged['judgments']} of {flagged['judges']} flagged judges"
+                     + ("" if flagged["left_out"] or not flagged["judges"] else " (flagged judges kept)")
+                     + f", {capped['judgments']} of {capped['judges']} judges over the share cap "
+                       f"{capped['max_judge_share']}")
+        lines += [f"  - flagged `{judge}`: {reason}" for judge, reason in flagged["reasons"].items()]
     readiness = (m.get("readiness") or {}).get("contours") or {}
     ready = [c for c, state in sorted(readiness.items()) if isinstance(state, dict) and state.get("ready")]
     if readiness:

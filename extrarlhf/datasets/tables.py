@@ -330,6 +330,9 @@ PREFERENCES = [
     ("reason", pa.string(), True, "the judge's optional reason"),
     ("think_ms", pa.int64(), True, "time from showing to answer (observed, provenance: judging; not production)"),
     ("judged_at", pa.string(), False, "UTC time of the judgment"),
+    ("consensus", pa.string(), True, "the strict-majority answer of the kept judges on this task (A, B or tie); "
+                                     "null when fewer than two answered or none has a majority"),
+    ("consensus_judges", pa.int16(), False, "how many kept judges answered this task"),
 ]
 
 TABLES = {"decisions": DECISIONS, "turns": TURNS, "battles": BATTLES, "excluded": EXCLUDED,

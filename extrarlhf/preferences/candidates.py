@@ -55,8 +55,13 @@ class Source:
     def _choose(self, side: str, point: DecisionPoint, state: engine.State, seed: int) -> int:
         if side == RECORDED:
             return point.chosen
-        policy = self.actors[side].make_policy(engine.derive_seed(seed, f"{point.battle_id}:{point.decision_index}"))
-        return int(policy.act(state.clone()))
+        return spec_action(self.actors[side], point.battle_id, point.decision_index, state, seed)
+
+
+def spec_action(actor: Actor, battle_id: str, decision_index: int, state: engine.State, seed: int) -> int:
+    """The action ``actor`` plays at a decision point, seeded from the pool's seed and the point."""
+    policy = actor.make_policy(engine.derive_seed(seed, f"{battle_id}:{decision_index}"))
+    return int(policy.act(state.clone()))
 
 
 def parse_source(value: Any, checkpoints_dir: str | os.PathLike[str] | None = None) -> Source:

@@ -1,4 +1,4 @@
-"""``python -m extrarlhf preferences pool|judge|invite|synthetic|list|materialize|reward|dpo|export-trl``.
+"""``python -m extrarlhf preferences pool|judge|invite|synthetic|list|judges|leaderboard|materialize|reward|dpo|export-trl``.
 
 Each subcommand calls one function of this package and prints a short report (``--json``: the
 function's result); business errors are printed by extrarlhf/cli.py as one line (exit 2).
@@ -28,11 +28,13 @@ def _cmd_pool(args: argparse.Namespace) -> int:
     from .pool import create_preference_pool
 
     r = create_preference_pool(args.name, args.dataset, sources=args.source or ["search_top2"], n_tasks=args.tasks,
-                               seed=args.seed, datasets_dir=args.datasets_dir, preferences_dir=args.preferences_dir,
-                               checkpoints_dir=args.checkpoints_dir)
+                               seed=args.seed, gold_share=args.gold_share, overlap_share=args.overlap_share,
+                               overlap_judges=args.overlap_judges, datasets_dir=args.datasets_dir,
+                               preferences_dir=args.preferences_dir, checkpoints_dir=args.checkpoints_dir)
     short = "; short of " + json.dumps(r["shortfall"]) if r["shortfall"] else ""
     return _report(args, r, f"pool {r['pool']}: {r['tasks']} tasks from {r['dataset_id']} "
-                            f"({', '.join(f'{k} {v}' for k, v in r['by_source'].items())}){short}")
+                            f"({', '.join(f'{k} {v}' for k, v in r['by_source'].items())}, gold {r['gold']}; "
+                            f"{r['overlap_tasks']} offered to {r['overlap_judges']} judges){short}")
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
@@ -76,17 +78,20 @@ def _cmd_invite(args: argparse.Namespace) -> int:
 def _cmd_synthetic(args: argparse.Namespace) -> int:
     from .synthetic import judge_synthetically
 
-    r = judge_synthetically(args.pool, judges=args.judges, noise=args.noise, tie_margin=args.tie_margin,
-                            sims=args.sims, seed=args.seed, per_judge=args.per_judge, datasets_dir=args.datasets_dir,
-                            preferences_dir=args.preferences_dir,
-                            progress=ProgressLine(f"judge {args.pool}", unit="judgments"))
-    return _report(args, r, f"{r['judgments']} synthetic judgments in {r['pool']}: {r['by_choice']}")
+    r = judge_synthetically(args.pool, judges=args.judges, kind=args.kind, prefix=args.prefix, noise=args.noise,
+                            tie_margin=args.tie_margin, sims=args.sims, seed=args.seed, per_judge=args.per_judge,
+                            datasets_dir=args.datasets_dir, preferences_dir=args.preferences_dir,
+                            checkpoints_dir=args.checkpoints_dir,
+                            progress=None if args.json else ProgressLine(f"judge {args.pool}", unit="judgments"))
+    names = ", ".join(f"{n['name']} = {n['judge']}" for n in r["names"])
+    return _report(args, r, f"{r['judgments']} {r['kind']} judgments in {r['pool']}: {r['by_choice']} ({names})")
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from .pool import list_preferences
 
-    r = list_preferences(args.pool, limit=args.limit, offset=args.offset, preferences_dir=args.preferences_dir)
+    r = list_preferences(args.pool, limit=args.limit, offset=args.offset, sources=True,
+                         preferences_dir=args.preferences_dir)
     return _report(args, r, f"{r['pool']}: {r['judgments']} judgments by {r['judges']} judges over {r['tasks']} "
                             f"tasks; {r['totals']}")
 
@@ -95,10 +100,48 @@ def _cmd_materialize(args: argparse.Namespace) -> int:
     from .dataset import materialize_preference_dataset
 
     r = materialize_preference_dataset(args.pool, name=args.name, datasets_dir=args.datasets_dir,
-                                       preferences_dir=args.preferences_dir)
-    ready = r["preference_ready"]
-    return _report(args, r, f"{r['dataset_id']}: rows {r['rows']}; preference_ready "
+                                       preferences_dir=args.preferences_dir, policy=_policy(args))
+    ready, out = r["preference_ready"], r["left_out"] or {}
+    left = (f"; left out: {out['gold']['judgments']} gold, {out['flagged']['judgments']} of "
+            f"{out['flagged']['judges']} flagged judges, {out['capped']['judgments']} over the share cap"
+            if out else "")
+    return _report(args, r, f"{r['dataset_id']}: rows {r['rows']}{left}; preference_ready "
                             + ("yes" if ready["ready"] else "no: " + "; ".join(ready["blockers"])))
+
+
+def _policy(args: argparse.Namespace) -> dict[str, Any] | None:
+    return {"drop_flagged": False} if getattr(args, "keep_flagged", False) else None
+
+
+def _cmd_judges(args: argparse.Namespace) -> int:
+    from .selection import judge_quality
+
+    r = judge_quality(args.pool, preferences_dir=args.preferences_dir)
+    lines = [f"{r['pool']}: {len(r['judges'])} judges, {r['flagged']} flagged; Krippendorff's alpha "
+             f"{r['krippendorff_alpha']['all']} over all, {r['krippendorff_alpha']['kept']} over those kept"]
+    for j in r["judges"]:
+        gold = (f"gold {j['gold_right']}/{j['gold_answered']} [{j['gold_ci95'][0]:.2f}, {j['gold_ci95'][1]:.2f}]"
+                if j["gold_answered"] else "gold -")
+        lines.append(f"  {j['judge']} {j['kind']}: {j['judgments']} judgments, {gold}, agreement "
+                     f"{j['agreement']} ({j['agrees_with']}/{j['partners_measured']} judges), median think "
+                     f"{j['median_think_ms']} ms" + (f"; FLAGGED {j['reason']}" if j["flagged"] else ""))
+    return _report(args, r, "\n".join(lines))
+
+
+def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from .leaderboard import preference_leaderboard
+
+    r = preference_leaderboard(args.pool, resamples=args.resamples, games=args.games, seed=args.seed,
+                               preferences_dir=args.preferences_dir, checkpoints_dir=args.checkpoints_dir,
+                               policy=_policy(args))
+    lines = [f"{r['pool']}: {r['judgments']} judgments over {len(r['specs'])} specs ({r['resamples']} resamples)"]
+    lines += [f"  {x['rating']:7.1f} [{x['ci95'][0]:.1f}, {x['ci95'][1]:.1f}] {x['spec']} ({x['judgments']} judgments)"
+              for x in r["ratings"]]
+    if r["engine"]:
+        e = r["engine"]
+        lines.append(f"engine ({e['games_per_pair']} battles per pair): {' > '.join(e['order'])}; same order: "
+                     f"{e['same_order']}, Kendall tau {e['kendall_tau']}")
+    return _report(args, r, "\n".join(lines))
 
 
 def _cmd_reward(args: argparse.Namespace) -> int:
@@ -153,6 +196,11 @@ def add_parser(sub: Any) -> None:
                                                      "repeat for several")
     v.add_argument("--tasks", type=int, default=200)
     v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--gold-share", type=float, default=0.1,
+                   help="share of gold tasks the engine proves, 0 to 0.5 (default 0.1)")
+    v.add_argument("--overlap-share", type=float, default=0.0,
+                   help="share of tasks offered to several judges, 0 to 1 (default 0)")
+    v.add_argument("--overlap-judges", type=int, default=3, help="judges an overlap task is offered to, 2 to 10")
     v = verb("judge", _cmd_judge, "judge a pool's tasks in the terminal")
     v.add_argument("pool")
     v.add_argument("--judge", required=True, help="your name (stored only as a keyed pseudonym)")
@@ -163,6 +211,8 @@ def add_parser(sub: Any) -> None:
     v = verb("synthetic", _cmd_synthetic, "synthetic judges (the search teacher's values with noise)")
     v.add_argument("pool")
     v.add_argument("--judges", type=int, default=3)
+    v.add_argument("--kind", default="search", help="search (default), random or prefers:SPEC")
+    v.add_argument("--prefix", default="synthetic", help="judges are named PREFIX-0, PREFIX-1...")
     v.add_argument("--noise", type=float, default=0.05)
     v.add_argument("--tie-margin", type=float, default=0.0)
     v.add_argument("--sims", type=int, default=128)
@@ -172,9 +222,18 @@ def add_parser(sub: Any) -> None:
     v.add_argument("pool")
     v.add_argument("--limit", type=int, default=50)
     v.add_argument("--offset", type=int, default=0)
+    v = verb("judges", _cmd_judges, "how far each judge can be trusted: gold accuracy, agreement, flags")
+    v.add_argument("pool")
+    v = verb("leaderboard", _cmd_leaderboard, "Bradley-Terry ratings of a pool's 'A vs B' specs, with intervals")
+    v.add_argument("pool")
+    v.add_argument("--resamples", type=int, default=1000)
+    v.add_argument("--games", type=int, default=0, help="battle pairs per spec pair for the engine's order (0: none)")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--keep-flagged", action="store_true", help="count flagged judges too (the share cap holds)")
     v = verb("materialize", _cmd_materialize, "publish a pool's judgments as a preference dataset")
     v.add_argument("pool")
     v.add_argument("--name")
+    v.add_argument("--keep-flagged", action="store_true", help="keep flagged judges' judgments (the share cap holds)")
     v = verb("reward", _cmd_reward, "train a Bradley-Terry reward model on a preference dataset")
     v.add_argument("dataset")
     v.add_argument("--name", required=True)

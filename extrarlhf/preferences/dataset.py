@@ -6,8 +6,12 @@ the Hugging Face card follows): ``train`` / ``val`` / ``test`` tables of the PRE
 (tables.py), split by battle with the keyed hash of assign.py (contour ``preferences``), so a
 battle's states never straddle two splits. Each row is one A/B/tie judgment with the board text
 the judge saw and, for learners, the acting player's observation and both candidates' action
-features, recomputed from the replayed state. Skips are counted, not kept. Readiness
-(``preference_ready``) needs enough non-tie judgments, distinct states and distinct judges.
+features, recomputed from the replayed state. Skips are counted, not kept; gold tasks, flagged
+judges' judgments and judgments over a judge's share cap are left out (selection.py), and the
+manifest's ``left_out`` says how many and why. ``consensus`` is the strict-majority answer of
+the kept judges on a task two of them or more answered. Readiness (``preference_ready``)
+needs enough non-tie judgments, distinct states and distinct (kept) judges; when every judge
+is flagged, materializing is refused (NotReady naming each flag's reason) and nothing is written.
 
 ``export_trl_preferences`` writes the TRL preference shape (``prompt`` / ``chosen`` /
 ``rejected`` as text, ties left out) for people who train language-model players.
@@ -16,9 +20,7 @@ features, recomputed from the replayed state. Skips are counted, not kept. Readi
 from __future__ import annotations
 
 import hashlib
-import math
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -39,50 +41,20 @@ from ..datasets.publish import publish_version
 from ..datasets.tables import COMPRESSION, COMPRESSION_LEVEL, SCHEMAS
 from ..datasets.validate import validate_dir, validated_source
 from .points import states_at
-from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, _lines, pool_dir, read_pool
+from .policy import PreferencePolicy, preference_readiness
+from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, pool_dir
+from .selection import everyone_flagged, select_judgments
 
 CONTOUR = "preferences"
 SPLITS = ("train", "val", "test")
 PROMPT_SUFFIX = "\n\nYour move:"
 
 
-@dataclass(frozen=True)
-class PreferencePolicy:
-    """What ``preference_ready`` asks of a preference dataset."""
-
-    min_judgments: int = 200  # A or B (ties say nothing about which action is better)
-    min_states: int = 100
-    min_judges: int = 2
-
-    @classmethod
-    def coerce(cls, value: "PreferencePolicy | Mapping[str, Any] | None") -> "PreferencePolicy":
-        if value is None or isinstance(value, cls):
-            return value or cls()
-        if not isinstance(value, Mapping) or set(value) - set(asdict(cls())):
-            raise InvalidArgument(f"a preference readiness policy takes {sorted(asdict(cls()))}, got {value!r}")
-        for key, v in value.items():
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidArgument(f"{key} must be a positive integer, got {v!r}")
-        return cls(**value)
-
-
-def preference_readiness(evidence: Mapping[str, int], policy: "PreferencePolicy | Mapping[str, Any] | None" = None
-                         ) -> dict[str, Any]:
-    policy = PreferencePolicy.coerce(policy)
-    blockers = []
-    for have, need, what in ((evidence["decisive_judgments"], policy.min_judgments, "non-tie judgments"),
-                             (evidence["states"], policy.min_states, "distinct states judged"),
-                             (evidence["judges"], policy.min_judges, "distinct judges")):
-        if have < need:
-            blockers.append(f"{have} {what}, needs {need}")
-    return {"ready": not blockers, "blockers": blockers, "evidence": dict(evidence), "policy": asdict(policy)}
-
-
-def _rows(pool_folder: Path, datasets_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
-    doc = read_pool(pool_folder)
+def _rows(pool_folder: Path, datasets_dir: str | os.PathLike[str], policy: PreferencePolicy
+          ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    chosen = select_judgments(pool_folder, policy)
+    doc, kept, consensus = chosen["doc"], chosen["kept"], chosen["consensus"]
     tasks = {t["task_id"]: t for t in doc["tasks"]}
-    judgments = [j for j in _lines(pool_folder / JUDGMENTS) if j["task_id"] in tasks]
-    kept = [j for j in judgments if j["choice"] != "skip"]
     source = resolve(DatasetsDir(datasets_dir), doc["dataset_id"]).path
     points = sorted({(tasks[j["task_id"]]["battle_id"], tasks[j["task_id"]]["decision_index"],
                       tasks[j["task_id"]]["state_hash"]) for j in kept})
@@ -102,9 +74,10 @@ def _rows(pool_folder: Path, datasets_dir: str | os.PathLike[str]) -> tuple[dict
             "observation": state.observation(t["player"]).astype(np.float32), "a_features": features[0],
             "b_features": features[1], "choice": j["choice"], "judge": j["judge"], "judge_kind": j["judge_kind"],
             "reason": j.get("reason"), "think_ms": j.get("think_ms"), "judged_at": j["judged_at"],
+            "consensus": consensus[t["task_id"]][0], "consensus_judges": consensus[t["task_id"]][1],
         })
     rows.sort(key=lambda r: (r["battle_id"], r["decision_index"], r["task_id"], r["judge"]))
-    return doc, rows, len(judgments) - len(kept)
+    return doc, rows, chosen
 
 
 def _evidence(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -131,15 +104,25 @@ def materialize_preference_dataset(pool: str, *, name: str | None = None, fracti
     kept = _unchanged(DatasetsDir(datasets_dir), name, folder.name, judged, split_key, fractions, policy)
     if kept is not None:
         return kept
-    doc, rows, skipped = _rows(folder, datasets_dir)
+    doc, rows, chosen = _rows(folder, datasets_dir, policy)
+    left_out = chosen["left_out"]
+    skipped = left_out["skipped"]
     if not rows:
-        raise NotReady(f"pool {folder.name!r} has no A/B/tie judgment yet; judge some tasks first "
-                       f"(preference_task / submit_preference)", [f"0 judgments ({skipped} skipped)"])
+        blockers = everyone_flagged(chosen)
+        if blockers:
+            raise NotReady(f"pool {folder.name!r} is not ready: " + blockers[0], blockers)
+        raise NotReady(f"pool {folder.name!r} has no A/B/tie judgment of an ordinary task yet (gold tasks measure "
+                       f"judges and are not in the dataset); judge some tasks first (preference_task / "
+                       f"submit_preference)", [f"0 judgments ({skipped} skipped, {left_out['gold']['judgments']} "
+                                               f"on gold tasks)"])
     split_rows: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
     for row in rows:
         split_rows[split_of(bucket(split_key, CONTOUR, row["battle_id"]), fractions)].append(row)
     evidence = _evidence(rows)
     readiness = preference_readiness(evidence, policy)
+    quality = chosen["quality"]
+    quality_summary = {"krippendorff_alpha": quality["krippendorff_alpha"], "flagged": quality["flagged"],
+                       "judges": len(quality["judges"]), "rule": quality["rule"]}
 
     def build(tmp: Path, dataset_id: str, version: int) -> dict[str, Any]:
         tables = {}
@@ -156,9 +139,11 @@ def materialize_preference_dataset(pool: str, *, name: str | None = None, fracti
                        extra={"split": {"contour": CONTOUR, "group_key": "battle_id", "split_key": split_key,
                                         "fractions": dict(zip(SPLITS, fractions)), "battles_straddling_splits": 0,
                                         "rows": {s: len(p) for s, p in split_rows.items()}},
-                              "skipped_judgments": skipped})
+                              "skipped_judgments": skipped, "left_out": left_out, "selection": policy.selection(),
+                              "judge_quality": quality_summary})
         return {"rows": {s: len(p) for s, p in split_rows.items()}, "evidence": evidence,
-                "preference_ready": readiness, "skipped_judgments": skipped}
+                "preference_ready": readiness, "skipped_judgments": skipped, "left_out": left_out,
+                "judge_quality": quality_summary}
 
     return {**publish_version(DatasetsDir(datasets_dir), name, build, validate=validate_dir), "reused": False}
 
@@ -185,7 +170,8 @@ def _unchanged(dirs: DatasetsDir, name: str, pool: str, judged: str, split_key: 
         return None
     sources, split = manifest.get("sources") or {}, manifest.get("split") or {}
     if (manifest.get("kind"), sources.get("pool"), sources.get("judgments_sha256"), split.get("split_key"),
-            split.get("fractions")) != ("preference_pairs", pool, judged, split_key, dict(zip(SPLITS, fractions))):
+            split.get("fractions"), manifest.get("selection")) != (
+            "preference_pairs", pool, judged, split_key, dict(zip(SPLITS, fractions)), policy.selection()):
         return None
     if validate_dir(path, expected_id=manifest["dataset_id"]):
         return None
@@ -193,7 +179,8 @@ def _unchanged(dirs: DatasetsDir, name: str, pool: str, judged: str, split_key: 
     readiness = preference_readiness(evidence, policy)
     return {"dataset_id": manifest["dataset_id"], "name": name, "version": versions[-1], "path": str(path),
             "rows": split["rows"], "evidence": evidence, "preference_ready": readiness,
-            "skipped_judgments": manifest.get("skipped_judgments", 0), "reused": True}
+            "skipped_judgments": manifest.get("skipped_judgments", 0), "left_out": manifest.get("left_out"),
+            "judge_quality": manifest.get("judge_quality"), "reused": True}
 
 
 def read_preferences(dataset: str, split: str, *, datasets_dir: str | os.PathLike[str] = "datasets",
@@ -276,13 +263,3 @@ def load_pairs(dataset: str, *, datasets_dir: str | os.PathLike[str] = "datasets
                        f"measure a model (train {len(splits['train']['y'])}, test {len(splits['test']['y'])})",
                        ["no decisive judgments in a split"])
     return splits, manifest, ready
-
-
-def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson 95% interval of a proportion."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)

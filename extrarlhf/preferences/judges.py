@@ -7,9 +7,10 @@ key kept in ``<preferences dir>/.judge_key`` (mode 0600, made once).
 
 The synthetic judge stands in for people in tests and demos: it searches the task's state
 with the search teacher (``search:baseline:greedy?sims=N``), scores each candidate by the
-search's value (an action the search did not consider scores below every searched one),
-adds seeded Gaussian noise per judge and task, and prefers the higher; within
-``tie_margin`` it says tie.
+search's value (an action the search did not consider scores below every searched one; an
+action that wins the battle at once scores ``WIN_NOW_BONUS`` above its value, as a careful
+judge takes a sure win now), adds seeded Gaussian noise per judge and task, and prefers the
+higher; within ``tie_margin`` it says tie.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from adapters import GreedyPolicy, SearchPolicy
 
 from ..core.errors import InvalidArgument
 from ..production.pseudonyms import keyed_ids
+from .gold import wins_at_once
 
 JUDGE_KINDS = ("human", "llm", "synthetic")
 KEY_FILE = ".judge_key"
@@ -36,6 +38,9 @@ KEY_ENV = "RLHF_JUDGE_KEY"
 MAX_JUDGE_NAME = 200
 MIN_KEY_FILE_CHARS = 32  # the key file holds 64 hex characters when this package draws it
 UNSEARCHED_PENALTY = 0.05
+# the search's values do not discount time: a sure win now and a near-sure win later both score
+# about 1. A careful judge takes the win now, so a move that wins at once scores this much more.
+WIN_NOW_BONUS = 0.2
 ARENA_DOMAIN = "arena-judge"  # arena judges' pseudonyms: no name typed over MCP or the CLI maps to one
 INVITE_PREFIX = "inv1"
 
@@ -121,7 +126,8 @@ def candidate_values(state: engine.State, actions: list[int], sims: int, seed: i
     searched = [v for v in values if v is not None]
     floor = (min(searched) if searched else 0.0) - UNSEARCHED_PENALTY
     by_action = {a: (v if v is not None else floor) for a, v in zip(legal, values)}
-    return [float(by_action[a]) for a in actions]
+    player = state.to_move
+    return [float(by_action[a]) + (WIN_NOW_BONUS if wins_at_once(state, a, player) else 0.0) for a in actions]
 
 
 def synthetic_choice(values: tuple[float, float], noise: float, tie_margin: float, seed: int) -> str:

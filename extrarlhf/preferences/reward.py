@@ -30,7 +30,8 @@ from ..core.errors import RLHFError
 from ..core.names import check_name
 from ..training.card import CARD_SCHEMA_VERSION, checkpoint_block, environment_block, model_block, write_card
 from ..training.hyper import require_torch
-from .dataset import PreferencePolicy, load_pairs, wilson
+from .dataset import load_pairs
+from .policy import PreferencePolicy, wilson
 from .points import check_number
 
 MAX_EPOCHS = 200

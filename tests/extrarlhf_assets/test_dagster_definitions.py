@@ -31,7 +31,8 @@ def test_definitions_content():
     # no nemesis_standard_split: a session group never has the human-vs-human rows it needs
     assert keys == {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
                     "promoted_policy", "policy_ladder", "production_v5_export", "timestamp_dataset", "metronome_dataset",
-                    "returnclock_export", "returnclock_training_split", "preference_dataset", "reward_model"}
+                    "returnclock_export", "returnclock_training_split", "preference_dataset", "reward_model",
+                    "preference_leaderboard"}
     groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups["battle_sessions"] == "collection" and groups["v5_dataset"] == "datasets"
     assert groups["promoted_policy"] == "training"
@@ -39,7 +40,7 @@ def test_definitions_content():
     assert {("battle_sessions", "trace_integrity"), ("battle_sessions", "no_degraded_play"),
             ("v5_dataset", "v5_policy_training_ready"), ("nemesis_lite_split", "nemesis_lite_ready"),
             ("policy_benchmark", "benchmark_passed"), ("preference_dataset", "preference_ready"),
-            ("reward_model", "reward_model_above_chance")} <= checks
+            ("reward_model", "reward_model_above_chance"), ("preference_dataset", "judges_trusted")} <= checks
     blocking = {c.name for c in graph.asset_check_keys if graph.get_check_spec(c).blocking}
     assert {"trace_integrity", "v5_policy_training_ready", "benchmark_passed", "preference_ready"} <= blocking
     assert groups["reward_model"] == "preferences" and defs.resolve_sensor_def("preference_pools_sensor")

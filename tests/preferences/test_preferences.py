@@ -45,8 +45,8 @@ def data(tmp_path_factory) -> dict[str, Path]:
 
 
 def _pool(data: dict[str, Path], name: str, seed: int, n: int = 40, sources=SOURCES) -> dict:
-    create_preference_pool(name, "teach", sources=sources, n_tasks=n, seed=seed, datasets_dir=data["datasets"],
-                           preferences_dir=data["preferences"])
+    create_preference_pool(name, "teach", sources=sources, n_tasks=n, seed=seed, gold_share=0.0,
+                           datasets_dir=data["datasets"], preferences_dir=data["preferences"])
     return read_pool(data["preferences"] / name)
 
 

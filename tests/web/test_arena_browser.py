@@ -21,6 +21,7 @@ import pytest
 from extrarlhf.datasets.materialize import materialize_v5_dataset
 from extrarlhf.datasets.validate import validate_dataset
 from extrarlhf.preferences import create_preference_pool, list_preferences
+from extrarlhf.preferences.gold import read_gold
 from extrarlhf.preferences.judges import issue_invite
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.replay import replay_battle
@@ -246,6 +247,47 @@ def test_judging_preference_tasks_by_clicking(server: str, browser: Browser, wor
     assert listed["totals"]["judge_kind"] == {"human": 3} and listed["items"][0]["reason"] == "clicked #choose-a"
     invited = issue_invite(work / "preferences", "Browser Judge").split(".")[1]
     assert {i["judge"] for i in listed["items"]} == {invited}  # the invite's pseudonym, not the browser's
+
+
+def _normalized(page: Page) -> str:
+    """The judging page's HTML with what differs from task to task cut out: the board, the two
+    moves, the task id, the CSRF token and every number."""
+    html = page.content()
+    html = re.sub(r'(<pre class="position"[^>]*>).*?(</pre>)', r"\1\2", html, flags=re.S)
+    html = re.sub(r'(<span class="tag">[AB]</span>)[^<]*(</button>)', r"\1\2", html)
+    html = re.sub(r'(name="(?:task_id|csrf)" value=")[^"]*"', r'\1"', html)
+    return re.sub(r"\d+", "0", html)
+
+
+def test_a_gold_task_page_is_the_same_as_any_other(server: str, browser: Browser, work: Path):
+    """Issue 54: nothing in the judging page's HTML, scripts or reply headers tells a gold task apart."""
+    run_series(work / "gold-sessions", "goldj", 10, p1_model="search:baseline:greedy?sims=2",
+               opponent="baseline:greedy", seed=2)
+    materialize_v5_dataset("goldj", "goldj", sessions_dir=work / "gold-sessions", datasets_dir=work / "datasets")
+    assert create_preference_pool("goldpool", "goldj", n_tasks=16, gold_share=0.5, datasets_dir=work / "datasets",
+                                  preferences_dir=work / "preferences")["gold"] >= 2
+    gold = read_gold(work / "preferences" / "goldpool")
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    seen: dict[bool, set] = {True: set(), False: set()}
+    try:
+        page.goto(server + "/judge")
+        page.select_option("#pool", "goldpool")
+        with page.expect_navigation() as nav:
+            page.click("text=Start judging")
+        for _ in range(8):  # two of a judge's first eight tasks are gold
+            reply = nav.value
+            task_id = page.locator('input[name="task_id"]').get_attribute("value")
+            headers = tuple(sorted((k, v) for k, v in reply.all_headers().items()
+                                   if k not in ("date", "set-cookie", "content-length")))
+            scripts = tuple(page.eval_on_selector_all("script", "s => s.map(x => x.src + x.text)"))
+            seen[task_id in gold].add((_normalized(page), scripts, headers))
+            with page.expect_navigation() as nav:
+                page.click("#choose-a")
+    finally:
+        page.close()
+    assert seen[True] and seen[False] and seen[True] == seen[False]
+    html = next(iter(seen[True]))[0]
+    assert "Which move is better?" in html and 'id="choose-a"' in html and "<pre" in html
 
 
 def _axe(page: Page, where: str) -> None:

@@ -83,3 +83,22 @@ def test_judging_refusals_are_clear_pages(pool: Path):
     assert again.status_code == 409 and "answered already" in again.text
     empty = client(pool / "elsewhere", preferences_dir=pool / "no-pools")
     assert 'id="no-pools"' in empty.get("/judge").text
+
+
+def test_the_leaderboard_page_ranks_the_specs_of_a_pool(pool: Path):
+    """Issue 54: a pool of 'A vs B' specs gets a leaderboard page (GET, read-only) linked from the lobby."""
+    from extrarlhf.preferences import judge_synthetically
+
+    create_preference_pool("ranked", "g", sources=["baseline:greedy vs baseline:random"], n_tasks=8, gold_share=0.0,
+                           datasets_dir=pool / "datasets", preferences_dir=pool / "preferences")
+    judge_synthetically("ranked", judges=2, sims=8, datasets_dir=pool / "datasets",
+                        preferences_dir=pool / "preferences")
+    c = client(pool, preferences_dir=pool / "preferences")
+    lobby = c.get("/judge").text
+    assert 'href="/leaderboard/ranked"' in lobby and 'href="/leaderboard/p"' not in lobby
+    page = c.get("/leaderboard/ranked")
+    assert page.status_code == 200 and "baseline:greedy" in page.text and "95% interval" in page.text
+    served = (pool / "preferences" / "ranked" / "served.jsonl").read_bytes()
+    plain = c.get("/leaderboard/p")
+    assert plain.status_code == 400 and "no &#39;A vs B&#39; source" in plain.text
+    assert (pool / "preferences" / "ranked" / "served.jsonl").read_bytes() == served  # GET never writes

@@ -1,0 +1,287 @@
+"""Judgments you can trust (issue 54): prints one JSON object.
+
+    .venv/bin/python -m benchmarks.preference_trust [--battles 300] [--tasks 600] [--seeds 10]
+        [--reward-seeds 3] [--reward-tasks 2000] [--engine-games 20] [--speed-judgments 100000] [--out DIR]
+
+One V5 dataset of ``--battles`` battles (``--p1`` against ``--opponent``, default
+``baseline:greedy`` both: even battles, so most positions are not already won and the search
+values of two moves differ). For each of ``--seeds`` seeds, a pool of ``--tasks`` tasks from the three
+``A vs B`` sources between ``search:baseline:greedy?sims=64``, ``baseline:greedy`` and
+``baseline:random`` (gold 10%, overlap 20% x 3), judged by the issue's panel: 4 ``search``
+judges (noise 0.05), 2 ``random``, 1 ``prefers:baseline:random``, answering in turn, 20 tasks at a
+time, until every task has its showings by judges not flagged (pool.py offers again what a
+flagged judge answered). The judges' key is fixed (``RLHF_JUDGE_KEY``), so a run is repeatable. Per seed: which
+judges are flagged and Krippendorff's alpha over all judges and over those kept.
+
+- **reward**: for ``--reward-seeds`` pools of ``--reward-tasks`` tasks (seeds 100...), judged by
+  the same panel, a reward model (20 epochs, seed 0) on the kept judgments (the default
+  selection) and one on all of them (flagged judges kept, no share cap), each scored on the same
+  held-out set: every non-gold task of the test split's battles whose candidates' noise-free
+  search values differ, truth = the higher value (the search judges' own values, without
+  noise), with Wilson 95% intervals;
+- **leaderboard**: on the first seed, the ratings from the kept judgments (the search judges),
+  whether neighbours' intervals are apart, and the engine's order of the same specs
+  (``--engine-games`` battle pairs per spec pair); then a pool of the same seed judged by the 4
+  search judges and the preferring one, its flagged judge kept (``drop_flagged`` false) at the
+  share cap, and whether any order flips; and, for comparison, the first pool with all its
+  flagged judges (random ones too) kept at the cap;
+- **speed**: ``judge_quality`` and ``preference_leaderboard`` (1,000 resamples) on a pool log of
+  ``--speed-judgments`` judgments (the first seed's tasks, judges drawn to answer at random).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+SEARCH = "search:baseline:greedy?sims=64"
+SPECS = (SEARCH, "baseline:greedy", "baseline:random")
+SOURCES = [f"{SEARCH} vs baseline:greedy", "baseline:greedy vs baseline:random", f"{SEARCH} vs baseline:random"]
+REWARD_FRACTIONS = (0.6, 0.1, 0.3)  # a larger test split than the default, for a tighter interval
+PANEL = (("search", "search", 4), ("random", "random", 2), ("prefers:baseline:random", "steer", 1))
+
+
+def _log(*parts: Any) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def _wanting(pool_folder: Path) -> int:
+    """Tasks (not gold) still short of their showings by judges not flagged now."""
+    from extrarlhf.preferences.gold import GOLD
+    from extrarlhf.preferences.pool import JUDGMENTS, SERVED, _lines, flagged_now, read_pool, showings_wanted
+
+    doc = read_pool(pool_folder)
+    flagged = flagged_now(pool_folder, _lines(pool_folder / JUDGMENTS))
+    shown: dict[str, int] = {}
+    for s in _lines(pool_folder / SERVED):
+        if s["judge"] not in flagged:
+            shown[s["task_id"]] = shown.get(s["task_id"], 0) + 1
+    wanted = showings_wanted(doc)
+    return sum(shown.get(t["task_id"], 0) < wanted(t) for t in doc["tasks"] if t["source"] != GOLD)
+
+
+def _judge_panel(pool: str, seed: int, where: dict[str, Path], values: dict, panel: tuple = ()) -> int:
+    """The panel answers in turn, 20 tasks each, until every task has its showings by judges not
+    flagged (a flagged judge's answers are offered again) or the kept judges cannot give more."""
+    from extrarlhf.preferences import judge_synthetically
+
+    rounds = 0
+    while _wanting(where["preferences_dir"] / pool) and rounds < 500:
+        answered = 0
+        for kind, prefix, n in panel or PANEL:
+            answered += judge_synthetically(pool, judges=n, kind=kind, prefix=prefix, noise=0.05, seed=seed,
+                                            per_judge=20, values=values, **where)["judgments"]
+        rounds += 1
+        if not answered:
+            break
+    return rounds
+
+
+def _names(prefs: Path) -> dict[str, str]:
+    from extrarlhf.preferences.judges import judge_pseudonym
+
+    return {judge_pseudonym(prefs, f"{prefix}-{i}"): prefix for _, prefix, n in PANEL for i in range(n)}
+
+
+def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, where: dict[str, Path],
+                    split: str = "test") -> dict:
+    """The reward model's agreement with the noise-free search values on the test battles' tasks."""
+    import engine
+    from adapters.onnx_models import new_session
+    from extrarlhf.datasets.assign import DEFAULT_SPLIT_KEY, bucket, split_of
+    from extrarlhf.checkpoints import CheckpointRegistry
+    from extrarlhf.preferences.gold import read_gold
+    from extrarlhf.preferences.judges import candidate_values
+    from extrarlhf.preferences.points import states_at
+    from extrarlhf.preferences.policy import wilson
+    from extrarlhf.preferences.pool import read_pool
+
+    doc, gold = read_pool(pool_folder), read_gold(pool_folder)
+    tasks = [t for t in doc["tasks"] if t["task_id"] not in gold
+             and split_of(bucket(DEFAULT_SPLIT_KEY, "preferences", t["battle_id"]), REWARD_FRACTIONS) == split]
+    source = where["datasets_dir"] / doc["dataset_id"]
+    states = states_at(source, [(t["battle_id"], t["decision_index"], t["state_hash"]) for t in tasks])
+    for t in tasks:  # the search judges' noise-free values (judges.py), for tasks no search judge answered too
+        if t["task_id"] not in values:
+            values[t["task_id"]] = tuple(candidate_values(
+                states[(t["battle_id"], t["decision_index"])],
+                [t["candidates"]["A"]["action_id"], t["candidates"]["B"]["action_id"]], 128,
+                engine.derive_seed(seed, f"values:{t['state_hash']}")))
+    tasks = [t for t in tasks if values[t["task_id"]][0] != values[t["task_id"]][1]]
+    session = new_session(CheckpointRegistry(where["checkpoints_dir"]).get(model).path.read_bytes())
+    right = 0
+    for t in tasks:
+        state = states[(t["battle_id"], t["decision_index"])]
+        a, b = t["candidates"]["A"]["action_id"], t["candidates"]["B"]["action_id"]
+        scores = session.run(["scores"], {"obs": state.observation(t["player"])[None].astype(np.float32),
+                                          "action_features": state.action_features([a, b])[None].astype(np.float32),
+                                          "action_mask": np.ones((1, 2), np.float32)})[0][0]
+        right += (scores[0] > scores[1]) == (values[t["task_id"]][0] > values[t["task_id"]][1])
+    low, high = wilson(right, len(tasks))
+    return {"accuracy": round(right / len(tasks), 4) if tasks else None, "ci95": [round(low, 4), round(high, 4)],
+            "tasks": len(tasks)}
+
+
+def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
+    """judge_quality and the leaderboard on a copy of the pool with ``n`` synthetic log lines."""
+    from extrarlhf.preferences.leaderboard import preference_leaderboard
+    from extrarlhf.preferences.selection import judge_quality
+
+    doc = json.loads((pool_folder / "pool.json").read_text())
+    target = prefs / "speed"
+    target.mkdir()
+    for name in ("pool.json", "gold.json"):
+        if (pool_folder / name).exists():
+            data = json.loads((pool_folder / name).read_text())
+            data["pool"] = "speed"
+            (target / name).write_text(json.dumps(data))
+    rng = random.Random(0)
+    ids = [t["task_id"] for t in doc["tasks"]]
+    judges = max(2, n // min(len(ids), 500))
+    lines, seen = [], set()
+    while len(lines) < n:
+        judge, task = f"judge-{rng.randrange(judges):016x}", rng.choice(ids)
+        if (judge, task) in seen:
+            continue
+        seen.add((judge, task))
+        lines.append(orjson.dumps({"task_id": task, "judge": judge, "judge_kind": "human",
+                                   "choice": rng.choice(("A", "B", "tie", "A", "B")), "reason": None,
+                                   "served_at": "2026-01-01T00:00:00Z", "judged_at": "2026-01-01T00:00:01Z",
+                                   "think_ms": rng.randrange(500, 20000)}))
+    (target / "judgments.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    out = {"judgments": n, "judges": judges, "tasks": len(ids)}
+    for what, call in (("judges_s", lambda: judge_quality("speed", preferences_dir=prefs)),
+                       ("leaderboard_s", lambda: preference_leaderboard("speed", resamples=1000,
+                                                                        preferences_dir=prefs))):
+        started = time.perf_counter()
+        call()
+        out[what] = round(time.perf_counter() - started, 3)  # first call in this process: logs parsed cold
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--battles", type=int, default=300)
+    parser.add_argument("--tasks", type=int, default=600)
+    parser.add_argument("--p1", default="baseline:greedy", help="player 1 of the dataset's battles")
+    parser.add_argument("--opponent", default="baseline:greedy", help="player 2 of the dataset's battles")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--reward-seeds", type=int, default=3)
+    parser.add_argument("--reward-tasks", type=int, default=2000)
+    parser.add_argument("--engine-games", type=int, default=20)
+    parser.add_argument("--speed-judgments", type=int, default=100000)
+    parser.add_argument("--out", help="keep the data here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    os.environ["RLHF_JUDGE_KEY"] = "benchmark-preference-trust-judges"  # repeatable gold places and pseudonyms
+
+    from extrarlhf.datasets import materialize_v5_dataset
+    from extrarlhf.preferences import create_preference_pool, materialize_preference_dataset, train_reward_model
+    from extrarlhf.preferences.leaderboard import preference_leaderboard
+    from extrarlhf.preferences.selection import judge_quality
+    from extrarlhf.runtime.series import run_series
+
+    tmp = tempfile.TemporaryDirectory() if args.out is None else None
+    root = Path(args.out or tmp.name)  # type: ignore[union-attr]
+    where = {"datasets_dir": root / "datasets", "preferences_dir": root / "preferences"}
+    started = time.perf_counter()
+    run_series(root / "sessions", "bench", args.battles, p1_model=args.p1, opponent=args.opponent, seed=11)
+    materialize_v5_dataset("bench", "bench", sessions_dir=root / "sessions", datasets_dir=where["datasets_dir"])
+    report: dict[str, Any] = {"battles": args.battles, "players": [args.p1, args.opponent], "tasks": args.tasks,
+                              "sources": SOURCES,
+                              "panel": {p: n for _, p, n in PANEL}, "seeds": [], "data_s": 0.0}
+    report["data_s"] = round(time.perf_counter() - started, 1)
+    for seed in range(args.seeds):
+        t0 = time.perf_counter()
+        pool = f"trust-{seed}"
+        made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=args.tasks, seed=seed, gold_share=0.1,
+                                      overlap_share=0.2, overlap_judges=3, **where)
+        values: dict = {}
+        _judge_panel(pool, seed, where, values)
+        quality = judge_quality(pool, preferences_dir=where["preferences_dir"])
+        names = _names(where["preferences_dir"])
+        flagged_kinds = {names[j["judge"]]: 0 for j in quality["judges"]}
+        for j in quality["judges"]:
+            flagged_kinds[names[j["judge"]]] += j["flagged"]
+        row = {"seed": seed, "tasks": made["tasks"], "gold": made["gold"], "shortfall": made["shortfall"],
+               "overlap_tasks": made["overlap_tasks"], "judgments": quality["judgments"],
+               "flagged_by_kind": flagged_kinds,
+               "target_flags": flagged_kinds == {"search": 0, "random": 2, "steer": 1},
+               "alpha": quality["krippendorff_alpha"],
+               "gold_accuracy": {names[j["judge"]] + f"-{k}": j["gold_accuracy"]
+                                 for k, j in enumerate(quality["judges"])},
+               "reasons": sorted({(j["reason"] or "").split(":")[0] for j in quality["judges"] if j["flagged"]}),
+               "seconds": round(time.perf_counter() - t0, 1)}
+        report["seeds"].append(row)
+        _log(json.dumps(row))
+    report["flag_target_seeds"] = sum(r["target_flags"] for r in report["seeds"])
+    report["alpha_kept_above_all_seeds"] = sum(r["alpha"]["kept"] > r["alpha"]["all"] for r in report["seeds"])
+
+    where_rm = {**where, "checkpoints_dir": root / "checkpoints"}
+    report["reward"] = []
+    for seed in range(args.reward_seeds):
+        pool = f"reward-{seed}"
+        made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=args.reward_tasks, seed=100 + seed,
+                                      gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
+        values = {}
+        _judge_panel(pool, 100 + seed, where, values)
+        row = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"]}
+        for label, policy in (("kept", None), ("all", {"drop_flagged": False, "max_judge_share": 1.0})):
+            made = materialize_preference_dataset(pool, name=f"prefs-{pool}-{label}", policy=policy,
+                                                  fractions=REWARD_FRACTIONS, **where)
+            model = f"rm-{pool}-{label}"
+            trained = train_reward_model(made["dataset_id"], model, seed=0, epochs=20, require_ready=False,
+                                         datasets_dir=where["datasets_dir"], checkpoints_dir=where_rm["checkpoints_dir"],
+                                         overwrite=True)
+            row[label] = {"judgments": made["left_out"]["kept"]["judgments"],
+                          "test_vs_judges": trained["final"]["test"]["accuracy"],
+                          "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
+                                                           where_rm),
+                          "train_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
+                                                            where_rm, "train")}
+        row["gain"] = round(row["kept"]["test_vs_truth"]["accuracy"] - row["all"]["test_vs_truth"]["accuracy"], 4)
+        report["reward"].append(row)
+        _log(json.dumps(row))
+
+    board = preference_leaderboard("trust-0", resamples=1000, games=args.engine_games, seed=0,
+                                   preferences_dir=where["preferences_dir"], checkpoints_dir=where_rm["checkpoints_dir"])
+    all_kept = preference_leaderboard("trust-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
+                                      policy={"drop_flagged": False})
+    create_preference_pool("steer-0", "bench", sources=SOURCES, n_tasks=args.tasks, seed=0, gold_share=0.1,
+                           overlap_share=0.2, overlap_judges=3, **where)
+    _judge_panel("steer-0", 0, where, {}, (("search", "search", 4), ("prefers:baseline:random", "steer", 1)))
+    capped = preference_leaderboard("steer-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
+                                    policy={"drop_flagged": False})
+    report["leaderboard"] = {
+        "kept": {"order": board["order"], "ratings": board["ratings"], "judgments": board["judgments"],
+                 "all_apart": all(r.get("apart_from_next", True) for r in board["ratings"])},
+        "engine": board["engine"],
+        "preferring_judge_added_at_cap": {
+            "pool": "steer-0 (4 search judges and the preferring one; flagged judges kept, the cap holds)",
+            "order": capped["order"], "ratings": capped["ratings"],
+            "max_judge_share": capped["left_out"]["capped"]["max_judge_share"],
+            "capped_judgments": capped["left_out"]["capped"]["judgments"],
+            "order_flips": capped["order"] != board["order"]},
+        "all_flagged_kept_at_cap": {"order": all_kept["order"], "ratings": all_kept["ratings"],
+                                    "order_flips": all_kept["order"] != board["order"]}}
+    _log(json.dumps(report["leaderboard"]))
+    if args.speed_judgments:
+        report["speed"] = _speed(where["preferences_dir"] / "trust-0", where["preferences_dir"], args.speed_judgments)
+    report["total_s"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(report, indent=1))
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
