@@ -544,8 +544,7 @@ def build_inputs(kind: str, states: Sequence[State], mask_dtype: type = np.float
         native = native_model_inputs(states)
         if native is not None:  # the core's one-call feed: the same bytes
             obs, feats, counts, legal = native
-            mask = (_ARANGE[:feats.shape[1]] < counts[:, None]).astype(mask_dtype) if feats.shape[1] <= _ARANGE.size \
-                else (np.arange(feats.shape[1]) < counts[:, None]).astype(mask_dtype)
+            mask = _valid(feats.shape[1], counts).astype(mask_dtype)
             return {"obs": obs, "action_features": feats, "action_mask": mask}, legal
     legal = [s.legal_actions() for s in states]
     for s, ids in zip(states, legal):
@@ -875,8 +874,7 @@ def decisions_from_outputs(items: Sequence[tuple[ModelPolicy, State]], kind: str
             return all_fallback("bad_output_shape", f"{first.spec} returned {name} {out.dtype}{list(out.shape)}, "
                                                     f"expected float{list(want)} for a batch of {n}")
     raw = np.asarray(outputs[0], dtype=np.float64)
-    valid = _ARANGE[:width] < np.array(counts)[:, None] if width <= _ARANGE.size else \
-        np.arange(width) < np.array(counts)[:, None]
+    valid = _valid(width, counts)
     if kind == "legacy_onnx":
         ids = np.zeros(valid.shape, dtype=np.int64)
         for i, row in enumerate(legal):
@@ -943,8 +941,7 @@ def _argmax_ids(items: Sequence[tuple[ModelPolicy, State]], kind: str, legal: li
         if not isinstance(value, np.ndarray) or value.shape != (n, 1) or value.dtype != np.float32 \
                 or not np.isfinite(value).all():
             return None
-    valid = _ARANGE[:width] < np.array(counts)[:, None] if width <= _ARANGE.size else \
-        np.arange(width) < np.array(counts)[:, None]
+    valid = _valid(width, counts)
     masked = np.where(valid, out.astype(np.float64), -np.inf)
     with np.errstate(invalid="ignore"):
         if not (masked < np.inf).all() or not (masked.max(axis=1) > -np.inf).all():
@@ -953,6 +950,11 @@ def _argmax_ids(items: Sequence[tuple[ModelPolicy, State]], kind: str, legal: li
 
 
 _ARANGE = np.arange(256)
+
+
+def _valid(width: int, counts: Any) -> np.ndarray:
+    """[n, width] bool: True on each row's first ``counts[i]`` positions (its legal actions)."""
+    return (_ARANGE[:width] if width <= _ARANGE.size else np.arange(width)) < np.asarray(counts)[:, None]
 _new_decision = object.__new__
 
 
