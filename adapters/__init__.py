@@ -2,7 +2,8 @@
 
 Every policy has ``act(state) -> action_id`` and ``decide(state) -> Decision``; model
 policies (onnx_models.py) fall back to a baseline with a warning instead of failing; the
-search actor (search.py) searches the acting player's information set with any of them.
+search actor (search.py) searches the acting player's information set with any of them, and the
+network-guided search (guided.py) searches it with a v5 network's prior and value.
 Long work (a battle of search decisions, a series) is cancellable and capped through the
 checkpoints of work.py.
 """
@@ -12,6 +13,7 @@ from .decision import AdapterError, Decision, KindMismatch, Policy
 from .onnx_models import (MODEL_KINDS, ModelPolicy, check_kind, decide, decide_many, detect_kind, signature,
                           weights_hash)
 from .registry import AdapterRegistry, default_registry, load_factory
+from .guided import GuidedSearchPolicy
 from .search import SearchPolicy, parse_search_spec
 
 
@@ -23,7 +25,7 @@ def make_baseline(name: str, seed: int = 0):
     return policies[name](seed)
 
 
-__all__ = ["AdapterError", "AdapterRegistry", "BASELINES", "Decision", "GreedyPolicy", "KindMismatch",
-           "MODEL_KINDS", "ModelPolicy", "Policy", "RandomPolicy", "SearchPolicy", "check_kind", "decide", "decide_many",
-           "default_registry", "detect_kind", "evaluate", "load_factory", "make_baseline", "parse_search_spec", "signature",
-           "weights_hash"]
+__all__ = ["AdapterError", "AdapterRegistry", "BASELINES", "Decision", "GreedyPolicy", "GuidedSearchPolicy",
+           "KindMismatch", "MODEL_KINDS", "ModelPolicy", "Policy", "RandomPolicy", "SearchPolicy",
+           "check_kind", "decide", "decide_many", "default_registry", "detect_kind", "evaluate",
+           "load_factory", "make_baseline", "parse_search_spec", "signature", "weights_hash"]

@@ -51,6 +51,7 @@ import hashlib
 import math
 import re
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -71,7 +72,26 @@ LEAF_SCALE = 30.0
 LOOKAHEAD_TURNS = 3  # the player's turn, the opponent's reply, the player's next turn
 _OPTION = re.compile(r"([a-z_]+)=([^&=]*)")
 _SIMS = re.compile(r"[0-9]{1,9}")  # ASCII digits only ('²', '٣' are str.isdigit()), bounded before int()
-OPTIONS = ("sims", "play")
+OPTIONS = ("sims", "play", "guide", "turns")
+GUIDES = ("value", "mix", "rollout")  # a guided search's leaf scoring (adapters/guided.py)
+MAX_GUIDED_TURNS = 8
+DEFAULT_GUIDED_TURNS = 3
+
+
+@dataclass(frozen=True)
+class SearchSpec:
+    """A parsed ``search:`` spec: ``guide`` (and ``turns``) set only for the network-guided
+    search ``search:<checkpoint>?sims=N&guide=<value|mix|rollout>[&turns=T]``."""
+
+    rollout: str
+    sims: int
+    play: str | None = None
+    guide: str | None = None
+    turns: int | None = None
+
+    @property
+    def canonical(self) -> str:
+        return search_spec(self.rollout, self.sims, self.play, self.guide, self.turns)
 
 
 def is_search_spec(spec: Any) -> bool:
@@ -79,11 +99,18 @@ def is_search_spec(spec: Any) -> bool:
 
 
 def parse_search_spec(spec: str) -> tuple[str, int, str | None]:
-    """``search:<rollout spec>[?sims=N][&play=<spec>]`` -> (rollout spec, sims, play spec or
-    None); a bad spec is an AdapterError saying what is wrong and what a good one looks like."""
+    """``search:<rollout spec>[?sims=N][&play=<spec>][&guide=...&turns=T]`` -> (rollout spec,
+    sims, play spec or None); a bad spec is an AdapterError saying what is wrong and what a good
+    one looks like. :func:`parse_search` gives the guided search's options too."""
+    parsed = parse_search(spec)
+    return parsed.rollout, parsed.sims, parsed.play
+
+
+def parse_search(spec: str) -> SearchSpec:
+    """The whole of a search spec (:func:`parse_search_spec`'s checks, and ``guide``/``turns``)."""
     def bad(why: str) -> AdapterError:
-        return AdapterError(f"search spec {spec!r}: {why} (e.g. 'search:baseline:greedy?sims=64' or "
-                            f"'search:<checkpoint name>?sims=32')")
+        return AdapterError(f"search spec {spec!r}: {why} (e.g. 'search:baseline:greedy?sims=64', "
+                            f"'search:<checkpoint name>?sims=32' or 'search:<checkpoint name>?sims=32&guide=value')")
 
     if not is_search_spec(spec):
         raise bad(f"a search spec starts with {SEARCH_PREFIX!r}")
@@ -94,8 +121,8 @@ def parse_search_spec(spec: str) -> tuple[str, int, str | None]:
     if is_search_spec(rollout):
         raise bad("nests a search as its rollout policy; the rollout policy must be a baseline or a checkpoint")
     if "?" in body and not query:
-        raise bad("ends with '?' but sets no option; options: sims=N, play=<spec>")
-    sims, play, seen = DEFAULT_SIMS, None, set()
+        raise bad("ends with '?' but sets no option; options: sims=N, play=<spec>, guide=<leaf>, turns=T")
+    sims, play, guide, turns, seen = DEFAULT_SIMS, None, None, None, set()
     for part in query.split("&") if query else []:
         match = _OPTION.fullmatch(part)
         if match is None:
@@ -113,15 +140,36 @@ def parse_search_spec(spec: str) -> tuple[str, int, str | None]:
                 raise bad("play must be a baseline or a checkpoint, not a search")
             play = value
             continue
+        if name == "guide":
+            if value not in GUIDES:
+                raise bad(f"guide must be one of {', '.join(GUIDES)} (how the network scores the leaves), "
+                          f"got {value!r}")
+            guide = value
+            continue
+        if name == "turns":
+            if not _SIMS.fullmatch(value) or not 1 <= int(value) <= MAX_GUIDED_TURNS:
+                raise bad(f"turns must be an integer in 1..{MAX_GUIDED_TURNS}, got {value!r} (written with the "
+                          f"digits 0-9)")
+            turns = int(value)
+            continue
         if not _SIMS.fullmatch(value) or not 1 <= int(value) <= MAX_SIMS:
             raise bad(f"sims must be an integer in 1..{MAX_SIMS}, got {value!r} (written with the digits 0-9)")
         sims = int(value)
-    return rollout, sims, play
+    if turns is not None and guide is None:
+        raise bad("turns is an option of the network-guided search; add guide=value (or mix, rollout)")
+    if guide is not None:
+        if rollout.startswith("baseline:"):
+            raise bad(f"guide={guide} needs a checkpoint (a v5 network) to guide the search, not {rollout!r}")
+        turns = DEFAULT_GUIDED_TURNS if turns is None else turns
+    return SearchSpec(rollout, sims, play, guide, turns)
 
 
-def search_spec(rollout_spec: str, sims: int, play: str | None = None) -> str:
-    """The canonical spec (sims always explicit, then play), as traces and reports record it."""
-    return f"{SEARCH_PREFIX}{rollout_spec}?sims={sims}" + (f"&play={play}" if play else "")
+def search_spec(rollout_spec: str, sims: int, play: str | None = None, guide: str | None = None,
+                turns: int | None = None) -> str:
+    """The canonical spec (sims always explicit, then guide and turns, then play), as traces and
+    reports record it."""
+    guided = f"&guide={guide}&turns={turns if turns is not None else DEFAULT_GUIDED_TURNS}" if guide else ""
+    return f"{SEARCH_PREFIX}{rollout_spec}?sims={sims}{guided}" + (f"&play={play}" if play else "")
 
 
 # ---------------------------------------------------------------------------- information sets

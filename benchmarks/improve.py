@@ -1,6 +1,7 @@
 """The search teacher, and the improvement loop, against baseline:greedy; prints one JSON object.
 
     .venv/bin/python -m benchmarks.improve [--pairs N] [--sims S] [--rollout SPEC] [--workers W]
+    .venv/bin/python -m benchmarks.improve --spec 'search:<checkpoint>?sims=32&guide=value' --checkpoints DIR
     .venv/bin/python -m benchmarks.improve --loop [--minutes M] [--final-pairs N] [--workdir DIR]
 
 ``--loop`` (``make improve``) starts from nothing (a fresh work directory: no session, no
@@ -24,6 +25,10 @@ Figures of the teacher (default mode):
   side matches): W/D/L, score with its 95% interval, Elo with its interval, battles/s;
 * ``search_decisions_per_s``: the search's decisions per second on one core, over real
   mid-battle states (greedy self-play positions), one decision at a time.
+
+``--spec`` measures any actor spec the same way (the network-guided search
+``search:<checkpoint>?sims=N&guide=value``, adapters/guided.py, or a checkpoint alone) instead
+of ``search:<rollout>?sims=S``.
 
 Target from issue 18: score >= 0.70 over 400 pairs.
 """
@@ -168,6 +173,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--decision-states", type=int, default=200, help="states timed for decisions/s")
     parser.add_argument("--checkpoints", default=None, help="checkpoints dir (for a checkpoint rollout policy)")
+    parser.add_argument("--spec", default=None, help="measure this actor spec instead of search:<rollout>?sims=S")
     parser.add_argument("--loop", action="store_true", help="run the improvement loop from nothing (module docstring)")
     parser.add_argument("--minutes", type=float, default=60.0, help="--loop: time budget of the loop")
     parser.add_argument("--first-battles", type=int, default=150, help="--loop: battles of round 1")
@@ -199,7 +205,7 @@ def main() -> None:
     if args.loop:
         print(json.dumps(loop(args), indent=2))
         return
-    spec = f"search:{args.rollout}?sims={args.sims}"
+    spec = args.spec or f"search:{args.rollout}?sims={args.sims}"
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints_dir = args.checkpoints or tmp
         speed = decisions_per_s(spec, checkpoints_dir, args.decision_states)

@@ -67,6 +67,7 @@ from typing import Any, Callable
 
 import engine
 from adapters import ModelPolicy, SearchPolicy, decide_many, make_baseline, work
+from adapters.guided import GuidedSearchPolicy
 from engine import derive_seed
 
 from ..checkpoints.registry import CheckpointRegistry
@@ -230,7 +231,7 @@ def play_battles(sides: dict[str, dict[str, Any]], jobs: list[tuple[Any, int, st
         policies = (policy(p1, derive_seed(seed, "policy-p1")), policy(p2, derive_seed(seed, "policy-p2")))
         played = {}
         for spec, pol in zip((p1, p2), policies):
-            if isinstance(pol, (ModelPolicy, SearchPolicy)):
+            if isinstance(pol, (ModelPolicy, SearchPolicy, GuidedSearchPolicy)):
                 played[spec] = pol.weights_hash
         live.append({"i": i, "key": key, "seed": seed, "state": engine.new_battle(seed), "policies": policies,
                      "decisions": 0, "warnings": [], "played": played, "specs": (p1, p2)})

@@ -4,11 +4,11 @@
 named by its registry name (names never contain ``:``); ``search:<rollout spec>?sims=N``
 is the search actor over one of those (adapters/search.py), recorded with its canonical spec
 (sims explicit) and the rollout policy's weights hash; ``&play=<spec>`` makes it a labeller that
-plays another baseline's or checkpoint's actions (DAgger). ``@promoted`` (and ``promoted``,
-unless a checkpoint is registered under that very name) is the promoted checkpoint of the
-registry, resolved to its concrete name, so traces and reports record that name and its
-weights hash. A spec resolves to an
-:class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
+plays another baseline's or checkpoint's actions (DAgger); ``&guide=value|mix|rollout`` over a v5
+checkpoint is the network-guided search (adapters/guided.py: the network's prior and value).
+``@promoted`` (and ``promoted``, unless a checkpoint is registered under that very name) is the
+promoted checkpoint of the registry, resolved to its concrete name, so traces and reports record
+that name and its weights hash. A spec resolves to an :class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
 specs are refused with the list of what exists.
 """
 
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters import BASELINES, AdapterError, make_baseline
-from adapters.search import SearchPolicy, is_search_spec, parse_search_spec, search_spec
+from adapters.guided import GuidedSearchPolicy, guided_options
+from adapters.search import SearchPolicy, is_search_spec, parse_search, search_spec
 from engine import derive_seed
 
 from ..checkpoints.registry import CheckpointRegistry
@@ -39,6 +40,8 @@ class Actor:
     rollout: "Actor | None" = None  # a search actor's rollout policy
     sims: int | None = None  # a search actor's budget
     play: "Actor | None" = None  # a labelling search actor's play policy
+    guide: str | None = None  # a network-guided search's leaf scoring (adapters/guided.py)
+    turns: int | None = None  # ... and its turns simulated before a leaf
 
     @property
     def is_baseline(self) -> bool:
@@ -50,6 +53,9 @@ class Actor:
             return make_baseline(self.spec.split(":", 1)[1], seed)
         if self.rollout is not None:
             play = None if self.play is None else self.play.make_policy(derive_seed(seed, "play"))
+            if self.guide is not None:
+                return GuidedSearchPolicy(self.rollout.make_policy(derive_seed(seed, "rollout")), self.sims, seed,
+                                          self.spec, self.guide, self.turns, play)
             return SearchPolicy(self.rollout.make_policy(derive_seed(seed, "rollout")), self.sims, seed, self.spec,
                                 play)
         return CheckpointRegistry(self.checkpoints_dir).policy(self.spec, seed)
@@ -58,6 +64,8 @@ class Actor:
         out = {"spec": self.spec, "kind": self.kind, "weights_hash": self.weights_hash}
         if self.rollout is not None:
             out["search"] = {"sims": self.sims, "rollout": self.rollout.as_dict()}
+            if self.guide is not None:
+                out["search"]["guide"] = guided_options(self.guide, self.turns)
             if self.play is not None:
                 out["search"]["play"] = self.play.as_dict()
         return out
@@ -67,7 +75,8 @@ def available_specs(checkpoints_dir: str | os.PathLike[str] | None = None) -> li
     """Baseline specs, then the registered checkpoint names, then the search form over them."""
     registry = CheckpointRegistry(checkpoints_dir or DEFAULT_CHECKPOINTS)
     return ([f"baseline:{name}" for name in BASELINES] + registry.specs() + ["@promoted"]
-            + ["search:<one of these>?sims=N[&play=<one of these>]"])
+            + ["search:<one of these>?sims=N[&play=<one of these>]",
+               "search:<a v5 checkpoint>?sims=N&guide=value|mix|rollout[&turns=T]"])
 
 
 def _promoted_name(spec: str, role: str, root: str) -> str | None:
@@ -100,14 +109,20 @@ def resolve_actor(spec: Any, role: str = "opponent",
                               f"checkpoint name, got {spec!r}")
     if is_search_spec(spec):
         try:
-            rollout_spec, sims, play_spec = parse_search_spec(spec)
+            parsed = parse_search(spec)
         except AdapterError as exc:
             raise InvalidArgument(f"{role}: {exc}") from None
-        rollout = resolve_actor(rollout_spec, f"{role}'s rollout policy", checkpoints_dir)
-        play = None if play_spec is None else resolve_actor(play_spec, f"{role}'s play policy", checkpoints_dir)
-        return Actor(spec=search_spec(rollout.spec, sims, None if play is None else play.spec), kind="search",
+        rollout = resolve_actor(parsed.rollout, f"{role}'s rollout policy", checkpoints_dir)
+        if parsed.guide is not None and rollout.kind != "v5":
+            raise InvalidArgument(f"{role}: search spec {spec!r}: guide={parsed.guide} needs a v5 checkpoint (policy "
+                                  f"logits and a value) to guide the search; {rollout.spec!r} is of kind "
+                                  f"{rollout.kind!r}")
+        play = None if parsed.play is None else resolve_actor(parsed.play, f"{role}'s play policy", checkpoints_dir)
+        return Actor(spec=search_spec(rollout.spec, parsed.sims, None if play is None else play.spec, parsed.guide,
+                                      parsed.turns), kind="search",
                      weights_hash=rollout.weights_hash, checkpoints_dir=rollout.checkpoints_dir or
-                     (play.checkpoints_dir if play else None), rollout=rollout, sims=sims, play=play)
+                     (play.checkpoints_dir if play else None), rollout=rollout, sims=parsed.sims, play=play,
+                     guide=parsed.guide, turns=parsed.turns)
     if spec.startswith("baseline:"):
         if spec.split(":", 1)[1] in BASELINES:
             return Actor(spec=spec, kind="baseline")

@@ -1,0 +1,273 @@
+"""The network-guided search actor ``search:<checkpoint>?sims=N&guide=<leaf>[&turns=T]`` (DESIGN
+14.1): the search of adapters/search.py with a v5 network's policy as its prior and its value at
+the leaves, after Gumbel AlphaZero's root search with few simulations (Danihelka et al. 2022).
+
+At each decision, over the same determinized information sets as the greedy-rollout teacher
+(:func:`adapters.search.determinize`; the generator seeded from the actor's seed and the
+information-set digest, so states the player cannot tell apart give the same decision):
+
+* the prior is the network's softmax over the legal actions in the first world (a world, never
+  the real state: the network never sees a hidden card either), and the :data:`CONSIDERED` (8)
+  most probable actions are searched (ties: the lower id);
+* a simulation applies a candidate in a world and lets greedy (the C++ core's on the native
+  backend) play on until ``turns`` turns have started (default 3, as the teacher's rollouts: the
+  player's turn, the opponent's reply, the player's next turn); the leaf is scored for the
+  searching player in [-1, 1] by the network's value (``guide=value``, negated when the
+  opponent is to move there), by the greedy evaluation ``tanh(evaluate / 30)`` as the teacher
+  scores it (``guide=rollout``: only the prior comes from the network) or by their mean
+  (``guide=mix``, the default); a battle that ended scores 1, 0 or -1;
+* the budget is spent by sequential halving over common worlds, as the teacher's: each round's
+  leaves are scored with one batched onnxruntime call, the worse half of the candidates by
+  ``log prior + sigma(q)`` is dropped, ``sigma(q) = (50 + max visits) * C_SCALE * q`` (the
+  paper's completed-Q transform; c_visit 50), and the action played is the best survivor by
+  the same score. The paper's Gumbel noise on the prior (exploration while training) and its
+  c_scale 0.1 both measured worse at play (docs/training.md: 0.60 against greedy with both,
+  0.75 without the noise, 0.80 with c_scale 1.0 too, the same 30 pairs), so there is no noise:
+  the choice is deterministic given the worlds.
+
+The decision records the network's prior as ``probabilities``, the mean leaf value per searched
+action (``action_values``, null elsewhere), the visits and the chosen action's value, like the
+teacher's. A network that cannot run (missing file, changed weights, failed or timed-out run,
+non-finite outputs) makes the decision the greedy-rollout teacher's
+(``search:baseline:greedy?sims=N``) with a warning: the battle is degraded, as with any model
+fallback. ``&play=<spec>`` makes it a labeller as for the teacher (DAgger).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from engine import SplitMix64, State, backend, derive_seed
+
+from . import work
+from .baselines import GreedyPolicy, evaluate
+from .decision import AdapterError, Decision
+from .onnx_models import WATCHDOG, ModelPolicy, _session_run, _unlimited_run_options, build_inputs
+from .search import (DEFAULT_GUIDED_TURNS, GUIDES, LEAF_SCALE, MAX_GUIDED_TURNS, MAX_SIMS, SearchPolicy, determinize,
+                     information_set_digest, search_spec)
+
+DEFAULT_GUIDE = "mix"
+CONSIDERED = 8  # actions searched at the root (the prior's top k)
+C_VISIT = 50.0
+C_SCALE = 1.0  # the paper's 0.1 let the prior overrule the values (module docstring)
+
+
+def guided_options(guide: str, turns: int) -> dict[str, Any]:
+    """The provenance's ``guide`` object."""
+    return {"leaf": guide, "turns": turns, "considered": CONSIDERED}
+
+
+class GuidedSearchPolicy:
+    """Plays ``search:<checkpoint>?sims=N&guide=<leaf>[&turns=T]`` (module docstring). One
+    instance per battle; ``model`` is the v5 :class:`~adapters.onnx_models.ModelPolicy` of the
+    checkpoint."""
+
+    kind = "search"
+
+    def __init__(self, model: ModelPolicy, sims: int = 32, seed: int = 0, spec: str | None = None,
+                 guide: str = DEFAULT_GUIDE, turns: int = DEFAULT_GUIDED_TURNS, play: Any = None) -> None:
+        if isinstance(sims, bool) or not isinstance(sims, int) or not 1 <= sims <= MAX_SIMS:
+            raise AdapterError(f"sims must be an integer in 1..{MAX_SIMS}, got {sims!r}")
+        if not isinstance(model, ModelPolicy) or model.kind != "v5":
+            raise AdapterError(f"a guided search needs a v5 checkpoint (policy logits and a value), got "
+                               f"{getattr(model, 'spec', type(model).__name__)!r} of kind "
+                               f"{getattr(model, 'kind', None)!r}")
+        if guide not in GUIDES:
+            raise AdapterError(f"guide must be one of {', '.join(GUIDES)}, got {guide!r}")
+        if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_GUIDED_TURNS:
+            raise AdapterError(f"turns must be an integer in 1..{MAX_GUIDED_TURNS}, got {turns!r}")
+        if play is not None and not (hasattr(play, "decide") or hasattr(play, "act")):
+            raise AdapterError(f"the play policy must have decide(state) or act(state), got {type(play).__name__}")
+        self.model = model
+        self.sims, self.seed, self.guide, self.turns, self.play = sims, seed, guide, turns, play
+        self.spec = spec or search_spec(model.spec, sims, None if play is None else getattr(play, "spec", None),
+                                        guide, turns)
+        self.weights_hash = model.weights_hash
+        self.greedy = GreedyPolicy(seed)
+        # the fallback when the network cannot run: the greedy-rollout teacher, same seed and budget
+        self.fallback = SearchPolicy(GreedyPolicy(seed), sims, seed)
+        self._warning: dict | None = None
+
+    # ------------------------------------------------------------------ the actor interface
+    def provenance(self) -> dict[str, Any]:
+        """What searched, for traces: the sims, the network (as the rollout policy: spec, kind,
+        weights) and the guide's settings (and the play policy of a labeller)."""
+        out: dict[str, Any] = {"sims": self.sims, "rollout": {"spec": self.model.spec, "kind": self.model.kind,
+                                                               "weights_hash": self.model.weights_hash},
+                               "guide": {**guided_options(self.guide, self.turns)}}
+        if self.play is not None:
+            out["play"] = {"spec": getattr(self.play, "spec", None), "kind": getattr(self.play, "kind", None),
+                           "weights_hash": getattr(self.play, "weights_hash", None)}
+        return out
+
+    def act(self, state: State) -> int:
+        return self.decide(state).action_id
+
+    def decide_batch(self, states: list[State]) -> list[Decision]:
+        return [self.decide(s) for s in states]
+
+    def decide(self, state: State) -> Decision:
+        if state.is_terminal:
+            raise ValueError(f"cannot decide in a finished battle ({state!r})")
+        legal = state.legal_actions()
+        if len(legal) == 1:
+            outputs = {"action_values": [None], "visits": [0]}
+            return Decision(legal[0], outputs=outputs if self.play is None else {**outputs, "search_choice": legal[0]})
+        self._warning = None
+        player = state.to_move
+        rng = SplitMix64(derive_seed(self.seed, f"guided:{information_set_digest(state, player)}"))
+        found = self._search(state, legal, player, rng)
+        if found is None:  # the network could not run: the greedy-rollout teacher decides, with the warning
+            decision = self.fallback.decide(state)
+            return Decision(decision.action_id, value=decision.value, warning=self._warning, outputs=decision.outputs) \
+                if self.play is None else self._labelled(state, legal, decision)
+        best, prior, visits, means = found
+        values = [None if m is None else round(m, 6) for m in means]
+        outputs: dict[str, Any] = {"action_values": values, "visits": visits}
+        if self.play is not None:
+            outputs["search_choice"] = best
+            best = self._play_action(state, legal)
+        return Decision(best, probabilities=tuple(prior), value=values[legal.index(best)], warning=self._warning,
+                        outputs=outputs)
+
+    def _labelled(self, state: State, legal: list[int], decision: Decision) -> Decision:
+        outputs = {**(decision.outputs or {}), "search_choice": decision.action_id}
+        best = self._play_action(state, legal)
+        values = outputs.get("action_values") or [None] * len(legal)
+        return Decision(best, value=values[legal.index(best)], warning=self._warning, outputs=outputs)
+
+    def _play_action(self, state: State, legal: list[int]) -> int:
+        decide = getattr(self.play, "decide", None)
+        if decide is None:
+            best = int(self.play.act(state))
+        else:
+            decision = decide(state)
+            if decision.warning is not None and self._warning is None:
+                self._warning = {**decision.warning, "message": f"the play policy: {decision.warning['message']}"}
+            best = decision.action_id
+        if best not in legal:
+            raise AdapterError(f"the play policy chose action {best}, which is not legal here")
+        return best
+
+    # ------------------------------------------------------------------ the network
+    def _network(self, states: list[State]) -> tuple[list[np.ndarray], np.ndarray] | None:
+        """(logits over each state's legal actions, value for its player to move) in one
+        batched run; None with ``self._warning`` set when the network cannot run."""
+        policy = self.model
+        blocked = policy.load_warning or policy.blocked()
+        if policy.model is None or blocked is not None:
+            self._fail(blocked or policy._warning("runtime_error", "no model"))
+            return None
+        model = policy.model
+        feeds, legal = build_inputs("v5", states, model.mask_dtype)
+        run = None
+        try:
+            if policy.timeout_s is None:
+                outputs = _session_run(model, "v5", feeds, legal, _unlimited_run_options())
+            else:
+                run = WATCHDOG.arm(policy.timeout_s)
+                try:
+                    outputs = _session_run(model, "v5", feeds, legal, run.options)
+                finally:
+                    WATCHDOG.disarm(run)
+        except Exception as exc:  # noqa: BLE001 - any onnxruntime failure: the decision falls back
+            kind = "timeout" if run is not None and run.fired else "runtime_error"
+            self._fail(policy._warning(kind, f"onnxruntime failed on {policy.spec}: {type(exc).__name__}: {exc}"[:400]))
+            return None
+        logits, value = np.asarray(outputs[0], dtype=np.float64), np.asarray(outputs[1], dtype=np.float64)
+        rows = [logits[i, :len(ids)] for i, ids in enumerate(legal)]
+        if value.shape != (len(states), 1) or not np.isfinite(value).all() \
+                or not all(np.isfinite(r).all() for r in rows):
+            self._fail(policy._warning("non_finite_output", f"{policy.spec} returned non-finite logits or values, "
+                                                            f"or a value of the wrong shape"))
+            return None
+        return rows, np.clip(value[:, 0], -1.0, 1.0)
+
+    def _fail(self, warning: dict) -> None:
+        if self._warning is None:
+            self._warning = {**warning, "message": f"the guiding network: {warning['message']}",
+                             "fallback": f"search:baseline:greedy?sims={self.sims}"}
+
+    # ------------------------------------------------------------------ the search
+    def _search(self, state: State, legal: list[int], player: int, rng: SplitMix64
+                ) -> tuple[int, list[float], list[int], list[float | None]] | None:
+        """Sequential halving over common worlds from the prior's top k: the chosen action, the prior over the
+        legal actions, and per legal action the visits and the mean leaf value (None where not
+        searched); None when the network cannot run."""
+        worlds = [determinize(state, player, rng)]
+        root = self._network(worlds)
+        if root is None:
+            return None
+        logits = root[0][0]
+        logits = logits - logits.max()
+        prior = np.exp(logits)
+        prior /= prior.sum()
+        logp = np.log(np.maximum(prior, 1e-30))
+        score0 = {a: float(logp[i]) for i, a in enumerate(legal)}
+        alive = sorted(legal, key=lambda a: (-score0[a], a))[:min(CONSIDERED, len(legal))]
+        horizon = state.turn + self.turns
+        totals = dict.fromkeys(alive, 0.0)
+        visits = dict.fromkeys(alive, 0)
+        rounds = max(1, math.ceil(math.log2(len(alive))))
+
+        def score(a: int) -> float:
+            most = max(visits.values())
+            return score0[a] + (C_VISIT + most) * C_SCALE * totals[a] / max(visits[a], 1)
+
+        for r in range(rounds):
+            each = max(1, self.sims // (rounds * len(alive)))
+            jobs = []
+            for action in alive:
+                for k in range(each):
+                    j = visits[action] + k
+                    while j >= len(worlds):
+                        worlds.append(determinize(state, player, rng))
+                    jobs.append((action, worlds[j]))
+            work.check(len(jobs))  # the simulations count against the work scope, as the teacher's rollouts do
+            values = self._leaf_values(jobs, player, horizon)
+            if values is None:
+                return None
+            for (action, _), v in zip(jobs, values):
+                totals[action] += v
+                visits[action] += 1
+            if r < rounds - 1:
+                alive.sort(key=lambda a: (-score(a), a))
+                alive = alive[:math.ceil(len(alive) / 2)]
+        best = max(alive, key=lambda a: (score(a), -a))
+        means = [totals[a] / visits[a] if visits.get(a) else None for a in legal]
+        return best, [float(p) for p in prior], [visits.get(a, 0) for a in legal], means
+
+    def _leaf_values(self, jobs: list[tuple[int, State]], player: int, horizon: int) -> list[float] | None:
+        """Each (action, world) simulated to its leaf and scored for ``player``; the leaves that
+        need the network are scored by one batched run."""
+        core = backend.native()
+        act = self.greedy.act if core is None else core.greedy_act  # the same moves, and evaluate the same floats
+        score = evaluate if core is None else core.evaluate
+        leaves = []
+        for action, world in jobs:
+            leaf = world.clone()
+            leaf.apply(action)
+            while not leaf.is_terminal and leaf.turn < horizon:
+                leaf.apply(act(leaf))
+            leaves.append(leaf)
+        out = [0.0] * len(leaves)
+        open_ = []
+        for i, leaf in enumerate(leaves):
+            if leaf.is_terminal:
+                out[i] = 0.0 if leaf.winner == 0 else (1.0 if leaf.winner == player else -1.0)
+            else:
+                open_.append(i)
+                if self.guide != "value":
+                    out[i] = math.tanh(score(leaf, player) / LEAF_SCALE)
+        if self.guide == "rollout" or not open_:
+            return out
+        net = self._network([leaves[i] for i in open_])
+        if net is None:
+            return None
+        for i, v in zip(open_, net[1].tolist()):
+            v = v if leaves[i].to_move == player else -v
+            out[i] = v if self.guide == "value" else 0.5 * (out[i] + v)
+        return out
