@@ -36,6 +36,7 @@ fallback. ``&play=<spec>`` makes it a labeller as for the teacher (DAgger).
 from __future__ import annotations
 
 import math
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -107,9 +108,14 @@ class GuidedSearchPolicy:
         return self.decide(state).action_id
 
     def decide_batch(self, states: list[State]) -> list[Decision]:
-        return [self.decide(s) for s in states]
+        return decide_together([(self, s) for s in states])
 
     def decide(self, state: State) -> Decision:
+        return decide_together([(self, state)])[0]
+
+    def _begin(self, state: State) -> Decision | Generator[list[State], Any, Any]:
+        """A decision with nothing to search (one legal action), else the search as a generator
+        that yields the states it needs the network on and returns what :meth:`_search` does."""
         if state.is_terminal:
             raise ValueError(f"cannot decide in a finished battle ({state!r})")
         legal = state.legal_actions()
@@ -119,7 +125,11 @@ class GuidedSearchPolicy:
         self._warning = None
         player = state.to_move
         rng = SplitMix64(derive_seed(self.seed, f"guided:{information_set_digest(state, player)}"))
-        found = self._search(state, legal, player, rng)
+        return self._search(state, legal, player, rng)
+
+    def _finish(self, state: State, found: tuple[int, list[float], list[int], list[float | None]] | None
+                ) -> Decision:
+        legal = state.legal_actions()
         if found is None:  # the network could not run: the greedy-rollout teacher decides, with the warning
             decision = self.fallback.decide(state)
             return Decision(decision.action_id, value=decision.value, warning=self._warning, outputs=decision.outputs) \
@@ -153,38 +163,17 @@ class GuidedSearchPolicy:
         return best
 
     # ------------------------------------------------------------------ the network
-    def _network(self, states: list[State]) -> tuple[list[np.ndarray], np.ndarray] | None:
-        """(logits over each state's legal actions, value for its player to move) in one
-        batched run; None with ``self._warning`` set when the network cannot run."""
+    def _group_key(self) -> tuple | None:
+        """Searches whose network requests may share one run (the same loaded model and time
+        limit), or None when this network cannot run now."""
         policy = self.model
-        blocked = policy.load_warning or policy.blocked()
-        if policy.model is None or blocked is not None:
-            self._fail(blocked or policy._warning("runtime_error", "no model"))
+        if policy.model is None or policy.load_warning is not None or policy.blocked() is not None:
             return None
-        model = policy.model
-        feeds, legal = build_inputs("v5", states, model.mask_dtype)
-        run = None
-        try:
-            if policy.timeout_s is None:
-                outputs = _session_run(model, "v5", feeds, legal, _unlimited_run_options())
-            else:
-                run = WATCHDOG.arm(policy.timeout_s)
-                try:
-                    outputs = _session_run(model, "v5", feeds, legal, run.options)
-                finally:
-                    WATCHDOG.disarm(run)
-        except Exception as exc:  # noqa: BLE001 - any onnxruntime failure: the decision falls back
-            kind = "timeout" if run is not None and run.fired else "runtime_error"
-            self._fail(policy._warning(kind, f"onnxruntime failed on {policy.spec}: {type(exc).__name__}: {exc}"[:400]))
-            return None
-        logits, value = np.asarray(outputs[0], dtype=np.float64), np.asarray(outputs[1], dtype=np.float64)
-        rows = [logits[i, :len(ids)] for i, ids in enumerate(legal)]
-        if value.shape != (len(states), 1) or not np.isfinite(value).all() \
-                or not all(np.isfinite(r).all() for r in rows):
-            self._fail(policy._warning("non_finite_output", f"{policy.spec} returned non-finite logits or values, "
-                                                            f"or a value of the wrong shape"))
-            return None
-        return rows, np.clip(value[:, 0], -1.0, 1.0)
+        return id(policy.model), policy.timeout_s
+
+    def _refusal(self) -> dict:
+        policy = self.model
+        return policy.load_warning or policy.blocked() or policy._warning("runtime_error", "no model")
 
     def _fail(self, warning: dict) -> None:
         if self._warning is None:
@@ -193,12 +182,13 @@ class GuidedSearchPolicy:
 
     # ------------------------------------------------------------------ the search
     def _search(self, state: State, legal: list[int], player: int, rng: SplitMix64
-                ) -> tuple[int, list[float], list[int], list[float | None]] | None:
+                ) -> Generator[list[State], Any, tuple[int, list[float], list[int], list[float | None]] | None]:
         """Sequential halving over common worlds from the prior's top k: the chosen action, the prior over the
         legal actions, and per legal action the visits and the mean leaf value (None where not
-        searched); None when the network cannot run."""
+        searched); None when the network cannot run. A generator: it yields the states it needs
+        the network on and is sent (logits rows, values), or None when the network failed."""
         worlds = [determinize(state, player, rng)]
-        root = self._network(worlds)
+        root = yield [worlds[0]]
         if root is None:
             return None
         logits = root[0][0]
@@ -227,7 +217,7 @@ class GuidedSearchPolicy:
                         worlds.append(determinize(state, player, rng))
                     jobs.append((action, worlds[j]))
             work.check(len(jobs))  # the simulations count against the work scope, as the teacher's rollouts do
-            values = self._leaf_values(jobs, player, horizon)
+            values = yield from self._leaf_values(jobs, player, horizon)
             if values is None:
                 return None
             for (action, _), v in zip(jobs, values):
@@ -240,7 +230,8 @@ class GuidedSearchPolicy:
         means = [totals[a] / visits[a] if visits.get(a) else None for a in legal]
         return best, [float(p) for p in prior], [visits.get(a, 0) for a in legal], means
 
-    def _leaf_values(self, jobs: list[tuple[int, State]], player: int, horizon: int) -> list[float] | None:
+    def _leaf_values(self, jobs: list[tuple[int, State]], player: int, horizon: int
+                     ) -> Generator[list[State], Any, list[float] | None]:
         """Each (action, world) simulated to its leaf and scored for ``player``; the leaves that
         need the network are scored by one batched run."""
         core = backend.native()
@@ -264,10 +255,92 @@ class GuidedSearchPolicy:
                     out[i] = math.tanh(score(leaf, player) / LEAF_SCALE)
         if self.guide == "rollout" or not open_:
             return out
-        net = self._network([leaves[i] for i in open_])
+        net = yield [leaves[i] for i in open_]
         if net is None:
             return None
         for i, v in zip(open_, net[1].tolist()):
             v = v if leaves[i].to_move == player else -v
             out[i] = v if self.guide == "value" else 0.5 * (out[i] + v)
         return out
+
+
+# ---------------------------------------------------------------------------- batching
+def _run_network(policy: ModelPolicy, states: list[State]) -> tuple[list[np.ndarray], np.ndarray] | dict:
+    """(logits over each state's legal actions, value for its player to move, clipped to
+    [-1, 1]) of ``policy``'s network in one run (under its time limit), or the warning of why it
+    could not run."""
+    model = policy.model
+    assert model is not None
+    feeds, legal = build_inputs("v5", states, model.mask_dtype)
+    run = None
+    try:
+        if policy.timeout_s is None:
+            outputs = _session_run(model, "v5", feeds, legal, _unlimited_run_options())
+        else:
+            run = WATCHDOG.arm(policy.timeout_s)
+            try:
+                outputs = _session_run(model, "v5", feeds, legal, run.options)
+            finally:
+                WATCHDOG.disarm(run)
+    except Exception as exc:  # noqa: BLE001 - any onnxruntime failure: the decisions fall back
+        kind = "timeout" if run is not None and run.fired else "runtime_error"
+        return policy._warning(kind, f"onnxruntime failed on {policy.spec}: {type(exc).__name__}: {exc}"[:400])
+    logits, value = np.asarray(outputs[0], dtype=np.float64), np.asarray(outputs[1], dtype=np.float64)
+    rows = [logits[i, :len(ids)] for i, ids in enumerate(legal)]
+    if value.shape != (len(states), 1) or not np.isfinite(value).all() or not all(np.isfinite(r).all() for r in rows):
+        return policy._warning("non_finite_output", f"{policy.spec} returned non-finite logits or values, or a value "
+                                                    f"of the wrong shape")
+    return rows, np.clip(value[:, 0], -1.0, 1.0)
+
+
+def decide_together(items: Sequence[tuple[GuidedSearchPolicy, State]]) -> list[Decision]:
+    """The decisions of several guided searches (the battles of a series or a benchmark, side by
+    side: ``adapters.decide_many`` sends them here), in order. The searches step together: at
+    each step the states that every search waits on are scored by one network run per loaded
+    model, so a chunk of 16 battles costs about as many runs as one. A row's outputs do not
+    depend on the rest of its batch (:mod:`adapters.onnx_models`), so each decision is the one
+    its search makes alone; a run that fails makes every search in it fall back."""
+    results: list[Decision | None] = [None] * len(items)
+    waiting: list[tuple[int, Any, list[State]]] = []  # (item, its generator, the states it asked for)
+
+    def advance(i: int, gen: Any, sent: Any) -> None:
+        try:
+            waiting.append((i, gen, gen.send(sent)))
+        except StopIteration as stop:
+            policy, state = items[i]
+            results[i] = policy._finish(state, stop.value)
+
+    for i, (policy, state) in enumerate(items):
+        begun = policy._begin(state)
+        if isinstance(begun, Decision):
+            results[i] = begun
+        else:
+            advance(i, begun, None)
+    while waiting:
+        step, groups = waiting, {}
+        waiting = []
+        for entry in step:
+            policy = items[entry[0]][0]
+            key = policy._group_key()
+            if key is None:
+                policy._fail(policy._refusal())
+                advance(entry[0], entry[1], None)
+            else:
+                groups.setdefault(key, []).append(entry)
+        for group in groups.values():
+            states = [s for _, _, asked in group for s in asked]
+            out = _run_network(items[group[0][0]][0].model, states)
+            start = 0
+            for i, gen, asked in group:
+                if isinstance(out, dict):
+                    items[i][0]._fail(out)
+                    advance(i, gen, None)
+                    continue
+                rows, values = out
+                n = len(asked)
+                start += n
+                advance(i, gen, (rows[start - n:start], values[start - n:start]))
+    return results  # type: ignore[return-value]
+
+
+GuidedSearchPolicy.decide_together = staticmethod(decide_together)  # what adapters.decide_many looks for

@@ -694,17 +694,21 @@ def decide_many(items: Sequence[tuple[Any, State]]) -> list[Decision]:
     """Decisions for (policy, state) pairs, in order. Model policies that share a loaded model
     (same file), kind and time limits are evaluated together with one ``session.run``; each
     still samples with its own generator, so a battle's choices do not depend on what else
-    was in the batch (unless the batch's run times out: then all of it falls back)."""
+    was in the batch (unless the batch's run times out: then all of it falls back). Policies
+    whose class has ``decide_together`` (the guided search) decide through it, together."""
     return _decide(items, ids_only=False)  # type: ignore[return-value]
 
 
 def _decide(items: Sequence[tuple[Any, State]], ids_only: bool) -> list[Decision] | list[int]:
     results: list[Any] = [None] * len(items)
     groups: dict[tuple[int, str, float | None, int], list[int]] = {}
+    together: dict[Any, list[int]] = {}  # policies that decide side by side (the guided search, adapters/guided.py)
     for i, (policy, state) in enumerate(items):
         if state.is_terminal:
             raise ValueError(f"cannot decide in a finished battle ({state!r})")
-        if isinstance(policy, ModelPolicy):
+        if hasattr(type(policy), "decide_together"):
+            together.setdefault(type(policy).decide_together, []).append(i)
+        elif isinstance(policy, ModelPolicy):
             if policy.model is None:
                 results[i] = policy.fallback(state, policy.load_warning or policy._warning("runtime_error", "no model"))
             elif (blocked := policy.blocked()) is not None:
@@ -714,6 +718,9 @@ def _decide(items: Sequence[tuple[Any, State]], ids_only: bool) -> list[Decision
                                   []).append(i)
         else:
             results[i] = decide(policy, state)
+    for decide_all, indexes in together.items():
+        for i, decision in zip(indexes, decide_all([items[i] for i in indexes])):
+            results[i] = decision
     if ids_only:
         results = [r if r is None else r.action_id for r in results]
     for indexes in groups.values():

@@ -578,6 +578,11 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
                          "rollout": describe_model(actor.rollout.spec),
                          "description": "decision-time search over the acting player's information set "
                                         f"({actor.sims} rollouts per decision with {actor.rollout.spec})"}
+            if actor.guide is not None:
+                described["description"] = ("decision-time search over the acting player's information set guided "
+                                            f"by {actor.rollout.spec} ({actor.sims} simulations per decision: its "
+                                            f"policy as the prior, leaves scored by guide={actor.guide} after "
+                                            f"{actor.turns} turns of greedy)")
             if actor.play is not None:
                 described["play"] = describe_model(actor.play.spec)
                 described["description"] += (f"; labels {actor.play.spec}'s battles: {actor.play.spec}'s moves are "

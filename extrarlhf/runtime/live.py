@@ -15,7 +15,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from adapters import SearchPolicy
+from adapters import GuidedSearchPolicy, SearchPolicy
 
 from ..core.errors import MatchError
 from .match import Match, play_or_abandon, start_match
@@ -79,7 +79,8 @@ class MatchRegistry:
         unknown id too (the call then fails fast with the reason)."""
         with self._lock:
             entry = self._live.get(match_id) if isinstance(match_id, str) else None
-        return entry is not None and any(isinstance(p, SearchPolicy) for p in entry[0].policies.values())
+        return entry is not None and any(isinstance(p, (SearchPolicy, GuidedSearchPolicy))
+                                     for p in entry[0].policies.values())
 
     @contextmanager
     def use(self, match_id: Any) -> Iterator[Match]:

@@ -118,6 +118,24 @@ def test_deterministic_for_a_seed(model_path, leaf):
     assert len({json.dumps(r, sort_keys=True) for r in other_seed}) > 1  # the seed draws the worlds and the noise
 
 
+def test_searches_side_by_side_share_network_runs_and_decide_as_alone(model_path, monkeypatch):
+    import adapters.guided as guided
+    from adapters import decide_many
+
+    states = [_mid_battle(seed) for seed in (3, 8, 21, 40, 7)]
+    policies = [_policy(model_path, guide=leaf, seed=k) for k, leaf in enumerate(["mix", "value", "rollout", "mix",
+                                                                                   "value"])]
+    alone = [p.decide(s) for p, s in zip(policies, states)]
+    runs = []
+    real = guided._run_network
+    monkeypatch.setattr(guided, "_run_network", lambda policy, batch: runs.append(len(batch)) or real(policy, batch))
+    together = decide_many([(GreedyPolicy(), states[0]), *zip(policies, states)])
+    assert [d.policy_record() for d in together[1:]] == [d.policy_record() for d in alone]
+    assert [d.action_id for d in together[1:]] == [d.action_id for d in alone]
+    assert together[0].action_id == GreedyPolicy().act(states[0])
+    assert len(runs) <= 5 and max(runs) > 10  # a root run and a run per halving round, for all five at once
+
+
 def test_two_states_the_player_cannot_tell_apart_give_the_same_decision(model_path):
     compared = 0
     for seed in (3, 8, 21, 40):
