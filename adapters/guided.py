@@ -35,18 +35,23 @@ fallback. ``&play=<spec>`` makes it a labeller as for the teacher (DAgger).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import threading
 from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
 
-from engine import SplitMix64, State, backend, derive_seed
+from engine import SplitMix64, State, backend, derive_seed, observations
+from engine.native_state import NativeState
 
 from . import work
 from .baselines import GreedyPolicy, evaluate
 from .decision import AdapterError, Decision
-from .onnx_models import WATCHDOG, ModelPolicy, _session_run, _unlimited_run_options, build_inputs
+from .model_files import read_model_file
+from .onnx_models import (WATCHDOG, LoadedModel, ModelPolicy, _session_run, _unlimited_run_options, build_inputs,
+                          new_session)
 from .search import (DEFAULT_GUIDED_TURNS, GUIDES, LEAF_SCALE, MAX_GUIDED_TURNS, MAX_SIMS, SearchPolicy, determinize,
                      information_set_digest, search_spec)
 
@@ -113,7 +118,7 @@ class GuidedSearchPolicy:
     def decide(self, state: State) -> Decision:
         return decide_together([(self, state)])[0]
 
-    def _begin(self, state: State) -> Decision | Generator[list[State], Any, Any]:
+    def _begin(self, state: State) -> Decision | Generator[tuple[str, list[State]], Any, Any]:
         """A decision with nothing to search (one legal action), else the search as a generator
         that yields the states it needs the network on and returns what :meth:`_search` does."""
         if state.is_terminal:
@@ -182,13 +187,15 @@ class GuidedSearchPolicy:
 
     # ------------------------------------------------------------------ the search
     def _search(self, state: State, legal: list[int], player: int, rng: SplitMix64
-                ) -> Generator[list[State], Any, tuple[int, list[float], list[int], list[float | None]] | None]:
+                ) -> Generator[tuple[str, list[State]], Any, tuple[int, list[float], list[int], list[float | None]]
+                               | None]:
         """Sequential halving over common worlds from the prior's top k: the chosen action, the prior over the
         legal actions, and per legal action the visits and the mean leaf value (None where not
-        searched); None when the network cannot run. A generator: it yields the states it needs
-        the network on and is sent (logits rows, values), or None when the network failed."""
+        searched); None when the network cannot run. A generator: it yields what it needs the
+        network for (``"prior"`` or ``"value"``) and on which states, and is sent (logits rows or
+        None, values), or None when the network failed."""
         worlds = [determinize(state, player, rng)]
-        root = yield [worlds[0]]
+        root = yield "prior", [worlds[0]]
         if root is None:
             return None
         logits = root[0][0]
@@ -231,7 +238,7 @@ class GuidedSearchPolicy:
         return best, [float(p) for p in prior], [visits.get(a, 0) for a in legal], means
 
     def _leaf_values(self, jobs: list[tuple[int, State]], player: int, horizon: int
-                     ) -> Generator[list[State], Any, list[float] | None]:
+                     ) -> Generator[tuple[str, list[State]], Any, list[float] | None]:
         """Each (action, world) simulated to its leaf and scored for ``player``; the leaves that
         need the network are scored by one batched run."""
         core = backend.native()
@@ -241,8 +248,10 @@ class GuidedSearchPolicy:
         for action, world in jobs:
             leaf = world.clone()
             leaf.apply(action)
-            while not leaf.is_terminal and leaf.turn < horizon:
-                leaf.apply(act(leaf))
+            # on the native core, step its battle object itself (the wrapper's per-call cost is most of a step)
+            battle = leaf._core if isinstance(leaf, NativeState) else leaf
+            while not battle.is_terminal and battle.turn < horizon:
+                battle.apply(act(battle))
             leaves.append(leaf)
         out = [0.0] * len(leaves)
         open_ = []
@@ -255,7 +264,7 @@ class GuidedSearchPolicy:
                     out[i] = math.tanh(score(leaf, player) / LEAF_SCALE)
         if self.guide == "rollout" or not open_:
             return out
-        net = yield [leaves[i] for i in open_]
+        net = yield "value", [leaves[i] for i in open_]
         if net is None:
             return None
         for i, v in zip(open_, net[1].tolist()):
@@ -265,29 +274,91 @@ class GuidedSearchPolicy:
 
 
 # ---------------------------------------------------------------------------- batching
-def _run_network(policy: ModelPolicy, states: list[State]) -> tuple[list[np.ndarray], np.ndarray] | dict:
-    """(logits over each state's legal actions, value for its player to move, clipped to
-    [-1, 1]) of ``policy``'s network in one run (under its time limit), or the warning of why it
-    could not run."""
+# The leaves need the value alone. A v5 network's value that reads only the observation (the
+# trainer's value head does) runs as its own small graph, extracted from the file once per
+# content, checked on its first batch against the whole network's value (the same float32 bits,
+# else the whole network runs), so a leaf does not pay for scoring every legal action.
+_VALUE_GRAPHS: dict[str, Any] = {}  # file sha256 -> session, "unchecked" flag, or None (use the whole network)
+_VALUE_LOCK = threading.Lock()
+
+
+def _value_graph(model: LoadedModel) -> tuple[Any, bool] | None:
+    """(the value-only session, whether it is still to be checked), or None."""
+    with _VALUE_LOCK:
+        if model.file_sha256 not in _VALUE_GRAPHS:
+            _VALUE_GRAPHS[model.file_sha256] = _extract_value(model)
+        found = _VALUE_GRAPHS[model.file_sha256]
+    return found
+
+
+def _extract_value(model: LoadedModel) -> tuple[Any, bool] | None:
+    try:
+        import onnx
+        from onnx.utils import Extractor
+
+        data = read_model_file(model.path)
+        if hashlib.sha256(data).hexdigest() != model.file_sha256:  # changed since it was loaded
+            return None
+        proto = onnx.load_from_string(data)
+        sub = Extractor(proto).extract_model(["obs"], ["value"])
+        if [i.name for i in sub.graph.input] != ["obs"]:
+            return None
+        onnx.checker.check_model(sub)
+        return new_session(sub.SerializeToString()), True
+    except Exception:  # noqa: BLE001 - any graph the extractor cannot cut: the whole network scores leaves
+        return None
+
+
+def _run(policy: ModelPolicy, session: Any, names: list[str], feeds: dict[str, np.ndarray],
+         legal: list[list[int]] | None) -> Any:
+    """One run under the policy's time limit (``legal``: the whole v5 network, in buckets)."""
     model = policy.model
     assert model is not None
-    feeds, legal = build_inputs("v5", states, model.mask_dtype)
-    run = None
+    run = None if policy.timeout_s is None else WATCHDOG.arm(policy.timeout_s)
     try:
-        if policy.timeout_s is None:
-            outputs = _session_run(model, "v5", feeds, legal, _unlimited_run_options())
+        options = _unlimited_run_options() if run is None else run.options
+        if legal is not None:
+            return _session_run(model, "v5", feeds, legal, options)
+        return session.run(names, feeds, options)
+    except Exception as exc:
+        exc.fired = run is not None and run.fired  # type: ignore[attr-defined]
+        raise
+    finally:
+        if run is not None:
+            WATCHDOG.disarm(run)
+
+
+def _run_network(policy: ModelPolicy, states: list[State], value_only: bool = False
+                 ) -> tuple[list[np.ndarray] | None, np.ndarray] | dict:
+    """(logits over each state's legal actions, or None when ``value_only``; the value for its
+    player to move, clipped to [-1, 1]) of ``policy``'s network in one run (under its time
+    limit), or the warning of why it could not run."""
+    model = policy.model
+    assert model is not None
+    graph = _value_graph(model) if value_only else None
+    try:
+        if graph is not None:
+            session, unchecked = graph
+            value = _run(policy, session, ["value"], {"obs": observations([(s, s.to_move) for s in states])}, None)[0]
+            if unchecked:
+                feeds, legal = build_inputs("v5", states, model.mask_dtype)
+                whole = _run(policy, None, [], feeds, legal)[1]
+                ok = isinstance(value, np.ndarray) and np.array_equal(value, whole)
+                with _VALUE_LOCK:
+                    _VALUE_GRAPHS[model.file_sha256] = (session, False) if ok else None
+                value = value if ok else whole
+            rows = None
         else:
-            run = WATCHDOG.arm(policy.timeout_s)
-            try:
-                outputs = _session_run(model, "v5", feeds, legal, run.options)
-            finally:
-                WATCHDOG.disarm(run)
+            feeds, legal = build_inputs("v5", states, model.mask_dtype)
+            logits, value = _run(policy, None, [], feeds, legal)
+            logits = np.asarray(logits, dtype=np.float64)
+            rows = [logits[i, :len(ids)] for i, ids in enumerate(legal)]
     except Exception as exc:  # noqa: BLE001 - any onnxruntime failure: the decisions fall back
-        kind = "timeout" if run is not None and run.fired else "runtime_error"
+        kind = "timeout" if getattr(exc, "fired", False) else "runtime_error"
         return policy._warning(kind, f"onnxruntime failed on {policy.spec}: {type(exc).__name__}: {exc}"[:400])
-    logits, value = np.asarray(outputs[0], dtype=np.float64), np.asarray(outputs[1], dtype=np.float64)
-    rows = [logits[i, :len(ids)] for i, ids in enumerate(legal)]
-    if value.shape != (len(states), 1) or not np.isfinite(value).all() or not all(np.isfinite(r).all() for r in rows):
+    value = np.asarray(value, dtype=np.float64)
+    if value.shape != (len(states), 1) or not np.isfinite(value).all() \
+            or (rows is not None and not all(np.isfinite(r).all() for r in rows)):
         return policy._warning("non_finite_output", f"{policy.spec} returned non-finite logits or values, or a value "
                                                     f"of the wrong shape")
     return rows, np.clip(value[:, 0], -1.0, 1.0)
@@ -301,7 +372,7 @@ def decide_together(items: Sequence[tuple[GuidedSearchPolicy, State]]) -> list[D
     depend on the rest of its batch (:mod:`adapters.onnx_models`), so each decision is the one
     its search makes alone; a run that fails makes every search in it fall back."""
     results: list[Decision | None] = [None] * len(items)
-    waiting: list[tuple[int, Any, list[State]]] = []  # (item, its generator, the states it asked for)
+    waiting: list[tuple[int, Any, tuple[str, list[State]]]] = []  # (item, its generator, what it asked for)
 
     def advance(i: int, gen: Any, sent: Any) -> None:
         try:
@@ -326,12 +397,12 @@ def decide_together(items: Sequence[tuple[GuidedSearchPolicy, State]]) -> list[D
                 policy._fail(policy._refusal())
                 advance(entry[0], entry[1], None)
             else:
-                groups.setdefault(key, []).append(entry)
-        for group in groups.values():
-            states = [s for _, _, asked in group for s in asked]
-            out = _run_network(items[group[0][0]][0].model, states)
+                groups.setdefault((key, entry[2][0]), []).append(entry)
+        for (_, what), group in groups.items():
+            states = [s for _, _, (_, asked) in group for s in asked]
+            out = _run_network(items[group[0][0]][0].model, states, value_only=what == "value")
             start = 0
-            for i, gen, asked in group:
+            for i, gen, (_, asked) in group:
                 if isinstance(out, dict):
                     items[i][0]._fail(out)
                     advance(i, gen, None)
@@ -339,7 +410,7 @@ def decide_together(items: Sequence[tuple[GuidedSearchPolicy, State]]) -> list[D
                 rows, values = out
                 n = len(asked)
                 start += n
-                advance(i, gen, (rows[start - n:start], values[start - n:start]))
+                advance(i, gen, (None if rows is None else rows[start - n:start], values[start - n:start]))
     return results  # type: ignore[return-value]
 
 

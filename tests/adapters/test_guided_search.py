@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import engine
@@ -128,12 +129,29 @@ def test_searches_side_by_side_share_network_runs_and_decide_as_alone(model_path
     alone = [p.decide(s) for p, s in zip(policies, states)]
     runs = []
     real = guided._run_network
-    monkeypatch.setattr(guided, "_run_network", lambda policy, batch: runs.append(len(batch)) or real(policy, batch))
+    monkeypatch.setattr(guided, "_run_network", lambda policy, batch, **kw: runs.append(len(batch)) or
+                        real(policy, batch, **kw))
     together = decide_many([(GreedyPolicy(), states[0]), *zip(policies, states)])
     assert [d.policy_record() for d in together[1:]] == [d.policy_record() for d in alone]
     assert [d.action_id for d in together[1:]] == [d.action_id for d in alone]
     assert together[0].action_id == GreedyPolicy().act(states[0])
     assert len(runs) <= 5 and max(runs) > 10  # a root run and a run per halving round, for all five at once
+
+
+def test_leaves_are_scored_by_the_value_graph_alone_once_it_matches_the_whole_network(model_path):
+    import adapters.guided as guided
+
+    policy = ModelPolicy(model_path, "v5")
+    guided._VALUE_GRAPHS.pop(policy.model.file_sha256, None)
+    states = [_mid_battle(seed) for seed in (3, 8, 21)]
+    whole = guided._run_network(policy, states)
+    assert guided._run_network(policy, states, value_only=True)[0] is None  # the first run checks the graph...
+    session, unchecked = guided._VALUE_GRAPHS[policy.model.file_sha256]
+    assert not unchecked  # ... against the whole network: the same bits
+    alone = guided._run_network(policy, states, value_only=True)
+    assert alone[0] is None and np.array_equal(alone[1], whole[1]) and len(whole[0]) == 3
+    assert guided._extract_value(ModelPolicy(onnx_factory.save(onnx_factory.v5_model(), model_path.parent / "s.onnx"),
+                                             "v5").model) is not None
 
 
 def test_two_states_the_player_cannot_tell_apart_give_the_same_decision(model_path):
