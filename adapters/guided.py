@@ -248,10 +248,15 @@ class GuidedSearchPolicy:
         for action, world in jobs:
             leaf = world.clone()
             leaf.apply(action)
-            # on the native core, step its battle object itself (the wrapper's per-call cost is most of a step)
+            # on the native core, the core plays the rollout (a core built before greedy_until: its battle
+            # object is stepped from here, the wrapper's per-call cost being most of a step)
             battle = leaf._core if isinstance(leaf, NativeState) else leaf
-            while not battle.is_terminal and battle.turn < horizon:
-                battle.apply(act(battle))
+            until = getattr(battle, "greedy_until", None)
+            if until is not None:
+                until(horizon)
+            else:
+                while not battle.is_terminal and battle.turn < horizon:
+                    battle.apply(act(battle))
             leaves.append(leaf)
         out = [0.0] * len(leaves)
         open_ = []

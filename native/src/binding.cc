@@ -16,6 +16,7 @@
 #include "cards.h"
 #include "hooks.h"
 #include "native_state.h"
+#include "policies.h"
 #include "random_battles.h"
 #include "state.h"
 
@@ -553,6 +554,26 @@ NB_MODULE(_core, m) {
              return EventsList(self.last_events);
            }, nb::arg("action_id").none(),
            "Apply a legal action and return its events; an illegal one raises IllegalActionError and changes nothing.")
+      .def("greedy_until", [](NativeState& self, int horizon) {
+             // The guided search's rollout (adapters/guided.py): greedy plays until the battle ends
+             // or turn `horizon` starts, as `while not is_terminal and turn < horizon:
+             // apply(greedy_act(state))` does, without building the events.
+             int steps = 0;
+             {
+               nb::gil_scoped_release release;
+               while (!self.s.terminal() && self.s.turn < horizon) {
+                 arena::ApplyAction(self.s, arena::GreedyAct(self.s), nullptr);
+                 ++steps;
+               }
+             }
+             if (steps > 0) {
+               self.last_events.clear();
+               self.legal_valid = false;
+               ++self.version;
+             }
+             return steps;
+           }, nb::arg("horizon"),
+           "Greedy plays until the battle ends or turn `horizon` starts; returns the actions applied (no events).")
       .def("clone", [](const NativeState& self) { return NativeState(self); })
       .def("to_dict", [](const NativeState& self) { return ToDict(self.s); })
       .def("canonical_json", [](const NativeState& self) { return arena::CanonicalJson(self.s); })

@@ -154,6 +154,24 @@ def test_leaves_are_scored_by_the_value_graph_alone_once_it_matches_the_whole_ne
                                              "v5").model) is not None
 
 
+def test_the_cores_greedy_rollout_plays_what_greedy_plays_from_python():
+    from engine.native_state import NativeState
+
+    state = _mid_battle(5, decisions=10)
+    if not isinstance(state, NativeState) or not hasattr(state._core, "greedy_until"):
+        pytest.skip("a native core with State.greedy_until (native/src/binding.cc) is not installed")
+    for horizon in (state.turn + 1, state.turn + 3, state.turn + 200):
+        by_core, by_python = state.clone(), state.clone()
+        steps = by_core._core.greedy_until(horizon)
+        played = 0
+        while not by_python.is_terminal and by_python.turn < horizon:
+            by_python.apply(GreedyPolicy().act(by_python))
+            played += 1
+        assert steps == played > 0 and by_core.state_hash() == by_python.state_hash()
+        assert by_core.players == by_python.players and by_core.legal_actions() == by_python.legal_actions()
+    assert by_core.is_terminal  # 200 turns on: the battle ended
+
+
 def test_two_states_the_player_cannot_tell_apart_give_the_same_decision(model_path):
     compared = 0
     for seed in (3, 8, 21, 40):

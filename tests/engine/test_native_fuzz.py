@@ -377,6 +377,7 @@ CALLS: dict[str, Callable[..., Any]] = {
     "action_features": lambda m, s, a, b: m.from_state(s).action_features(a),
     "player_fields": lambda m, s, a, b: m.from_state(s).player_fields(a),
     "apply_core": lambda m, s, a, b: m.from_state(s).apply(a),
+    "greedy_until": lambda m, s, a, b: m.from_state(s).greedy_until(a) if hasattr(m.State, "greedy_until") else None,
     "play_random_battles": lambda m, s, a, b: m.play_random_battles(a if isinstance(a, list) else [a]),
     "batch": lambda m, s, a, b: m.batch.BattleBatch(a if isinstance(a, int) and not isinstance(a, bool) and a < 64
                                                     else a if not isinstance(a, int) else 2, b),
