@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mcp import Client
 
 import engine
 from adapters import AdapterError, GreedyPolicy, ModelPolicy
@@ -22,8 +23,9 @@ from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
 from tests import onnx_factory
+from mcp_server import build_server
 from tests.adapters.test_search import _mid_battle, _records, _same_view_other_hidden_cards
-from tests.mcp_helpers import read_jsonl
+from tests.mcp_helpers import Checked, read_jsonl
 from tests.test_schemas import errors as schema_errors
 
 
@@ -211,6 +213,29 @@ def test_a_series_with_the_guided_search_is_deterministic_and_records_its_proven
             battles.append([(r["action_id"], r["policy"]) for r in actions])
         out.append(battles)
     assert out[0] == out[1] and len(out[0]) == 2
+
+
+# ---------------------------------------------------------------------------- MCP
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_mcp_plays_and_describes_a_guided_search_and_refuses_a_bad_one(tmp_path, guide, anyio_backend):
+    checkpoints_dir, name = guide
+    server = build_server(tmp_path / "sessions", tmp_path / "datasets", checkpoints_dir)
+    async with Client(server) as client:
+        c = Checked(client)
+        done = await c.ok("start_battle", {"p1_actor_type": "rl", "p1_model": "baseline:greedy", "group": "m",
+                                           "opponent": f"search:{name}?sims=2&guide=value", "seed": 4})
+        assert done["done"]
+        finished = await c.ok("finish_battle", {"match_id": done["match_id"]})
+        meta = read_jsonl(finished["paths"]["meta.jsonl"])[0]
+        assert meta["actors"]["p2"]["search"]["guide"] == {"leaf": "value", "turns": 3, "considered": CONSIDERED}
+        described = await c.ok("inspect_model", {"name": f"search:{name}?guide=mix&sims=4"})
+        assert described["spec"] == f"search:{name}?sims=4&guide=mix&turns=3"
+        assert f"guided by {name}" in described["description"] and described["rollout"]["kind"] == "v5"
+        error = await c.err("start_battle", {"p1_actor_type": "llm", "group": "m2",
+                                             "opponent": f"search:{name}?guide=deep"}, "invalid_argument")
+        assert "guide must be one of value, mix, rollout" in error["message"]
+    assert not (tmp_path / "sessions" / "m2").exists()
 
 
 # ---------------------------------------------------------------------------- the network cannot run
