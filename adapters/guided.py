@@ -113,7 +113,9 @@ class GuidedSearchPolicy:
         return self.decide(state).action_id
 
     def decide_batch(self, states: list[State]) -> list[Decision]:
-        return decide_together([(self, s) for s in states])
+        # one instance holds one search at a time (its warning); searches of several battles,
+        # each its own instance, step together through adapters.decide_many
+        return [self.decide(s) for s in states]
 
     def decide(self, state: State) -> Decision:
         return decide_together([(self, state)])[0]
