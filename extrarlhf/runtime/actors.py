@@ -8,8 +8,8 @@ plays another baseline's or checkpoint's actions (DAgger); ``&guide=value|mix|ro
 checkpoint is the network-guided search (adapters/guided.py: the network's prior and value).
 ``@promoted`` (and ``promoted``, unless a checkpoint is registered under that very name) is the
 promoted checkpoint of the registry, resolved to its concrete name, so traces and reports record
-that name and its weights hash. A spec resolves to an :class:`Actor` (spec, kind, weights hash) that builds a fresh policy per battle. Unknown
-specs are refused with the list of what exists.
+that name and its weights hash. A spec resolves to an :class:`Actor` (spec, kind, weights hash)
+that builds a fresh policy per battle. Unknown specs are refused with the list of what exists.
 """
 
 from __future__ import annotations
