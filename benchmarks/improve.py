@@ -120,7 +120,7 @@ def loop(args: argparse.Namespace) -> dict:
                             rollout=args.rollout,
                             seed=args.seed, dagger=args.dagger, n_pairs=args.round_pairs, max_workers=args.workers,
                             sessions_dir=dirs["sessions"], datasets_dir=dirs["datasets"],
-                            checkpoints_dir=dirs["checkpoints"], round_done=round_done)
+                            checkpoints_dir=dirs["checkpoints"], round_done=round_done, guide=args.guide)
     out: dict = {"benchmark": "improve_loop", "python": platform.python_version(), "machine": platform.machine(),
                  "workdir": str(work), "minutes_budget": args.minutes, "loop_minutes": round(result["seconds"] / 60, 1),
                  "teacher": result["teacher"], "imitation_stopped": result["imitation_stopped"],
@@ -180,6 +180,8 @@ def main() -> None:
     parser.add_argument("--round-battles", type=int, default=300, help="--loop: battles of round 2")
     parser.add_argument("--growth", type=float, default=2.0, help="--loop: each later round is this many times "
                                                                    "the one before")
+    parser.add_argument("--guide", default=None, choices=("value", "mix", "rollout"),
+                        help="--loop: once a policy is promoted, the teacher is the search guided by it")
     parser.add_argument("--no-dagger", dest="dagger", action="store_false",
                         help="--loop: the teacher plays every round's battles (default: DAgger once promoted)")
     parser.add_argument("--round-pairs", type=int, default=10_000,

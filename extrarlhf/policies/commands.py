@@ -224,7 +224,8 @@ def _cmd_improve(args: argparse.Namespace) -> int:
                             finetune_minutes=args.finetune_minutes, finetune_round_minutes=args.finetune_round_minutes,
                             train_options={"encoder": args.encoder}, sessions_dir=args.sessions_dir,
                             datasets_dir=args.datasets_dir, checkpoints_dir=args.checkpoints_dir,
-                            progress=progress, sprt_progress=progress.sprt, round_done=round_done)
+                            progress=progress, sprt_progress=progress.sprt, round_done=round_done,
+                            guide=args.guide)
     if args.json:
         print_json(result)
         return 0
@@ -311,6 +312,9 @@ def add_parser(sub: Any) -> None:
                    help="the last minutes of the budget go to policy-gradient rounds: PPO against greedy from the "
                         "incumbent, benchmarked and promoted like the others (default 0: imitation rounds only)")
     p.add_argument("--finetune-round-minutes", type=float, default=8.0, help="minutes per fine-tune round (default 8)")
+    p.add_argument("--guide", default=None, choices=("value", "mix", "rollout"),
+                   help="once a policy is promoted, the teacher is the search guided by it (search:<incumbent>?"
+                        "guide=...: its prior and value) instead of the greedy-rollout search (default: off)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     add_dir_options(p, datasets=True, sessions=True)
     p.set_defaults(func=_cmd_improve)

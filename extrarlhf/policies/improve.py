@@ -40,6 +40,13 @@ student that does not pass is a normal outcome: its round records the verdict an
 round trains on more data. A second call continues the numbering and reuses the earlier
 groups.
 
+**A teacher that grows with the network** (``guide``, opt-in, issue 51): once a policy is
+promoted, each round's teacher is the network-guided search over it
+(``search:<incumbent>?sims=N&guide=<guide>``, adapters/guided.py: the incumbent's prior and
+value), labelling the incumbent's battles with DAgger or playing them itself without; round 1,
+with nothing promoted, keeps the greedy-rollout teacher. Not measured in a whole loop yet
+(docs/training.md measures the guided search alone and one round of its students).
+
 **Fine-tune rounds** (``finetune_minutes`` > 0): imitation stops below its teacher (measured
 here: the search scores 0.76 against greedy, its students about 0.6), so the last
 ``finetune_minutes`` of the budget go to policy-gradient rounds instead
@@ -73,7 +80,7 @@ import re
 import time
 from typing import Any, Callable
 
-from adapters.search import search_spec
+from adapters.search import DEFAULT_GUIDED_TURNS, GUIDES, search_spec
 
 from ..core.errors import Cancelled, InvalidArgument
 from ..core.names import check_name
@@ -158,7 +165,7 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
                    checkpoints_dir: str | os.PathLike[str] = "checkpoints",
                    progress: PipelineProgress | None = None, sprt_progress: SprtProgress | None = None,
                    round_done: Callable[[dict[str, Any]], None] | None = None,
-                   cancel: Callable[[], bool] | None = None) -> dict[str, Any]:
+                   cancel: Callable[[], bool] | None = None, guide: str | None = None) -> dict[str, Any]:
     """Run expert-iteration rounds (module docstring); returns ``{"prefix", "teacher", "rounds",
     "promotions", "promoted", "incumbent", "seconds", "imitation_stopped", "stop_reason"}`` (why the
     imitation rounds stopped, why the loop did) where each round has its
@@ -181,6 +188,9 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         check_positive_int(value, name)
     if not isinstance(dagger, bool):
         raise InvalidArgument(f"dagger must be true or false, got {dagger!r}")
+    if guide is not None and guide not in GUIDES:
+        raise InvalidArgument(f"guide must be one of {', '.join(GUIDES)} (or None: greedy-rollout teachers only), "
+                              f"got {guide!r}")
     teacher = search_spec(rollout, sims)
     resolve_actor(teacher, "teacher", checkpoints_dir)  # a bad rollout spec fails here, before anything is played
     earlier = round_groups(sessions_dir, prefix)
@@ -212,6 +222,8 @@ def improve_policy(prefix: str = "exit", *, minutes: float = 60.0, max_rounds: i
         group = f"{prefix}-r{k:02d}"
         incumbent = current_incumbent(checkpoints_dir)
         collector = search_spec(rollout, sims, incumbent) if dagger and incumbent != DEFAULT_INCUMBENT else teacher
+        if guide is not None and incumbent != DEFAULT_INCUMBENT:  # the teacher grows with the network
+            collector = search_spec(incumbent, sims, incumbent if dagger else None, guide, DEFAULT_GUIDED_TURNS)
 
         def stage(name: str, done: int, total: int, tag: str = f"r{k:02d}") -> None:
             if progress is not None:

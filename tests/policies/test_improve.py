@@ -133,6 +133,21 @@ def test_improve_policy_rounds_promote_and_continue(tmp_path: Path) -> None:
     assert round_groups(tmp_path / "sessions", "exit") == ["exit-r01", "exit-r02", "exit-r03"]
 
 
+def test_with_guide_the_teacher_after_round_1_is_the_search_guided_by_the_incumbent(tmp_path: Path) -> None:
+    result, rounds, _ = _loop(tmp_path, max_rounds=2, first_battles=20, battles_per_round=20, n_pairs=150,
+                              guide="mix")
+    first, second = result["rounds"]
+    assert first["collector"] == TEACHER and first["promoted"]  # nothing to guide yet: greedy rollouts
+    assert second["collector"] == "search:exit-r01?sims=2&guide=mix&turns=3&play=exit-r01"
+    store = SessionStore(tmp_path / "sessions")
+    entry = next(e for e in store.read_catalog("exit-r02") if e["status"] == "finished")
+    p1 = read_jsonl(store.battle_dir("exit-r02", entry["battle_id"]) / "v5" / "meta.jsonl")[0]["actors"]["p1"]
+    assert p1["search"]["guide"]["leaf"] == "mix" and p1["search"]["rollout"]["spec"] == "exit-r01"
+    assert p1["search"]["play"]["spec"] == "exit-r01" and "verdict" in second["benchmark"]
+    with pytest.raises(InvalidArgument, match=r"guide must be one of value, mix, rollout"):
+        _loop(tmp_path, guide="deep")
+
+
 def test_improve_policy_refuses_bad_arguments_before_playing(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match=r"minutes must be a positive number, got 0"):
         _loop(tmp_path, minutes=0)
