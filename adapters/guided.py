@@ -30,7 +30,9 @@ action (``action_values``, null elsewhere), the visits and the chosen action's v
 teacher's. A network that cannot run (missing file, changed weights, failed or timed-out run,
 non-finite outputs) makes the decision the greedy-rollout teacher's
 (``search:baseline:greedy?sims=N``) with a warning: the battle is degraded, as with any model
-fallback. ``&play=<spec>`` makes it a labeller as for the teacher (DAgger).
+fallback. Runs stopped at the model's time limit count as :class:`~adapters.onnx_models.ModelPolicy`'s
+do: after ``max_timeouts`` in a row the network is disabled and the decisions fall back without
+running it. ``&play=<spec>`` makes it a labeller as for the teacher (DAgger).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import time
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -50,8 +53,8 @@ from . import work
 from .baselines import GreedyPolicy, evaluate
 from .decision import AdapterError, Decision
 from .model_files import read_model_file
-from .onnx_models import (WATCHDOG, LoadedModel, ModelPolicy, _session_run, _unlimited_run_options, build_inputs,
-                          new_session)
+from .onnx_models import (WATCHDOG, LoadedModel, ModelPolicy, _session_run, _timed_out, _unlimited_run_options,
+                          build_inputs, new_session)
 from .search import (DEFAULT_GUIDED_TURNS, GUIDES, LEAF_SCALE, MAX_GUIDED_TURNS, MAX_SIMS, SearchPolicy, determinize,
                      information_set_digest, search_spec)
 
@@ -343,6 +346,7 @@ def _run_network(policy: ModelPolicy, states: list[State], value_only: bool = Fa
     model = policy.model
     assert model is not None
     graph = _value_graph(model) if value_only else None
+    started = time.perf_counter()
     try:
         if graph is not None:
             session, unchecked = graph
@@ -361,8 +365,13 @@ def _run_network(policy: ModelPolicy, states: list[State], value_only: bool = Fa
             logits = np.asarray(logits, dtype=np.float64)
             rows = [logits[i, :len(ids)] for i, ids in enumerate(legal)]
     except Exception as exc:  # noqa: BLE001 - any onnxruntime failure: the decisions fall back
-        kind = "timeout" if getattr(exc, "fired", False) else "runtime_error"
-        return policy._warning(kind, f"onnxruntime failed on {policy.spec}: {type(exc).__name__}: {exc}"[:400])
+        if getattr(exc, "fired", False):  # the watchdog stopped it: counted (the model disabled) as ModelPolicy's
+            stopped = _timed_out([(policy, states[0])], policy.timeout_s, time.perf_counter() - started)  # type: ignore
+            return stopped[0].warning or policy._warning("timeout", "the run was stopped")
+        message = f"onnxruntime failed on {policy.spec}: {type(exc).__name__}: {exc}"
+        return policy._warning("runtime_error", message[:400])
+    if model.health.timeouts_in_row:
+        model.health.timeouts_in_row = 0  # a run that finished breaks the row
     value = np.asarray(value, dtype=np.float64)
     if value.shape != (len(states), 1) or not np.isfinite(value).all() \
             or (rows is not None and not all(np.isfinite(r).all() for r in rows)):

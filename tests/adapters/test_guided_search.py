@@ -260,6 +260,21 @@ def test_a_network_that_cannot_run_degrades_to_the_greedy_rollout_teacher(tmp_pa
     assert schema_errors("meta", _records(result["paths"])[0]) == []
 
 
+def test_a_network_that_times_out_is_disabled_as_a_model_policy_would_be(tmp_path):
+    import time
+
+    path = onnx_factory.save(onnx_factory.spinning("v5"), tmp_path / "spin.onnx")
+    policy = GuidedSearchPolicy(ModelPolicy(path, "v5", timeout_s=0.05, max_timeouts=2), 8, 1, guide="mix")
+    states = [_mid_battle(seed) for seed in (3, 8, 21)]
+    first, second = policy.decide(states[0]), policy.decide(states[1])
+    assert first.warning["kind"] == second.warning["kind"] == "timeout"
+    assert "1 timeout(s) in a row" in first.warning["message"] and "now disabled" in second.warning["message"]
+    started = time.perf_counter()
+    third = policy.decide(states[2])  # disabled: the greedy-rollout teacher decides without running the network
+    assert third.warning["kind"] == "timeout" and "disabled for the rest of this battle" in third.warning["message"]
+    assert time.perf_counter() - started < 1.0 and third.action_id == policy.fallback.decide(states[2]).action_id
+
+
 # ---------------------------------------------------------------------------- strength
 def test_the_search_lifts_a_weak_network_past_greedy_on_fixed_paired_seeds(guide):
     """A cheap smoke test (8 pairs, fixed seeds, so deterministic): the scripted v5 network
