@@ -296,6 +296,8 @@ def _value_graph(model: LoadedModel) -> tuple[Any, bool] | None:
     """(the value-only session, whether it is still to be checked), or None."""
     with _VALUE_LOCK:
         if model.file_sha256 not in _VALUE_GRAPHS:
+            while len(_VALUE_GRAPHS) >= 16:  # as many as the loaded-model cache keeps
+                _VALUE_GRAPHS.pop(next(iter(_VALUE_GRAPHS)))
             _VALUE_GRAPHS[model.file_sha256] = _extract_value(model)
         found = _VALUE_GRAPHS[model.file_sha256]
     return found
