@@ -38,7 +38,7 @@ log = logging.getLogger("mcp_server")
 
 # ---------------------------------------------------------------------------- argument types
 MatchId = Annotated[str, Strict(), Field(description="From start_battle.")]
-GroupName = Annotated[str, Strict(), Field(description="Session group name.")]
+GroupName = Annotated[str, Strict(), Field(description="Group name.")]
 Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy', a registered "
                                                   "checkpoint name (see list_models), or the search actor over one "
                                                   "of those, 'search:<spec>?sims=N' (e.g. "
@@ -47,7 +47,7 @@ Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random'
 Codename = Annotated[str, Strict(), Field(description="Worker codename.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 StepView = Annotated[Literal["board", "player"], Field(
-    description="'player' adds the structured state.")]
+    description="'player': also the state.")]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
 
@@ -178,10 +178,10 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         = "baseline:greedy",
         p1_model: Annotated[str | None, Strict(), Field(description="Player 1's spec, for p1_actor_type 'rl'.")] = None,
         group: Annotated[str | None, Strict(),
-                         Field(description="Group to record into (default 'interactive').")] = None,
+                         Field(description="Default 'interactive'.")] = None,
         seed: Annotated[SeedArg | None,
-                        Field(description="Battle seed (default: from group and index).")] = None,
-        codename: Annotated[str | None, Strict(), Field(description="Worker codename recorded in the trace.")]
+                        Field(description="Default: from group and index.")] = None,
+        codename: Annotated[str | None, Strict(), Field(description="Recorded in the trace.")]
         = None,
         view: StepView = "board",
     ) -> dict[str, Any]:

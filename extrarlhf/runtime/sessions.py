@@ -438,7 +438,7 @@ class SessionStore:
         """Next free battle index of a group (callers hold the group's allocation lock): above
         every index in the catalog and every battle folder, so an index is never reused."""
         top = max((e["index"] for e in self.read_catalog_raw(group)), default=-1)
-        for name in self._battle_folders(group):
+        for name in self.battle_folders(group):
             top = max(top, int(BATTLE_ID.fullmatch(name).group(1)))  # type: ignore[union-attr]
         return top + 1
 
@@ -616,7 +616,7 @@ class SessionStore:
         }
 
     # ------------------------------------------------------------------ traces -> catalog lines
-    def _battle_folders(self, group: str) -> list[str]:
+    def battle_folders(self, group: str) -> list[str]:
         """Names of the battle folders of a group (temp folders and stray names left out)."""
         try:
             with os.scandir(self.battles_path(group)) as entries:
@@ -651,6 +651,7 @@ class SessionStore:
         CorruptRecord / IntegrityError (file, line, field) and nothing is rebuilt."""
         v5 = self.battle_dir(group, battle_id) / "v5"
         data: dict[str, bytes] = {}
+        shown = {name: trace_files.find(v5, name) or v5 / name for name in TRACE_FILES}  # the stored files
         for name in TRACE_FILES:
             try:
                 data[name] = trace_files.read(v5, name)
@@ -676,7 +677,7 @@ class SessionStore:
                                  f"give battle id {battle_id!r}")
         result = meta["result"]
         final_hash = result["final_state_hash"]
-        actions_path = v5 / "actions.jsonl"
+        actions_path = shown["actions.jsonl"]  # a compact file's line numbers are of its plain bytes
         actions = self._trace_records(actions_path, data["actions.jsonl"])
         if len(actions) != result["decisions"]:
             raise IntegrityError(f"{actions_path}: {len(actions)} decision records, but {meta_path} field "
@@ -688,7 +689,7 @@ class SessionStore:
         if actions and actions[-1].get("state_hash_after") != final_hash:
             raise IntegrityError(f"{actions_path} line {len(actions)}: field 'state_hash_after' is not the final "
                                  f"state hash recorded in {meta_path}")
-        turns_path = v5 / "turns.jsonl"
+        turns_path = shown["turns.jsonl"]
         turns = self._trace_records(turns_path, data["turns.jsonl"])
         if not turns or any(t.get("battle_id") != battle_id for t in turns):
             raise IntegrityError(f"{turns_path}: no turn records, or records of another battle")
@@ -740,7 +741,7 @@ class SessionStore:
                 folded[line.entry["battle_id"]] = line.entry
                 numbers[line.entry["battle_id"]] = line.number
                 seen.setdefault(line.entry["battle_id"], []).append(line.entry)
-        on_disk = set(self._battle_folders(group))
+        on_disk = set(self.battle_folders(group))
         battles = self.battles_path(group)
         for battle_id, entry in folded.items():
             if entry["status"] not in FINAL_STATUSES or (battle_id in on_disk and not hashes):
@@ -807,7 +808,7 @@ class SessionStore:
         except (CorruptRecord, IntegrityError, UnsupportedSchema) as exc:
             rebuilt, error = None, exc
         for name in TRACE_FILES:
-            file = folder / "v5" / name
+            file = trace_files.find(folder / "v5", name) or folder / "v5" / name
             state = "is missing"
             if rebuilt is not None:
                 digest = rebuilt["files"][name]
@@ -818,7 +819,6 @@ class SessionStore:
                     digest = None
                 except trace_files.CompactFileError:
                     digest, state = None, "is stored compact but does not decompress"
-                    file = file.with_name(name + trace_files.SUFFIX)
             if digest != entry["files"][name]:
                 if digest is not None:
                     state = "does not match the sha256 in its catalog line"
@@ -998,7 +998,7 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
     manifest, catalog = store.manifest_path(group), store.catalog_path(group)
     found: list[dict[str, Any]] = []
     if not manifest.is_file():
-        if catalog.exists() or store._battle_folders(group):
+        if catalog.exists() or store.battle_folders(group):
             found.append(problem(group, manifest, None, None, CorruptRecord.code,
                                  f"{manifest} is missing but the folder holds battles; restore it from a backup",
                                  False))
