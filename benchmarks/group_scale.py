@@ -9,7 +9,7 @@ wall seconds, CPU seconds (the process and its worker processes) and peak RSS:
 
 - ``collect``: the series resumed from the previous size to this one (``max_workers``);
 - ``resume_noop``: the same call again with nothing left to play (reconcile + catalog fold);
-- ``list_sessions``: the MCP tool's core (``list_groups`` + each group's summary row);
+- ``list_sessions``: the MCP tool's core (``list_groups``, each group's manifest and ``summary.json``);
 - ``inspect_session``: manifest, summary and the first catalog page (the MCP tool's core);
 - ``check``: ``check_sessions`` with every trace file's sha256 (``extrarlhf check``);
 - ``materialize``: ``materialize_v5_dataset`` of the whole group (default workers).
@@ -52,9 +52,9 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
         result = run_series(sessions, GROUP, n, p1_model="baseline:greedy", opponent="baseline:random", seed=0,
                             max_workers=workers, compact_traces=compact)
         out["ran"] = result["ran"]
-    elif kind == "list_sessions":
-        rows = [store.compute_summary(g)["battles"] for g in store.list_groups()]
-        out["battles"] = sum(rows)
+    elif kind == "list_sessions":  # as the MCP tool: each group's manifest and summary.json
+        rows = [(store.read_manifest(g), store.read_summary(g)["battles"]) for g in store.list_groups()]
+        out["battles"] = sum(n for _, n in rows)
     elif kind == "inspect_session":
         store.read_manifest(GROUP)
         catalog = store.read_catalog(GROUP)

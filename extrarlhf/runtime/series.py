@@ -25,7 +25,7 @@ from ..core.work_caps import MAX_SEARCH_SIMS_BATTLES, check_search_work, search_
 from . import codenames, ownership
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
 from .match import Match, check_seed, configuration, resolve_players
-from .sessions import FINAL_STATUSES, SessionStore, scan_catalog
+from .sessions import FINAL_STATUSES, SessionStore, iter_catalog
 
 MAX_BATTLES = 1_000_000
 MAX_WORKERS = 64
@@ -192,7 +192,7 @@ def _precheck_search_work(store: SessionStore, group: str, specs: list[str], n_b
     (leniently: a damaged line is the resume's to repair) only when the cap could be exceeded."""
     if sum(search_sims(spec) for spec in specs) * n_battles <= MAX_SEARCH_SIMS_BATTLES:
         return
-    finished = {line.entry["index"] for line in scan_catalog(store.catalog_path(group))
+    finished = {line.entry["index"] for line in iter_catalog(store.catalog_path(group))
                 if line.error is None and line.entry["status"] in FINAL_STATUSES and line.entry["index"] < n_battles}
     check_series_work(specs, n_battles, len(finished))
 

@@ -218,30 +218,27 @@ def _gc_paused() -> Iterator[None]:
 def scan_catalog(path: Path) -> list[CatalogLine]:
     """Every non-blank line of a catalog file, parsed and checked (nothing raised for a bad line)."""
     with _gc_paused():
-        return _scan_catalog(path)
+        return list(iter_catalog(path))
 
 
-def _scan_catalog(path: Path) -> list[CatalogLine]:
+def iter_catalog(path: Path) -> Iterator[CatalogLine]:
+    """The lines of :func:`scan_catalog` one at a time: memory holds one line, whatever the
+    catalog's size (a group of 10^6 battles has a catalog of about a gigabyte)."""
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb")
     except FileNotFoundError:
-        return []
+        return
     except IsADirectoryError:
         raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
-    pieces = data.split(b"\n")
-    if pieces and pieces[-1] == b"":
-        pieces.pop()
-        ends_clean = True
-    else:
-        ends_clean = False
-    out = []
-    for number, raw in enumerate(pieces, 1):
-        if not raw.strip():
-            continue
-        terminated = ends_clean or number < len(pieces)
-        entry, error = parse_catalog_line(path, number, raw, terminated)
-        out.append(CatalogLine(number, raw, entry, error, terminated))
-    return out
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            terminated = raw.endswith(b"\n")  # only the last line can be unterminated
+            if terminated:
+                raw = raw[:-1]
+            if not raw.strip():
+                continue
+            entry, error = parse_catalog_line(path, number, raw, terminated)
+            yield CatalogLine(number, raw, entry, error, terminated)
 
 
 def _reader_error(error: RLHFError) -> RLHFError:
@@ -437,7 +434,7 @@ class SessionStore:
     def next_index(self, group: str) -> int:
         """Next free battle index of a group (callers hold the group's allocation lock): above
         every index in the catalog and every battle folder, so an index is never reused."""
-        top = max((e["index"] for e in self.read_catalog_raw(group)), default=-1)
+        top = max((e["index"] for e in self.iter_catalog_raw(group)), default=-1)
         for name in self.battle_folders(group):
             top = max(top, int(BATTLE_ID.fullmatch(name).group(1)))  # type: ignore[union-attr]
         return top + 1
@@ -532,13 +529,15 @@ class SessionStore:
         """Every valid catalog line in order. A damaged line is CorruptRecord (file, line, field),
         another schema_version UnsupportedSchema; an unterminated last line that does not parse
         (an append in progress, or torn by a killed writer) is skipped."""
-        entries = []
-        for line in scan_catalog(self.catalog_path(group)):
+        return list(self.iter_catalog_raw(group))
+
+    def iter_catalog_raw(self, group: str) -> Iterator[dict[str, Any]]:
+        """:meth:`read_catalog_raw` one line at a time."""
+        for line in iter_catalog(self.catalog_path(group)):
             if line.error is None:
-                entries.append(line.entry)
+                yield line.entry  # type: ignore[misc]
             elif line.terminated or not isinstance(line.error, CorruptRecord):
                 raise _reader_error(line.error)
-        return entries  # type: ignore[return-value]
 
     def read_catalog(self, group: str) -> list[dict[str, Any]]:
         """One entry per battle (its latest line), ``started`` shown as ``unfinished``; by index."""
@@ -548,7 +547,7 @@ class SessionStore:
     def _read_catalog(self, group: str) -> list[dict[str, Any]]:
         self._require_group(group)
         folded: dict[str, dict[str, Any]] = {}
-        for entry in self.read_catalog_raw(group):
+        for entry in self.iter_catalog_raw(group):  # folded as read: a battle's started line is dropped
             folded[entry["battle_id"]] = entry
         out = []
         for entry in folded.values():
