@@ -55,10 +55,12 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
     elif kind == "list_sessions":  # as the MCP tool: each group's manifest and summary.json
         rows = [(store.read_manifest(g), store.read_summary(g)["battles"]) for g in store.list_groups()]
         out["battles"] = sum(n for _, n in rows)
-    elif kind == "inspect_session":
+    elif kind == "inspect_session":  # as the MCP tool: the fold without entries, one page read, the summary
         store.read_manifest(GROUP)
-        catalog = store.read_catalog(GROUP)
-        out["catalog_total"], out["page"] = len(catalog), len(catalog[:10])
+        latest = store.latest_lines(GROUP)
+        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
+        out["catalog_total"] = len(keys)
+        out["page"] = len(store.entries_at(GROUP, latest, [b for _, b in keys[:10]]))
         store.compute_summary(GROUP)
     elif kind == "check":
         out["problems"] = len(check_sessions(sessions))

@@ -7,6 +7,7 @@ take the server as an argument and never import this module. Each tool parses an
 arguments, calls the core and shapes the result.
 """
 
+import bisect
 import logging
 import os
 from typing import Annotated, Any, Callable, Literal
@@ -477,11 +478,21 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         (error.details); nothing past it is shown.
         """
         manifest = store.read_manifest(group)
-        catalog = store.read_catalog(group)
         tag = manifest["configuration"]["battle_tag"]
-        page = paginate(catalog, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
-                        key=lambda e: (e["index"], e["battle_id"]),
-                        render=None if full else lambda entry: _catalog_row(entry, tag))
+        # the catalog's fold without its entries; the page's entries are read in one pass
+        latest = store.latest_lines(group)
+        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
+        shown: dict[str, dict[str, Any]] = {}
+
+        def render(key: tuple[int, str]) -> dict[str, Any]:
+            if key[1] not in shown:  # the first item of the page: fetch it and the rest of the page
+                at = bisect.bisect_left(keys, key)
+                shown.update(store.entries_at(group, latest, [b for _, b in keys[at:at + limit]]))
+            entry = shown[key[1]]
+            return entry if full else _catalog_row(entry, tag)
+
+        page = paginate(keys, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
+                        key=lambda k: k, render=render)
         return {"group": group, "path": str(store.group_dir(group)), "manifest": manifest,
                 "summary": store.compute_summary(group), **paged({}, "catalog", page), "catalog_total": page.total}
 
