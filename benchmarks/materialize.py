@@ -43,10 +43,12 @@ def _child_materialize(sessions: str, group: str, workers: int | None) -> dict:
     from extrarlhf.datasets.materialize import materialize_v5_dataset  # imported before the clock starts
 
     with tempfile.TemporaryDirectory(prefix="bench-ds-") as tmp:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = materialize_v5_dataset([group], "bench", sessions_dir=sessions, datasets_dir=tmp, workers=workers)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        minari = _minari(tmp) if workers == 1 else None
     return {"seconds": seconds, "decisions": result["row_counts"]["decisions"],
+            "cpu_seconds": cpu if workers == 1 else None, "battles": result["row_counts"]["battles"], **(minari or {}),
             "peak_rss_mb_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "peak_rss_mb_workers": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
@@ -55,6 +57,20 @@ def _action_files(sessions: str, group: str) -> list[str]:
     """Each battle's stored actions file, plain or compact."""
     return sorted(glob.glob(os.path.join(sessions, group, "battles", "*", "v5", "actions.jsonl")) +
                   glob.glob(os.path.join(sessions, group, "battles", "*", "v5", "actions.jsonl.zst")))
+
+
+def _minari(datasets: str) -> dict | None:
+    """The Minari export of the dataset just built (one episode per battle and seat): CPU seconds."""
+    try:
+        import minari  # noqa: F401 - the optional extra
+    except ModuleNotFoundError:
+        return None
+    from extrarlhf.datasets.offline_rl import export_minari
+
+    os.environ["MINARI_DATASETS_PATH"] = os.path.join(datasets, "minari")
+    cpu = time.process_time()
+    result = export_minari("bench", "bench/episodes-v0", datasets_dir=datasets)
+    return {"minari_cpu_seconds": time.process_time() - cpu, "minari_episodes": result["episodes"]}
 
 
 def _child_pyarrow(sessions: str, group: str) -> dict:
@@ -70,9 +86,9 @@ def _child_pyarrow(sessions: str, group: str) -> dict:
         ("rationale", pa.string())])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     files = _action_files(sessions, group)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     rows = sum(pj.read_json(f, parse_options=options).num_rows for f in files)
-    return {"seconds": time.perf_counter() - start, "decisions": rows}
+    return {"seconds": time.perf_counter() - start, "decisions": rows, "cpu_seconds": time.process_time() - cpu}
 
 
 def _child_engine(sessions: str, group: str) -> dict:
@@ -155,6 +171,14 @@ def main() -> None:
                 "pyarrow_read_json_decisions_per_s": round(arrow_rate, 1),
                 "engine_replay_and_action_features_only_decisions_per_s": round(rate(engines), 1),
                 "ratio_vs_pyarrow": round(mat_rate / arrow_rate, 3),
+                # per CPU-second of one process (issue 50): materialize and pyarrow's reader on the same files
+                "materialize_1_process_cpu_ms_per_battle": round(1000 * min(r["cpu_seconds"] for r in singles) / n, 3),
+                "pyarrow_read_json_cpu_ms_per_battle": round(1000 * min(r["cpu_seconds"] for r in arrows) / n, 3),
+                "ratio_vs_pyarrow_per_cpu": round(min(r["cpu_seconds"] for r in arrows) /
+                                                  min(r["cpu_seconds"] for r in singles), 3),
+                "minari_cpu_ms_per_episode": (round(1000 * min(r["minari_cpu_seconds"] for r in singles) /
+                                                    singles[0]["minari_episodes"], 3)
+                                              if singles[0].get("minari_episodes") else None),
                 "peak_rss_mb_main": round(max(r["peak_rss_mb_main"] for r in mats), 1),
                 "peak_rss_mb_workers": round(max(r["peak_rss_mb_workers"] for r in mats), 1),
             })
