@@ -119,8 +119,9 @@ play: $(STAMP)
 # learners, the first imitation round that would not fit whole leaving the rest to it; the students
 # read the observation through the sets encoder), then
 # the promoted network alone against greedy
-# over 2,000 pairs (JSON on stdout); the run's sessions, datasets and checkpoints are kept in
-# improve-runs/<UTC time>/ (about 18 GB, nearly all of it the 40,000 battles' full traces).
+# over 2,000 pairs (JSON on stdout); the run's datasets and checkpoints are kept in
+# improve-runs/<UTC time>/; its raw traces (stored compact, ~25 KB a battle) are deleted at the end once
+# the last dataset version, which holds them all, validates (add --keep-traces to keep them; docs/data-format.md 1.2).
 improve: $(STAMP)
 	$(PY) -m benchmarks.improve --loop --minutes 60 --first-battles 1000 --round-battles 4000 --growth 2.5 --encoder sets \
 		--finetune-minutes 15 --finetune-round-minutes 45 --ft-learners 6 --workdir improve-runs/$$(date -u +%Y%m%dT%H%M%SZ)

@@ -35,7 +35,7 @@ def traced_rate(n: int, workers: int, root: Path) -> tuple[float, int]:
     start = time.perf_counter()
     run_series(root, group, n, p1_model="baseline:greedy", opponent="baseline:greedy", seed=0, max_workers=workers)
     rate = n / (time.perf_counter() - start)
-    size = sum(f.stat().st_size for f in (root / group / "battles").rglob("*.jsonl"))
+    size = sum(f.stat().st_size for f in (root / group / "battles").rglob("*.jsonl*"))  # plain or .zst
     return rate, size // n
 
 

@@ -53,6 +53,7 @@ TARGET_SCORE = 0.70
 LOOP_TARGET_SCORE = 0.70  # issue 28: the 95% interval of the score wholly above it, over 2,000 pairs
 LOOP_TARGET_PAIRS = 2000
 LOOP_TARGET_DECISIONS_PER_S = 2000.0
+LOOP_TARGET_DISK_BYTES = 2 << 30  # issue 50: what make improve keeps after the run
 
 
 def greedy_states(n: int) -> list[engine.State]:
@@ -133,6 +134,7 @@ def loop(args: argparse.Namespace) -> dict:
                                                            ("pairs", "score", "elo", "elo_ci95", "verdict")}}
                             for i, r in enumerate(result["rounds"])],
                  "promoted": result["promoted"]}
+    out["retention"] = retention(work, dirs, args.keep_traces)  # what follows needs no trace
     if result["promoted"] is None:
         out.update({"target_met": False, "reason": "nothing was promoted"})
         return out
@@ -162,6 +164,28 @@ def loop(args: argparse.Namespace) -> dict:
                                    and args.final_pairs >= LOOP_TARGET_PAIRS and result["seconds"] <= 60 * 60
                                    and speed >= LOOP_TARGET_DECISIONS_PER_S)})
     return out
+
+
+def _disk(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def retention(work: Path, dirs: dict[str, str], keep_traces: bool) -> dict:
+    """The loop's raw traces, once its last dataset version (which holds every round's groups)
+    validates: deleted (``keep none`` of extrarlhf.datasets.retention: only battles that version
+    holds, digests equal) unless ``keep_traces``; the disk the work directory keeps, per part."""
+    from extrarlhf.datasets.retention import prune_traces
+
+    before = {name: _disk(Path(path)) for name, path in dirs.items()}
+    pruned = None
+    if not keep_traces:
+        done = prune_traces(sessions_dir=dirs["sessions"], datasets_dir=dirs["datasets"], keep="none")
+        pruned = {"bytes_freed": done["bytes_freed"],
+                  "groups": {r["group"]: r["action"] for r in done["groups"]},
+                  "kept_because": {r["group"]: r["reason"] for r in done["groups"] if r["action"] != "deleted"}}
+    after = {name: _disk(Path(path)) for name, path in dirs.items()}
+    return {"keep_traces": keep_traces, "pruned": pruned, "disk_bytes_before": before, "disk_bytes_kept": after,
+            "disk_bytes_kept_total": _disk(work), "target_disk_bytes_kept": LOOP_TARGET_DISK_BYTES}
 
 
 def main() -> None:
@@ -203,6 +227,9 @@ def main() -> None:
                         help="--loop: independent fine-tune learners, one process each (then the selection)")
     parser.add_argument("--ladder-pairs", type=int, default=100, help="--loop: pairs of each rung vs the baselines")
     parser.add_argument("--workdir", default=None, help="--loop: a new directory to keep (default: a temp dir)")
+    parser.add_argument("--keep-traces", action="store_true",
+                        help="--loop: keep the rounds' raw traces (default: deleted at the end once the last "
+                             "dataset version, which holds them all, validates; see docs/data-format.md 1.2)")
     args = parser.parse_args()
     if args.loop:
         print(json.dumps(loop(args), indent=2))

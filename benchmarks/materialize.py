@@ -7,8 +7,9 @@ dir, then, each in a fresh subprocess and best of ``--repeats``:
 
 - ``materialize_v5_dataset`` of the group (full path: trace hashing, parsing, replay with
   action features, Parquet writing, validation before publication, manifest): decisions/s;
-- pyarrow's own JSON reader (``pyarrow.json.read_json``) on the same ``actions.jsonl`` files,
-  one call per file, with an explicit schema of the fields the decisions table takes from
+- pyarrow's own JSON reader (``pyarrow.json.read_json``) on the same ``actions.jsonl`` files
+  (as the series stores them: ``actions.jsonl.zst``, which pyarrow decompresses by its
+  extension, as materialize does; ``--plain-traces`` collects plain files), one call per file, with an explicit schema of the fields the decisions table takes from
   them (ids, turn, player, actor, state hash, observation, legal action ids, chosen action,
   rationale; other fields ignored - its type inference cannot read the files as they are,
   because event fields change type between events): decisions/s;
@@ -42,12 +43,34 @@ def _child_materialize(sessions: str, group: str, workers: int | None) -> dict:
     from extrarlhf.datasets.materialize import materialize_v5_dataset  # imported before the clock starts
 
     with tempfile.TemporaryDirectory(prefix="bench-ds-") as tmp:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = materialize_v5_dataset([group], "bench", sessions_dir=sessions, datasets_dir=tmp, workers=workers)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        minari = _minari(tmp) if workers == 1 else None
     return {"seconds": seconds, "decisions": result["row_counts"]["decisions"],
+            "cpu_seconds": cpu if workers == 1 else None, "battles": result["row_counts"]["battles"], **(minari or {}),
             "peak_rss_mb_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "peak_rss_mb_workers": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+
+
+def _action_files(sessions: str, group: str) -> list[str]:
+    """Each battle's stored actions file, plain or compact."""
+    return sorted(glob.glob(os.path.join(sessions, group, "battles", "*", "v5", "actions.jsonl")) +
+                  glob.glob(os.path.join(sessions, group, "battles", "*", "v5", "actions.jsonl.zst")))
+
+
+def _minari(datasets: str) -> dict | None:
+    """The Minari export of the dataset just built (one episode per battle and seat): CPU seconds."""
+    try:
+        import minari  # noqa: F401 - the optional extra
+    except ModuleNotFoundError:
+        return None
+    from extrarlhf.datasets.offline_rl import export_minari
+
+    os.environ["MINARI_DATASETS_PATH"] = os.path.join(datasets, "minari")
+    cpu = time.process_time()
+    result = export_minari("bench", "bench/episodes-v0", datasets_dir=datasets)
+    return {"minari_cpu_seconds": time.process_time() - cpu, "minari_episodes": result["episodes"]}
 
 
 def _child_pyarrow(sessions: str, group: str) -> dict:
@@ -62,10 +85,10 @@ def _child_pyarrow(sessions: str, group: str) -> dict:
         ("legal_actions", pa.list_(pa.struct([("action_id", pa.int64())]))), ("action_id", pa.int64()),
         ("rationale", pa.string())])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    files = sorted(glob.glob(os.path.join(sessions, group, "battles", "*", "v5", "actions.jsonl")))
-    start = time.perf_counter()
+    files = _action_files(sessions, group)
+    start, cpu = time.perf_counter(), time.process_time()
     rows = sum(pj.read_json(f, parse_options=options).num_rows for f in files)
-    return {"seconds": time.perf_counter() - start, "decisions": rows}
+    return {"seconds": time.perf_counter() - start, "decisions": rows, "cpu_seconds": time.process_time() - cpu}
 
 
 def _child_engine(sessions: str, group: str) -> dict:
@@ -76,9 +99,11 @@ def _child_engine(sessions: str, group: str) -> dict:
     import engine
 
     battles = []
-    for path in sorted(glob.glob(os.path.join(sessions, group, "battles", "*", "v5", "actions.jsonl"))):
-        with open(path, "rb") as handle:
-            records = [orjson.loads(line) for line in handle if line.strip()]
+    from extrarlhf.runtime import trace_files
+
+    for path in _action_files(sessions, group):
+        data = trace_files.read(Path(path).parent, "actions.jsonl")
+        records = [orjson.loads(line) for line in data.splitlines() if line.strip()]
         battles.append((records[0]["state_before"], [r["action_id"] for r in records]))
     start = time.perf_counter()
     rows = 0
@@ -102,6 +127,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="200,800", help="battles per size, comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="materialization workers (default: automatic)")
+    parser.add_argument("--plain-traces", action="store_true", help="collect plain .jsonl traces (default: compact)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -123,7 +149,7 @@ def main() -> None:
         for n in sizes:
             group = f"bench-{n}"
             run_series(tmp, group, n, p1_model="baseline:greedy", opponent="baseline:greedy", seed=0,
-                       max_workers=min(2, os.cpu_count() or 1))
+                       max_workers=min(2, os.cpu_count() or 1), compact_traces=not args.plain_traces)
             workers = "auto" if args.workers is None else str(args.workers)
             mats, singles, arrows, engines = [], [], [], []
             for _ in range(args.repeats):  # interleaved, so background load hits all alike
@@ -145,6 +171,14 @@ def main() -> None:
                 "pyarrow_read_json_decisions_per_s": round(arrow_rate, 1),
                 "engine_replay_and_action_features_only_decisions_per_s": round(rate(engines), 1),
                 "ratio_vs_pyarrow": round(mat_rate / arrow_rate, 3),
+                # per CPU-second of one process (issue 50): materialize and pyarrow's reader on the same files
+                "materialize_1_process_cpu_ms_per_battle": round(1000 * min(r["cpu_seconds"] for r in singles) / n, 3),
+                "pyarrow_read_json_cpu_ms_per_battle": round(1000 * min(r["cpu_seconds"] for r in arrows) / n, 3),
+                "ratio_vs_pyarrow_per_cpu": round(min(r["cpu_seconds"] for r in arrows) /
+                                                  min(r["cpu_seconds"] for r in singles), 3),
+                "minari_cpu_ms_per_episode": (round(1000 * min(r["minari_cpu_seconds"] for r in singles) /
+                                                    singles[0]["minari_episodes"], 3)
+                                              if singles[0].get("minari_episodes") else None),
                 "peak_rss_mb_main": round(max(r["peak_rss_mb_main"] for r in mats), 1),
                 "peak_rss_mb_workers": round(max(r["peak_rss_mb_workers"] for r in mats), 1),
             })
@@ -156,6 +190,7 @@ def main() -> None:
         "workers": args.workers or "auto",
         "repeats": args.repeats,
         "matchup": "baseline:greedy vs baseline:greedy",
+        "traces": "plain" if args.plain_traces else "compact",
         "sizes": rows,
         "ratio_vs_pyarrow": large["ratio_vs_pyarrow"],
         "memory_growth_main": round(large["peak_rss_mb_main"] / small["peak_rss_mb_main"], 3),

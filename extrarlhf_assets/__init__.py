@@ -1,5 +1,7 @@
 """ExtraRLHF as a Dagster asset graph (DESIGN section 12): a thin facade over the core.
 
 ``definitions.py`` collects the definitions; each domain lives in ``defs/<domain>/``
-(collection, datasets, training) with its assets, checks and sensors.
+(collection, datasets, training) with its assets, checks and sensors. ``launcher.py`` is the
+deployed instance's run launcher (deploy/dagster.yaml): Dagster's local launcher plus the worker
+health check run monitoring uses to fail a run whose worker died with its daemon or code server.
 """

@@ -6,6 +6,7 @@ from .defs.collection import assets as collection_assets
 from .defs.collection.nightly import nightly_campaign
 from .defs.collection.sensors import session_groups_sensor
 from .defs.datasets import assets as dataset_assets
+from .defs.datasets import retention as retention_assets
 from .defs.datasets.automation import automation_sensor
 from .defs.operations.sensors import run_failure_alert
 from .defs.preferences import assets as preference_assets
@@ -18,8 +19,8 @@ from .resources import default_resources
 production = production_definitions()  # only when production is opted in (RLHF_ENABLE_PRODUCTION_DATASETS)
 
 defs = dg.Definitions(
-    assets=[*dg.load_assets_from_modules([collection_assets, dataset_assets, training_assets, ladder_assets,
-                                          preference_assets]),
+    assets=[*dg.load_assets_from_modules([collection_assets, dataset_assets, retention_assets, training_assets,
+                                          ladder_assets, preference_assets]),
             *production["assets"]],
     asset_checks=production["asset_checks"],
     jobs=[campaign_loop, *production["jobs"]],

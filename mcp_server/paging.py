@@ -53,7 +53,7 @@ def limit_arg(default: int = DEFAULT_LIMIT, what: str = "items") -> Any:
 
 Cursor = Annotated[str | None, Strict(), Field(
     max_length=_MAX_CURSOR_CHARS,
-    description="A page's next_cursor.")]
+    description="A next_cursor.")]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ take the server as an argument and never import this module. Each tool parses an
 arguments, calls the core and shapes the result.
 """
 
+import bisect
 import logging
 import os
 from typing import Annotated, Any, Callable, Literal
@@ -38,7 +39,7 @@ log = logging.getLogger("mcp_server")
 
 # ---------------------------------------------------------------------------- argument types
 MatchId = Annotated[str, Strict(), Field(description="From start_battle.")]
-GroupName = Annotated[str, Strict(), Field(description="Session group name.")]
+GroupName = Annotated[str, Strict(), Field(description="Group name.")]
 Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random', 'baseline:greedy', a registered "
                                                   "checkpoint name (see list_models), or the search actor over one "
                                                   "of those, 'search:<spec>?sims=N' (e.g. "
@@ -47,7 +48,7 @@ Spec = Annotated[str, Strict(), Field(description="Actor spec: 'baseline:random'
 Codename = Annotated[str, Strict(), Field(description="Worker codename.")]
 SeedArg = Annotated[int, Strict(), Ge(0), Le(MAX_SEED)]
 StepView = Annotated[Literal["board", "player"], Field(
-    description="'player' adds the structured state.")]
+    description="'player': also the state.")]
 BASELINE_SPECS = [f"baseline:{name}" for name in BASELINES]
 LEASES_SHOWN = 20  # series_status shows this many of a group's leases (list_codenames pages through all)
 
@@ -178,10 +179,10 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         = "baseline:greedy",
         p1_model: Annotated[str | None, Strict(), Field(description="Player 1's spec, for p1_actor_type 'rl'.")] = None,
         group: Annotated[str | None, Strict(),
-                         Field(description="Group to record into (default 'interactive').")] = None,
+                         Field(description="Default 'interactive'.")] = None,
         seed: Annotated[SeedArg | None,
-                        Field(description="Battle seed (default: from group and index).")] = None,
-        codename: Annotated[str | None, Strict(), Field(description="Worker codename recorded in the trace.")]
+                        Field(description="Default: from group and index.")] = None,
+        codename: Annotated[str | None, Strict(), Field(description="Recorded in the trace.")]
         = None,
         view: StepView = "board",
     ) -> dict[str, Any]:
@@ -477,11 +478,21 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         (error.details); nothing past it is shown.
         """
         manifest = store.read_manifest(group)
-        catalog = store.read_catalog(group)
         tag = manifest["configuration"]["battle_tag"]
-        page = paginate(catalog, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
-                        key=lambda e: (e["index"], e["battle_id"]),
-                        render=None if full else lambda entry: _catalog_row(entry, tag))
+        # the catalog's fold without its entries; the page's entries are read in one pass
+        latest = store.latest_lines(group)
+        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
+        shown: dict[str, dict[str, Any]] = {}
+
+        def render(key: tuple[int, str]) -> dict[str, Any]:
+            if key[1] not in shown:  # the first item of the page: fetch it and the rest of the page
+                at = bisect.bisect_left(keys, key)
+                shown.update(store.entries_at(group, latest, [b for _, b in keys[at:at + limit]]))
+            entry = shown[key[1]]
+            return entry if full else _catalog_row(entry, tag)
+
+        page = paginate(keys, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
+                        key=lambda k: k, render=render)
         return {"group": group, "path": str(store.group_dir(group)), "manifest": manifest,
                 "summary": store.compute_summary(group), **paged({}, "catalog", page), "catalog_total": page.total}
 

@@ -16,6 +16,7 @@ from typing_extensions import TypedDict
 
 from extrarlhf import datasets
 from extrarlhf.core.readiness import BOOLEAN_FIELDS, ReadinessPolicy
+from extrarlhf.datasets.retention import prune_traces as prune_traces_core
 
 from .cancel import run_cancellable, run_long
 from .listing import NAMES_LISTED_ONCE
@@ -27,8 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DatasetRef = Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER.")]
 NewName = Annotated[str, Strict(), Field(description="Dataset name.")]
-Overwrite = Annotated[bool, Strict(), Field(description="Replace that version.")]
-Promote = Annotated[str | None, Strict(), Field(description="Point this pointer at it.")]
+Overwrite = Annotated[bool, Strict(), Field(description="Replace it.")]
+Promote = Annotated[str | None, Strict(), Field(description="Pointer to set.")]
 # extrarlhf.datasets.assign.check_fractions: three finite numbers >= 0 summing to 1 (the core also takes
 # them by name; the tools take the one list form, which keeps argument errors plain: fractions[1])
 Fraction = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
@@ -47,7 +48,7 @@ Policy = Annotated[ReadinessThresholds | None, Field(description='Threshold over
 # in every session); the other tools advertise an object of integers >= 0 (mcp_server/listing.py) and
 # validate, and name a declared key in errors, exactly as above.
 PolicyOverrides = Annotated[ReadinessThresholds | None, Field(
-    description="Thresholds, as in dataset_readiness.", json_schema_extra={NAMES_LISTED_ONCE: True})]
+    description="As in dataset_readiness.", json_schema_extra={NAMES_LISTED_ONCE: True})]
 
 
 VERSIONS_SHOWN = 20
@@ -163,6 +164,21 @@ def register(server: "ExtraRLHFServer") -> None:
         return await run_cancellable(datasets.materialize_v5_dataset, groups, name, sessions_dir=config.sessions_dir,
                                      overwrite=overwrite, promote=promote,
                                      progress=progress_bridge(ctx, "materialize_v5_dataset", "battles"), **where)
+
+    @tool(title="Prune traces", destructive=True)
+    async def prune_traces(
+        groups: Annotated[list[Annotated[str, Strict()]] | None, Field(description="Default: all.",
+                                                                     min_length=1)] = None,
+        keep: Annotated[Literal["compact", "none"], Field(description="none: delete.")] = "compact",
+        dry_run: Annotated[bool, Strict(), Field(description="Report only.")] = False,
+    ) -> dict[str, Any]:
+        """Retention: compact or delete traces a published dataset holds.
+
+        Battles a validated v5 dataset version holds, digests equal, are stored compact; keep
+        none deletes each group wholly held (others only compacted). Nothing else is touched.
+        """
+        return await in_thread(prune_traces_core, sessions_dir=config.sessions_dir, groups=groups, keep=keep,
+                               dry_run=dry_run, **where)
 
     @tool(title="Dataset readiness", read_only=True, idempotent=True)
     async def dataset_readiness(

@@ -46,7 +46,7 @@ Temperature = Annotated[float, Strict(), Field(gt=0, le=10, allow_inf_nan=False,
 Epochs = Annotated[int, Strict(), Ge(1), Le(1000), Field(description="Passes over the training split.")]
 Width = Annotated[int, Strict(), Ge(1), Le(4096)]
 Pairs = Annotated[int, Strict(), Ge(1), Le(benchmarking.MAX_PAIRS),
-                  Field(description="Most pairs; the SPRT usually stops earlier.")]
+                  Field(description="Most pairs (SPRT stops earlier).")]
 BaselinePairs = Annotated[int, Strict(), Ge(0), Le(benchmarking.MAX_PAIRS),
                           Field(description="Pairs against each baseline.")]
 Elo = Annotated[float, Strict(), Field(gt=-1000, lt=1000, allow_inf_nan=False)]  # benchmarking: open (-1000, 1000)
@@ -104,7 +104,7 @@ def register(server: Any) -> None:
     config = server.config
     tool = server.envelope_tool
 
-    @tool(title="Train a policy (behaviour cloning)")
+    @tool(title="Train a policy")
     async def train_policy(
         dataset: Annotated[str, Strict(), Field(description="NAME, NAME/vN or @POINTER (V5-ready).")],
         name: CheckpointName,
@@ -154,11 +154,11 @@ def register(server: Any) -> None:
         candidate: ModelSpec,
         ctx: Context,
         incumbent: Annotated[str | None, Strict(), Field(
-            description="The model to beat (default: the promoted one).")] = None,
+            description="Default: the promoted one.")] = None,
         n_pairs: Pairs = 200,
         seed: Annotated[Seed, Field(description="Base seed of the pairs.")] = 0,
-        elo0: Annotated[Elo, Field(description="SPRT H0: Elo difference (logistic) at most elo0.")] = 0.0,
-        elo1: Annotated[Elo, Field(description="SPRT H1: Elo difference at least elo1 (> elo0).")] = 10.0,
+        elo0: Annotated[Elo, Field(description="SPRT H0: Elo at most elo0.")] = 0.0,
+        elo1: Annotated[Elo, Field(description="SPRT H1: Elo at least elo1.")] = 10.0,
         alpha: Annotated[ErrorRate, Field(description="SPRT false-positive rate.")] = 0.05,
         beta: Annotated[ErrorRate, Field(description="SPRT false-negative rate.")] = 0.05,
         baseline_pairs: BaselinePairs = 20,
@@ -264,7 +264,7 @@ def register(server: Any) -> None:
         target: Target = "choice",
         temperature: Temperature = 0.05,
         incumbent: Annotated[str | None, Strict(), Field(
-            description="Benchmark against (default: the promoted one).")]
+            description="Default: the promoted one.")]
         = None,
         n_pairs: Pairs = 200,
         baseline_pairs: BaselinePairs = 20,
@@ -274,7 +274,7 @@ def register(server: Any) -> None:
         max_workers: PipelineWorkers = 1,
         readiness_policy: PolicyOverrides = None,
     ) -> dict[str, Any]:
-        """The whole L0 loop: collect -> materialize -> readiness -> train -> benchmark -> promote.
+        """The L0 loop: collect, materialize, readiness, train, benchmark, promote.
 
         The whole L0 loop: collect (run_series) -> materialize -> readiness -> train -> benchmark
         against the incumbent -> promote, with a progress notification per step (stage i of 6 plus

@@ -140,18 +140,46 @@ class Services:
             return False
 
 
+def start_daemon(env: dict[str, str], log, workspace: str = "workspace.yaml") -> subprocess.Popen:
+    """``dagster-daemon run -w workspace`` in its own process group (stop it with :func:`stop_group`),
+    its output to the open file ``log``."""
+    return subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", workspace], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def grpc_health(port: int, env: dict) -> int:
+    """The exit status of ``dagster api grpc-health-check`` (the image's HEALTHCHECK) on ``port``."""
+    return subprocess.run([str(BIN / "dagster"), "api", "grpc-health-check", "-p", str(port)], env=env,
+                          capture_output=True, timeout=60).returncode
+
+
+def start_code_server(env: dict[str, str], port: int, log, timeout: float = 120) -> subprocess.Popen:
+    """``dagster code-server start`` of the project's definitions on 127.0.0.1:``port`` (the project
+    image's command) in its own process group, once its health check answers."""
+    proc = subprocess.Popen([str(BIN / "dagster"), "code-server", "start", "-h", "127.0.0.1", "-p", str(port),
+                             "-m", "extrarlhf_assets.definitions", "--location-name", "extrarlhf"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + timeout
+    while grpc_health(port, env) != 0:
+        if proc.poll() is not None or time.time() > deadline:
+            stop_group(proc)
+            raise RuntimeError(f"the code server on port {port} did not become healthy")
+        time.sleep(1)
+    return proc
+
+
 @contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path) -> Iterator[Services]:
-    """``dagster-daemon run`` and ``dagster-webserver`` on ``workspace.yaml`` with ``env`` (each in
-    its own process group, logs in ``logs/daemon.log`` and ``logs/webserver.log``), once the
-    webserver answers; stops both and everything they started at the end."""
+def dagster_services(env: dict[str, str], logs: Path, workspace: str = "workspace.yaml") -> Iterator[Services]:
+    """``dagster-daemon run`` and ``dagster-webserver`` on ``workspace`` (``workspace.yaml``: each
+    loads the code itself; ``deploy/workspace.grpc.yaml``: from a running code server) with ``env``
+    (each in its own process group, logs in ``logs/daemon.log`` and ``logs/webserver.log``), once
+    the webserver answers; stops both and everything they started at the end."""
     port = free_port()
     files = {name: open(logs / f"{name}.log", "w") for name in ("daemon", "webserver")}
     procs = []
     try:
-        procs.append(subprocess.Popen([str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"], cwd=ROOT, env=env,
-                                      stdout=files["daemon"], stderr=subprocess.STDOUT, start_new_session=True))
-        procs.append(subprocess.Popen([str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1",
+        procs.append(start_daemon(env, files["daemon"], workspace))
+        procs.append(subprocess.Popen([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1",
                                        "-p", str(port)], cwd=ROOT, env=env, stdout=files["webserver"],
                                       stderr=subprocess.STDOUT, start_new_session=True))
         url = f"http://127.0.0.1:{port}"
@@ -220,7 +248,7 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
 
 
 def launch(url: str, job: str, *, partition: str | None = None, run_config: dict | None = None,
-           assets: list[str] | None = None, with_checks: bool = True) -> str:
+           assets: list[str] | None = None, with_checks: bool = True, tags: dict[str, str] | None = None) -> str:
     """Launch a run over GraphQL as the UI does (``job`` ``__ASSET_JOB`` with ``assets`` for a
     materialization, without their separate checks if not ``with_checks``); returns its run id."""
     selector = {"repositoryLocationName": "extrarlhf", "repositoryName": "__repository__", "jobName": job}
@@ -228,8 +256,9 @@ def launch(url: str, job: str, *, partition: str | None = None, run_config: dict
         selector["assetSelection"] = [{"path": [a]} for a in assets]
         if not with_checks:
             selector["assetCheckSelection"] = []
+    tags = ({"dagster/partition": partition} if partition else {}) | (tags or {})
     params = {"selector": selector, "runConfigData": run_config or {},
-              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}] if partition else []}}
+              "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}
     out = graphql(url, LAUNCH, {"params": params})["launchRun"]
     assert out["__typename"] == "LaunchRunSuccess", out
     return out["run"]["runId"]

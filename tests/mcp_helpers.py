@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 from mcp import Client, StdioServerParameters
 
+from extrarlhf.runtime import trace_files
 from mcp_server import ENVELOPE_SCHEMA
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,4 +90,7 @@ async def play_to_the_end(checked: Checked, match_id: str, max_moves: int = 2000
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The records of a JSON-lines file; a compact trace file (``.jsonl.zst``) is decompressed."""
+    path = Path(path)
+    text = trace_files.decode(path, path.read_bytes()).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from extrarlhf.runtime.sessions import SessionStore
+from tests.trace_helpers import read_text, read_trace, write_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,12 +118,12 @@ def test_replay_reports_a_tampered_battle(tmp_path: Path) -> None:
     assert cli("collect", "--group", "t", "--battles", "2", "--sessions-dir", str(sessions)).returncode == 0
     store = SessionStore(sessions)
     victim = store.read_catalog("t")[1]["battle_id"]
-    path = store.battle_dir("t", victim) / "v5" / "actions.jsonl"
-    lines = path.read_text().splitlines()
+    battle = store.battle_dir("t", victim)
+    lines = read_text(battle, "actions.jsonl").splitlines()
     record = json.loads(lines[3])
     record["state_hash_after"] = "f" * 64
     lines[3] = json.dumps(record)
-    path.write_text("\n".join(lines) + "\n")
+    write_trace(battle, "actions.jsonl", ("\n".join(lines) + "\n").encode())
     proc = cli("replay", "--group", "t", "--sessions-dir", str(sessions))
     assert proc.returncode == 1, proc.stdout
     assert f"{victim}: DIVERGES at decision 3 (state_hash_after)" in proc.stdout
@@ -205,8 +206,8 @@ def test_replay_of_a_corrupt_trace_file_is_a_clean_error(tmp_path: Path) -> None
     sessions = tmp_path / "s"
     assert cli("collect", "--group", "c", "--battles", "1", "--sessions-dir", str(sessions)).returncode == 0
     store = SessionStore(sessions)
-    path = store.battle_dir("c", store.read_catalog("c")[0]["battle_id"]) / "v5" / "actions.jsonl"
-    path.write_bytes(path.read_bytes()[:500])  # cut inside the first record
+    battle = store.battle_dir("c", store.read_catalog("c")[0]["battle_id"])
+    write_trace(battle, "actions.jsonl", read_trace(battle, "actions.jsonl")[:500])  # cut inside the first record
     proc = cli("replay", "--group", "c", "--sessions-dir", str(sessions))
     assert "Traceback" not in proc.stderr
     assert proc.returncode in (1, 2)

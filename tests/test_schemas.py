@@ -26,6 +26,7 @@ from extrarlhf.runtime import codenames
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
+from tests.trace_helpers import read_records, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = ROOT / "extrarlhf" / "schemas"
@@ -118,7 +119,7 @@ def iter_records(root: Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
             yield "catalog_entry", f"{group.name}/catalog.jsonl:{i + 1}", entry
         for battle in sorted((group / "battles").iterdir()):
             for file_name, schema in (("meta.jsonl", "meta"), ("turns.jsonl", "turn"), ("actions.jsonl", "action")):
-                for i, record in enumerate(_jsonl(battle / "v5" / file_name)):
+                for i, record in enumerate(read_records(battle, file_name)):
                     yield schema, f"{group.name}/{battle.name}/v5/{file_name}:{i + 1}", record
 
 
@@ -267,7 +268,7 @@ def test_trace_facts_the_document_states(sessions, records):
         if name == "catalog_entry" and r["files"]:
             group = where.split("/")[0]
             for file_name, digest in r["files"].items():
-                data = (sessions / group / "battles" / r["battle_id"] / "v5" / file_name).read_bytes()
+                data = read_trace(sessions / group / "battles" / r["battle_id"], file_name)
                 assert hashlib.sha256(data).hexdigest() == digest, (where, file_name)
         if name == "meta":
             assert r["audit"]["not_a_label"] is True

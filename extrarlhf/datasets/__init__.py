@@ -20,6 +20,7 @@ confined to the datasets dir (paths.py). Modules:
 - catalog.py      ``list_datasets``, ``inspect_dataset``, ``promote_dataset``
 - offline_rl.py   ``offline_rl_episodes`` (per battle and seat) and ``export_minari``
 - card.py         ``write_dataset_card``: the Hugging Face dataset card ``<name>/README.md``
+- retention.py    ``prune_traces``: compact or delete the raw traces a valid published version holds
 
 The names below are imported lazily, so that a worker process (which needs battles.py only)
 does not pay for importing pyarrow.

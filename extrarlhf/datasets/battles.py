@@ -105,8 +105,9 @@ def _read_trace(battle_dir: Path, files: dict[str, str] | None) -> dict[str, byt
             raise Corrupt(str(exc)) from None
         expected = (files or {}).get(name)
         actual = hashlib.sha256(data).hexdigest()
-        if expected != actual:
-            raise Corrupt(f"{path}: sha256 {actual[:12]}... does not match its catalog digest "
+        if expected != actual:  # named as stored; the digest is of the plain bytes either way
+            raise Corrupt(f"{trace_files.find(path.parent, name) or path}: sha256 {actual[:12]}... (of its plain "
+                          f"bytes) does not match its catalog digest "
                           f"{str(expected)[:12]}... (the file changed after it was written)")
         out[name] = data
     return out

@@ -258,6 +258,28 @@ def _cmd_promote(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_prune_traces(args: argparse.Namespace) -> int:
+    from .retention import prune_traces
+
+    result = prune_traces(sessions_dir=args.sessions_dir, datasets_dir=args.datasets_dir, groups=args.group,
+                          keep=args.keep, dry_run=args.dry_run)
+    if args.json:
+        print_json(result)
+        return 0
+    verb = "would be" if args.dry_run else "were"
+    for row in result["groups"]:
+        size = (f"{row['bytes_before']:,} -> {row['bytes_after']:,} bytes" if row.get("bytes_after") is not None
+                else f"{row['bytes_before']:,} bytes")
+        held = f"held by {', '.join(row['datasets'])}" if row["datasets"] else "held by a published version"
+        action = {"none": "left as it is", "already_compact": "already compact"}.get(row["action"], row["action"])
+        print(f"{row['group']}: {action} ({row['covered']} of {row['traced']} traced battles {held}; {size})"
+              + (f"; {row['reason']}" if row.get("reason") else ""))
+    for skipped in result["datasets_skipped"]:
+        print(f"  dataset {skipped['dataset_id']} not counted: {skipped['reason']}")
+    print(f"{result['bytes_freed']:,} bytes {verb} freed" + ("" if args.dry_run else f"; log: {result['log']}"))
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``datasets`` command group to the CLI's subparsers."""
     datasets = sub.add_parser("datasets", help="materialize, validate, split and promote datasets")
@@ -318,3 +340,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("dataset", help="NAME (latest version), NAME/vN or @POINTER")
     p.add_argument("pointer", help="pointer name")
     p.set_defaults(func=_cmd_promote)
+    p = common(dsub.add_parser("prune-traces", help="retention: keep only compact copies of (or delete) the raw traces "
+                                                    "a validated published dataset version holds"), sessions=True)
+    p.add_argument("--group", action="append", default=None, help="a session group (repeat; default: every group)")
+    p.add_argument("--keep", choices=("compact", "none"), default="compact",
+                   help="compact (default): store covered battles as .jsonl.zst; none: delete each group that "
+                        "published versions wholly hold (other groups are only compacted)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
+    p.set_defaults(func=_cmd_prune_traces)

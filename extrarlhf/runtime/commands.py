@@ -1,14 +1,18 @@
-"""``python -m extrarlhf demo | collect | replay | sessions list|show``: battles on the command line.
+"""``python -m extrarlhf demo | collect | replay | sessions list|show|expand|compact|cat``: battles
+on the command line.
 
-``collect`` runs (or resumes) a series with V5 traces, ``replay`` re-runs recorded battles and
-compares every state hash (exit 1 when one diverges), ``sessions`` lists or shows groups, and
-``demo`` plays untraced baseline series and prints a summary.
+``collect`` runs (or resumes) a series with V5 traces (compact unless ``--plain-traces``),
+``replay`` re-runs recorded battles and compares every state hash (exit 1 when one diverges),
+``sessions`` lists or shows groups, converts a group's traces between the plain and the
+compact form (trace_forms.py) or prints one trace file's plain bytes, and ``demo`` plays
+untraced baseline series and prints a summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ..core.errors import RLHFError
@@ -17,6 +21,7 @@ from .demo import format_summary, run_demo
 from .replay import replay_battle
 from .series import run_series
 from .sessions import SessionStore
+from .trace_forms import cat_trace_file, convert_group
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -31,7 +36,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_collect(args: argparse.Namespace) -> int:
     result = run_series(args.sessions_dir, args.group, args.battles, p1_model=args.p1_model,
                         opponent=args.opponent, seed=args.seed, max_workers=args.workers, codename=args.codename,
-                        progress=ProgressLine(f"collect {args.group}"), checkpoints_dir=args.checkpoints_dir)
+                        progress=ProgressLine(f"collect {args.group}"), checkpoints_dir=args.checkpoints_dir,
+                        compact_traces=not args.plain_traces)
     summary = result["summary"]
     if args.json:
         print(json.dumps(result, indent=2))
@@ -131,6 +137,27 @@ def _cmd_sessions_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sessions_form(args: argparse.Namespace) -> int:
+    progress = ProgressLine("compact" if args.compact else "expand") if not args.json else None
+    result = convert_group(args.sessions_dir, args.group, compact=args.compact, battle=args.battle,
+                           progress=progress)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"group {args.group}: {result['converted']} of {result['battles']} battles now {result['form']} "
+              f"({result['unchanged']} already were, {len(result['skipped'])} skipped); stored trace bytes "
+              f"{result['bytes_before']:,} -> {result['bytes_after']:,}")
+        for skipped in result["skipped"][:20]:
+            print(f"  skipped {skipped['battle_id']}: {skipped['reason']}")
+    return 1 if result["skipped"] else 0
+
+
+def _cmd_sessions_cat(args: argparse.Namespace) -> int:
+    sys.stdout.buffer.write(cat_trace_file(args.path))
+    sys.stdout.flush()
+    return 0
+
+
 def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -158,6 +185,9 @@ def add_parser(sub: Any) -> None:
     collect.add_argument("--codename", default=None, help="claim this codename for the series")
     collect.add_argument("--checkpoints-dir", default="checkpoints",
                          help="checkpoint registry that model specs resolve in (default: checkpoints)")
+    collect.add_argument("--plain-traces", action="store_true",
+                         help="store turns/actions as plain .jsonl (default: .jsonl.zst, the same bytes about 17x "
+                              "smaller; `sessions expand` converts later)")
     sessions_dir(collect)
     collect.set_defaults(func=_cmd_collect)
 
@@ -177,3 +207,15 @@ def add_parser(sub: Any) -> None:
     show.add_argument("--battles", action="store_true", help="also list the battles")
     sessions_dir(show)
     show.set_defaults(func=_cmd_sessions_show)
+    for verb, compact, what in (("expand", False, "store a group's traces as plain .jsonl files (to cat, grep, split)"),
+                                ("compact", True, "store a group's traces as .jsonl.zst (the series default; about "
+                                                  "17x smaller)")):
+        form = ssub.add_parser(verb, help=what, description=what + ". Readers see the same bytes in either form; the "
+                                                                  "catalog does not change.")
+        form.add_argument("group")
+        form.add_argument("--battle", default=None, help="one battle id (default: every battle of the group)")
+        sessions_dir(form)
+        form.set_defaults(func=_cmd_sessions_form, compact=compact)
+    cat = ssub.add_parser("cat", help="print a trace file's plain JSONL, whether it is stored plain or as .zst")
+    cat.add_argument("path", help="a battle's v5/meta.jsonl, v5/turns.jsonl or v5/actions.jsonl (or its .zst name)")
+    cat.set_defaults(func=_cmd_sessions_cat)

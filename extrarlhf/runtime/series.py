@@ -25,7 +25,7 @@ from ..core.work_caps import MAX_SEARCH_SIMS_BATTLES, check_search_work, search_
 from . import codenames, ownership
 from .actors import DEFAULT_CHECKPOINTS, resolve_actor
 from .match import Match, check_seed, configuration, resolve_players
-from .sessions import FINAL_STATUSES, SessionStore, scan_catalog
+from .sessions import FINAL_STATUSES, SessionStore, iter_catalog
 
 MAX_BATTLES = 1_000_000
 MAX_WORKERS = 64
@@ -110,7 +110,7 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
                max_workers: int = 1, codename: str | None = None, progress: Progress | None = None,
                readiness: ReadinessPolicy | None = None,
                checkpoints_dir: str | os.PathLike[str] | None = None,
-               cancel: Cancel | None = None, compact_traces: bool = False) -> dict[str, Any]:
+               cancel: Cancel | None = None, compact_traces: bool = True) -> dict[str, Any]:
     """Run (or resume) a series; returns ``{"ran", "skipped", "summary", "cancelled", "repaired", ...}``.
 
     The series owns its group while it runs (a lease in ``<group>/lease.json``, see
@@ -125,9 +125,9 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
     ``max_workers`` 1 plays in this process; more uses that many worker processes, capped to
     the machine's cores (``workers`` in the result says how many ran); they exit when this
     process dies. The codename, if given, is claimed for the whole series and released at the
-    end. ``compact_traces`` stores each trace's ``turns`` and ``actions`` as zstd
-    (trace_files.py: the same bytes to every reader, about 17x smaller; opt-in for now, see
-    docs/data-format.md); the default writes plain ``.jsonl`` files. ``cancel()`` true (or the caller's :mod:`adapters.work` scope
+    end. ``compact_traces`` (default) stores each trace's ``turns`` and ``actions`` as zstd
+    (trace_files.py: the same bytes to every reader, about 17x smaller, see
+    docs/data-format.md 1.1); False writes plain ``.jsonl`` files. ``cancel()`` true (or the caller's :mod:`adapters.work` scope
     cancelled) stops the series within a decision, in worker processes too: the battles it
     finished are published, the ones it was playing stay unfinished, the lease is released,
     the summary written, and a later call resumes with what is missing. One call may ask for
@@ -192,7 +192,7 @@ def _precheck_search_work(store: SessionStore, group: str, specs: list[str], n_b
     (leniently: a damaged line is the resume's to repair) only when the cap could be exceeded."""
     if sum(search_sims(spec) for spec in specs) * n_battles <= MAX_SEARCH_SIMS_BATTLES:
         return
-    finished = {line.entry["index"] for line in scan_catalog(store.catalog_path(group))
+    finished = {line.entry["index"] for line in iter_catalog(store.catalog_path(group))
                 if line.error is None and line.entry["status"] in FINAL_STATUSES and line.entry["index"] < n_battles}
     check_series_work(specs, n_battles, len(finished))
 

@@ -218,30 +218,32 @@ def _gc_paused() -> Iterator[None]:
 def scan_catalog(path: Path) -> list[CatalogLine]:
     """Every non-blank line of a catalog file, parsed and checked (nothing raised for a bad line)."""
     with _gc_paused():
-        return _scan_catalog(path)
+        return list(iter_catalog(path))
 
 
-def _scan_catalog(path: Path) -> list[CatalogLine]:
+def iter_catalog(path: Path) -> Iterator[CatalogLine]:
+    """The lines of :func:`scan_catalog` one at a time: memory holds one line, whatever the
+    catalog's size (a group of 10^6 battles has a catalog of about a gigabyte)."""
     try:
-        data = path.read_bytes()
+        handle = open(path, "rb")
     except FileNotFoundError:
-        return []
+        return
     except IsADirectoryError:
         raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
-    pieces = data.split(b"\n")
-    if pieces and pieces[-1] == b"":
-        pieces.pop()
-        ends_clean = True
-    else:
-        ends_clean = False
-    out = []
-    for number, raw in enumerate(pieces, 1):
-        if not raw.strip():
-            continue
-        terminated = ends_clean or number < len(pieces)
-        entry, error = parse_catalog_line(path, number, raw, terminated)
-        out.append(CatalogLine(number, raw, entry, error, terminated))
-    return out
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            terminated = raw.endswith(b"\n")  # only the last line can be unterminated
+            if terminated:
+                raw = raw[:-1]
+            if not raw.strip():
+                continue
+            entry, error = parse_catalog_line(path, number, raw, terminated)
+            yield CatalogLine(number, raw, entry, error, terminated)
+
+
+def _shown(entry: dict[str, Any]) -> dict[str, Any]:
+    """A battle's latest entry as readers see it: ``started`` (no final line yet) is ``unfinished``."""
+    return {**entry, "status": "unfinished"} if entry["status"] == "started" else entry
 
 
 def _reader_error(error: RLHFError) -> RLHFError:
@@ -437,8 +439,8 @@ class SessionStore:
     def next_index(self, group: str) -> int:
         """Next free battle index of a group (callers hold the group's allocation lock): above
         every index in the catalog and every battle folder, so an index is never reused."""
-        top = max((e["index"] for e in self.read_catalog_raw(group)), default=-1)
-        for name in self._battle_folders(group):
+        top = max((e["index"] for e in self.iter_catalog_raw(group)), default=-1)
+        for name in self.battle_folders(group):
             top = max(top, int(BATTLE_ID.fullmatch(name).group(1)))  # type: ignore[union-attr]
         return top + 1
 
@@ -532,13 +534,53 @@ class SessionStore:
         """Every valid catalog line in order. A damaged line is CorruptRecord (file, line, field),
         another schema_version UnsupportedSchema; an unterminated last line that does not parse
         (an append in progress, or torn by a killed writer) is skipped."""
-        entries = []
-        for line in scan_catalog(self.catalog_path(group)):
+        return list(self.iter_catalog_raw(group))
+
+    def iter_catalog_raw(self, group: str) -> Iterator[dict[str, Any]]:
+        """:meth:`read_catalog_raw` one line at a time."""
+        for line in self._valid_lines(group):
+            yield line.entry  # type: ignore[misc]
+
+    def _valid_lines(self, group: str, upto: int | None = None) -> Iterator[CatalogLine]:
+        for line in iter_catalog(self.catalog_path(group)):
+            if upto is not None and line.number > upto:
+                return
             if line.error is None:
-                entries.append(line.entry)
+                yield line
             elif line.terminated or not isinstance(line.error, CorruptRecord):
                 raise _reader_error(line.error)
-        return entries  # type: ignore[return-value]
+
+    def latest_lines(self, group: str) -> dict[str, tuple[int, int]]:
+        """battle id -> (its index, the line number of its latest line): the catalog's fold
+        without the entries (about a hundred bytes a battle, whatever the catalog's size)."""
+        self._require_group(group)
+        with _gc_paused():
+            return {line.entry["battle_id"]: (line.entry["index"], line.number)  # type: ignore[index]
+                    for line in self._valid_lines(group)}
+
+    def entries_at(self, group: str, latest: dict[str, tuple[int, int]], battle_ids: Iterator[str] | list[str]
+                   ) -> dict[str, dict[str, Any]]:
+        """The entries (``started`` shown as ``unfinished``) of ``battle_ids`` at the lines
+        ``latest`` (from :meth:`latest_lines`) names: one pass, memory for those entries only."""
+        wanted = {latest[b][1]: b for b in battle_ids}
+        out: dict[str, dict[str, Any]] = {}
+        if not wanted:
+            return out
+        for line in self._valid_lines(group, upto=max(wanted)):
+            if line.number in wanted:
+                out[wanted[line.number]] = _shown(line.entry)  # type: ignore[arg-type]
+        return out
+
+    def iter_latest(self, group: str) -> Iterator[dict[str, Any]]:
+        """Each battle's latest entry (``started`` shown as ``unfinished``) in catalog order, in
+        two passes over the catalog: memory holds :meth:`latest_lines`, not the entries. Lines
+        appended after the first pass are not seen (a consistent snapshot)."""
+        latest = {number for _, number in self.latest_lines(group).values()}
+        if not latest:
+            return
+        for line in self._valid_lines(group, upto=max(latest)):
+            if line.number in latest:
+                yield _shown(line.entry)  # type: ignore[arg-type]
 
     def read_catalog(self, group: str) -> list[dict[str, Any]]:
         """One entry per battle (its latest line), ``started`` shown as ``unfinished``; by index."""
@@ -548,14 +590,9 @@ class SessionStore:
     def _read_catalog(self, group: str) -> list[dict[str, Any]]:
         self._require_group(group)
         folded: dict[str, dict[str, Any]] = {}
-        for entry in self.read_catalog_raw(group):
+        for entry in self.iter_catalog_raw(group):  # folded as read: a battle's started line is dropped
             folded[entry["battle_id"]] = entry
-        out = []
-        for entry in folded.values():
-            if entry["status"] == "started":
-                entry = {**entry, "status": "unfinished"}
-            out.append(entry)
-        return sorted(out, key=lambda e: (e["index"], e["battle_id"]))
+        return sorted(map(_shown, folded.values()), key=lambda e: (e["index"], e["battle_id"]))
 
     def battles(self, group: str, statuses: tuple[str, ...] = FINAL_STATUSES) -> Iterator[BattleRef]:
         """Battles of a group with a trace on disk (by default every final status), lazily."""
@@ -572,15 +609,16 @@ class SessionStore:
         raise NotFound(f"battle {battle_id!r} is not in group {group!r}")
 
     def compute_summary(self, group: str, policy: ReadinessPolicy | None = None) -> dict[str, Any]:
-        """Aggregates of a group, recomputed from its catalog."""
-        entries = self.read_catalog(group)
+        """Aggregates of a group, recomputed from its catalog (streamed: :meth:`iter_latest`)."""
+        battles = 0
         by_status = {s: 0 for s in (*FINAL_STATUSES, "unfinished")}
         results = {"p1_wins": 0, "draws": 0, "p2_wins": 0}
         decisions = degraded = warnings = peeked = eligible = eligible_decisions = 0
         hashes: set[str] = set()
         decks: set[str] = set()
         tags: dict[str, int] = {}
-        for e in entries:
+        for e in self.iter_latest(group):
+            battles += 1
             by_status[e["status"]] = by_status.get(e["status"], 0) + 1
             if e["status"] not in FINAL_STATUSES:
                 continue
@@ -602,10 +640,10 @@ class SessionStore:
             "schema_version": SESSIONS_SCHEMA_VERSION,
             "group": group,
             "updated_at": utc_now(),
-            "battles": len(entries),
+            "battles": battles,
             "by_status": by_status,
             "results": results,
-            "battle_tags": tags,
+            "battle_tags": dict(sorted(tags.items())),
             "decisions": decisions,
             "degraded": degraded,
             "policy_warnings": warnings,
@@ -616,7 +654,7 @@ class SessionStore:
         }
 
     # ------------------------------------------------------------------ traces -> catalog lines
-    def _battle_folders(self, group: str) -> list[str]:
+    def battle_folders(self, group: str) -> list[str]:
         """Names of the battle folders of a group (temp folders and stray names left out)."""
         try:
             with os.scandir(self.battles_path(group)) as entries:
@@ -651,6 +689,7 @@ class SessionStore:
         CorruptRecord / IntegrityError (file, line, field) and nothing is rebuilt."""
         v5 = self.battle_dir(group, battle_id) / "v5"
         data: dict[str, bytes] = {}
+        shown = {name: trace_files.find(v5, name) or v5 / name for name in TRACE_FILES}  # the stored files
         for name in TRACE_FILES:
             try:
                 data[name] = trace_files.read(v5, name)
@@ -676,7 +715,7 @@ class SessionStore:
                                  f"give battle id {battle_id!r}")
         result = meta["result"]
         final_hash = result["final_state_hash"]
-        actions_path = v5 / "actions.jsonl"
+        actions_path = shown["actions.jsonl"]  # a compact file's line numbers are of its plain bytes
         actions = self._trace_records(actions_path, data["actions.jsonl"])
         if len(actions) != result["decisions"]:
             raise IntegrityError(f"{actions_path}: {len(actions)} decision records, but {meta_path} field "
@@ -688,7 +727,7 @@ class SessionStore:
         if actions and actions[-1].get("state_hash_after") != final_hash:
             raise IntegrityError(f"{actions_path} line {len(actions)}: field 'state_hash_after' is not the final "
                                  f"state hash recorded in {meta_path}")
-        turns_path = v5 / "turns.jsonl"
+        turns_path = shown["turns.jsonl"]
         turns = self._trace_records(turns_path, data["turns.jsonl"])
         if not turns or any(t.get("battle_id") != battle_id for t in turns):
             raise IntegrityError(f"{turns_path}: no turn records, or records of another battle")
@@ -740,7 +779,7 @@ class SessionStore:
                 folded[line.entry["battle_id"]] = line.entry
                 numbers[line.entry["battle_id"]] = line.number
                 seen.setdefault(line.entry["battle_id"], []).append(line.entry)
-        on_disk = set(self._battle_folders(group))
+        on_disk = set(self.battle_folders(group))
         battles = self.battles_path(group)
         for battle_id, entry in folded.items():
             if entry["status"] not in FINAL_STATUSES or (battle_id in on_disk and not hashes):
@@ -807,7 +846,7 @@ class SessionStore:
         except (CorruptRecord, IntegrityError, UnsupportedSchema) as exc:
             rebuilt, error = None, exc
         for name in TRACE_FILES:
-            file = folder / "v5" / name
+            file = trace_files.find(folder / "v5", name) or folder / "v5" / name
             state = "is missing"
             if rebuilt is not None:
                 digest = rebuilt["files"][name]
@@ -818,7 +857,6 @@ class SessionStore:
                     digest = None
                 except trace_files.CompactFileError:
                     digest, state = None, "is stored compact but does not decompress"
-                    file = file.with_name(name + trace_files.SUFFIX)
             if digest != entry["files"][name]:
                 if digest is not None:
                     state = "does not match the sha256 in its catalog line"
@@ -998,7 +1036,7 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
     manifest, catalog = store.manifest_path(group), store.catalog_path(group)
     found: list[dict[str, Any]] = []
     if not manifest.is_file():
-        if catalog.exists() or store._battle_folders(group):
+        if catalog.exists() or store.battle_folders(group):
             found.append(problem(group, manifest, None, None, CorruptRecord.code,
                                  f"{manifest} is missing but the folder holds battles; restore it from a backup",
                                  False))

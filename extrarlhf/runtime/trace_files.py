@@ -6,9 +6,9 @@ A trace is ``v5/meta.jsonl``, ``v5/turns.jsonl`` and ``v5/actions.jsonl`` (DESIG
 xxhash checksum); ``meta.jsonl`` (one short record, read by every listing) stays plain. What a
 reader gets is the same bytes either way: the catalog's sha256 digests are of the plain bytes,
 so checks, repairs, replays and datasets are the same for both forms, and ``zstd -d`` or
-``zstdcat`` gives back the plain file. Series write the compact form when asked
-(``run_series(..., compact_traces=True)``; not yet the default: issue 50); one-by-one battles
-(MCP, the arena) stay plain. :func:`expand_battle` and :func:`compact_battle` convert
+``zstdcat`` gives back the plain file. Series write the compact form by default
+(``run_series(..., compact_traces=False)`` writes plain files); one-by-one battles (MCP, the
+arena) stay plain. :func:`expand_battle` and :func:`compact_battle` convert
 a battle's folder in place, one file at a time by an atomic rename (a reader sees one whole
 form of each file; a killed conversion leaves both forms of one file, identical, and the
 plain one is read).

@@ -26,6 +26,7 @@ from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
 from mcp_server import build_server
 from tests import onnx_factory as f
+from tests.trace_helpers import read_trace
 from tests.adapters.test_adapters import sample_states
 from tests.mcp_helpers import Checked, read_jsonl
 
@@ -307,7 +308,7 @@ def test_a_normal_model_series_is_the_same_with_or_without_the_limit(tmp_path, c
         assert ref.meta()["policy_warnings"] == []
         other = b.battle("g", ref.battle_id)
         for name in ("actions.jsonl", "turns.jsonl"):
-            assert (ref.path / "v5" / name).read_bytes() == (other.path / "v5" / name).read_bytes()
+            assert read_trace(ref.path, name) == read_trace(other.path, name)
 
 
 def test_an_llm_battle_against_a_spinning_opponent_answers(tmp_path, checkpoints):

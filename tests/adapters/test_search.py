@@ -26,6 +26,7 @@ from extrarlhf.runtime.sessions import SessionStore
 from mcp_server import build_server
 from tests import onnx_factory
 from tests.mcp_helpers import Checked, read_jsonl
+from tests.trace_helpers import read_records
 from tests.test_schemas import errors as schema_errors
 
 
@@ -232,7 +233,7 @@ def test_a_series_with_the_search_is_deterministic(tmp_path):
         for entry in store.read_catalog(group):
             if entry["status"] != "finished":
                 continue
-            actions = read_jsonl(store.battle_dir(group, entry["battle_id"]) / "v5" / "actions.jsonl")
+            actions = read_records(store.battle_dir(group, entry["battle_id"]), "actions.jsonl")
             assert {r["actor"]["spec"] for r in actions if r["player"] == 1} == {"search:baseline:greedy?sims=4"}
             battles.append([(r["action_id"], r["policy"]) for r in actions])
         out.append(battles)
@@ -286,7 +287,7 @@ def test_a_labelling_series_records_the_play_policy_and_is_schema_valid(tmp_path
     differs = 0
     for entry in store.read_catalog("dagger"):
         folder = store.battle_dir("dagger", entry["battle_id"]) / "v5"
-        meta, actions = read_jsonl(folder / "meta.jsonl")[0], read_jsonl(folder / "actions.jsonl")
+        meta, actions = read_jsonl(folder / "meta.jsonl")[0], read_records(folder, "actions.jsonl")
         assert meta["actors"]["p1"]["search"]["play"] == {"spec": name, "kind": "v5", "weights_hash": weights}
         assert schema_errors("meta", meta) == []
         assert [e for r in actions for e in schema_errors("action", r)] == []

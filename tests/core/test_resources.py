@@ -36,6 +36,7 @@ from extrarlhf.runtime.sessions import SessionStore
 from mcp_server.envelope import from_exception
 from tests import onnx_factory
 from tests.datasets_helpers import GREEDY, RANDOM, copy_sessions, expect_error, shared_sessions
+from tests.trace_helpers import read_trace, write_trace
 
 
 # --------------------------------------------------------------------------- real tmpfs mounts
@@ -350,8 +351,8 @@ def no_descriptor_growth() -> Iterator[list]:
 def test_failing_materializations_leak_no_descriptor(tmp_path: Path) -> None:
     sessions = copy_sessions(tmp_path / "sessions")
     victim = list(SessionStore(sessions).battles(GREEDY))[3]
-    actions = victim.path / "v5" / "actions.jsonl"
-    actions.write_bytes(actions.read_bytes().replace(b'"turn":1,', b'"turn":2,', 1))  # no longer its catalog digest
+    write_trace(victim.path, "actions.jsonl",  # no longer its catalog digest
+                read_trace(victim.path, "actions.jsonl").replace(b'"turn":1,', b'"turn":2,', 1))
     datasets = tmp_path / "datasets"
     with no_descriptor_growth() as kept:
         for i in range(30):

@@ -18,6 +18,7 @@ import engine
 from extrarlhf.datasets import list_datasets, materialize_v5_dataset, validate_dataset
 from extrarlhf.datasets.tables import SCHEMAS
 from extrarlhf.runtime.sessions import SessionStore
+from tests.trace_helpers import read_trace, write_trace
 from tests.datasets_helpers import (GREEDY, HUMAN, RANDOM, copy_sessions, expect_error, read_manifest, sha256,
                                     shared_sessions)
 
@@ -200,8 +201,8 @@ def test_a_tampered_trace_stops_the_materialization(tmp_path: Path) -> None:
     sessions = copy_sessions(tmp_path / "sessions")
     store = SessionStore(sessions)
     victim = list(store.battles(GREEDY))[3]
-    actions = victim.path / "v5" / "actions.jsonl"
-    actions.write_bytes(actions.read_bytes().replace(b'"turn":1,', b'"turn":2,', 1))
+    actions = write_trace(victim.path, "actions.jsonl",
+                          read_trace(victim.path, "actions.jsonl").replace(b'"turn":1,', b'"turn":2,', 1))
     datasets = tmp_path / "datasets"
     err = expect_error("integrity_error", materialize_v5_dataset, [GREEDY], "t", sessions_dir=sessions,
                        datasets_dir=datasets)
@@ -221,16 +222,16 @@ def test_an_illegal_recorded_action_is_an_integrity_error(tmp_path: Path) -> Non
     sessions = copy_sessions(tmp_path / "sessions")
     store = SessionStore(sessions)
     victim = list(store.battles(GREEDY))[0]
-    path = victim.path / "v5" / "actions.jsonl"
-    lines = path.read_bytes().splitlines(keepends=True)
+    lines = read_trace(victim.path, "actions.jsonl").splitlines(keepends=True)
     record = json.loads(lines[0])
     bad = next(a for a in range(engine.ACTION_SPACE_SIZE) if a not in [x["action_id"] for x in record["legal_actions"]])
     lines[0] = lines[0].replace(f'"action_id":{record["action_id"]},"action"'.encode(),
                                 f'"action_id":{bad},"action"'.encode(), 1)
-    path.write_bytes(b"".join(lines))
-    # re-record the digest, as a buggy writer would have
+    write_trace(victim.path, "actions.jsonl", b"".join(lines))
+    # re-record the digest (of the plain bytes), as a buggy writer would have
     catalog = store.group_dir(GREEDY) / "catalog.jsonl"
-    text = catalog.read_text().replace(victim.entry["files"]["actions.jsonl"], sha256(path))
+    text = catalog.read_text().replace(victim.entry["files"]["actions.jsonl"],
+                                       hashlib.sha256(b"".join(lines)).hexdigest())
     catalog.write_text(text)
     err = expect_error("integrity_error", materialize_v5_dataset, [GREEDY], "t", sessions_dir=sessions,
                        datasets_dir=tmp_path / "datasets")
@@ -278,13 +279,14 @@ def test_the_document_names_every_column_manifest_field_and_failure_code(built) 
 
 def _rewrite(store: SessionStore, victim, name: str, edit) -> Path:
     """Rewrite one trace file of ``victim`` with ``edit(lines) -> lines`` and re-record its
-    digest in the catalog, as a buggy writer would have: the bytes match, the content is wrong."""
-    path = victim.path / "v5" / name
-    old = sha256(path)
-    path.write_bytes(b"".join(edit(path.read_bytes().splitlines(keepends=True))))
+    digest in the catalog, as a buggy writer would have: the bytes match, the content is wrong.
+    Returns the file's logical path (messages about its records name it, with plain line numbers)."""
+    old = hashlib.sha256(read_trace(victim.path, name)).hexdigest()
+    data = b"".join(edit(read_trace(victim.path, name).splitlines(keepends=True)))
+    write_trace(victim.path, name, data)
     catalog = store.group_dir(GREEDY) / "catalog.jsonl"
-    catalog.write_text(catalog.read_text().replace(old, sha256(path)))
-    return path
+    catalog.write_text(catalog.read_text().replace(old, hashlib.sha256(data).hexdigest()))
+    return victim.path / "v5" / name
 
 
 def _second_line(change):

@@ -7,6 +7,7 @@ import dagster as dg
 from extrarlhf.policies.promotion import read_promoted
 from extrarlhf.runtime.sessions import SessionStore
 from tests.dagster_helpers import checks_of, loop_config, materialized, metadata, resources, run_loop
+from tests.trace_helpers import read_trace, write_trace
 
 ALL_ASSETS = {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
               "promoted_policy", "policy_ladder"}
@@ -213,10 +214,8 @@ def test_trace_integrity_fails_on_a_tampered_trace(tmp_path):
     run_series(tmp_path / "sessions", "tampered", 3, seed=2, checkpoints_dir=tmp_path / "checkpoints")
     store = SessionStore(tmp_path / "sessions")
     battle = next(store.battles("tampered"))
-    actions = battle.path / "v5" / "actions.jsonl" if hasattr(battle, "path") else None
-    if actions is None:
-        actions = store.battle_dir("tampered", battle.battle_id) / "v5" / "actions.jsonl"
-    actions.write_bytes(actions.read_bytes() + b"\n")
+    folder = store.battle_dir("tampered", battle.battle_id)
+    write_trace(folder, "actions.jsonl", read_trace(folder, "actions.jsonl") + b"\n")
     instance.add_dynamic_partitions("session_groups", ["tampered"])
     job = defs.resolve_job_def("campaign_loop")
     result = job.execute_in_process(instance=instance, partition_key="tampered", resources=res,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from extrarlhf.production import gate
-from tests.dagster_helpers import graphql, stop_group
+from tests.dagster_helpers import graphql, grpc_health, stop_group
 from tests.servers import free_port, wait_http
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,11 +29,6 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $pa
   ... on RunConfigValidationInvalid { errors { message } } } }"""
 RUN = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status
   stepStats { stepKey status } } } }"""
-
-
-def _health(port: int, env: dict) -> int:
-    return subprocess.run([str(BIN / "dagster"), "api", "grpc-health-check", "-p", str(port)], env=env,
-                          capture_output=True, timeout=60).returncode
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +53,7 @@ def grpc_deployment(tmp_path_factory):
              "-m", "extrarlhf_assets.definitions", "--location-name", "extrarlhf"],
             cwd=ROOT, env=env, stdout=logs["code_server"], stderr=subprocess.STDOUT, start_new_session=True))
         deadline = time.time() + 120
-        while _health(grpc_port, env) != 0:
+        while grpc_health(grpc_port, env) != 0:
             assert procs[0].poll() is None, (tmp / "code_server.log").read_text()[-3000:]
             assert time.time() < deadline, "the code server did not become healthy"
             time.sleep(1)
@@ -100,7 +95,7 @@ def test_the_webserver_loads_the_location_from_the_code_server(grpc_deployment):
     served = {dg.AssetKey(a["assetKey"]["path"]) for a in repo["assetNodes"]}
     assert served == set(expected.asset_graph.get_all_asset_keys()) and len(served) >= 10
     # the image's HEALTHCHECK command against the same server
-    assert _health(grpc_deployment["grpc_port"], grpc_deployment["env"]) == 0
+    assert grpc_health(grpc_deployment["grpc_port"], grpc_deployment["env"]) == 0
 
 
 def test_a_run_launched_through_the_grpc_location_succeeds(grpc_deployment):

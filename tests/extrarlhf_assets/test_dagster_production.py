@@ -410,6 +410,15 @@ def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeyp
     assert "production_unavailable" in failures["production_v5_export"] and "127.0.0.1" not in str(failures)
     # an unreachable database is transient: retried (twice) before the step fails
     assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events) == 2
+    # the run-failure alert says what was retried, with the project's error code, not "Exceeded max_retries"
+    from extrarlhf_assets.defs.operations.sensors import failure_alert
+
+    context = dg.build_run_status_sensor_context(
+        sensor_name="run_failure_alert", dagster_event=result.get_run_failure_event(), dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(result.run_id)).for_run_failure()
+    error = failure_alert(context, retry_wait_s=0)["error"]
+    assert error.startswith("production_v5_export: [production_unavailable] ") and error.endswith(" (after 2 retries)")
+    assert "max_retries" not in error and "down-pw" not in error and "127.0.0.1" not in error
 
     # a bad cut-off is a definite error: said clearly, never retried
     result = _run(instance, _resources(tmp_path), only="production_v5_export",

@@ -310,6 +310,29 @@ def test_the_compose_file_validates_and_matches_the_docker_instance(monkeypatch,
     assert built.image == "extrarlhf:0.1.0"
 
 
+def test_the_local_instance_launches_with_a_worker_health_check(tmp_path, monkeypatch):
+    """deploy/dagster.yaml's launcher is ExtraRLHF's (issue 52): run monitoring can fail a run whose
+    worker died with its daemon or code server, and a run dequeued while the code server restarts
+    goes back to the queue instead of failing."""
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster._serdes import ConfigurableClassData
+
+    from extrarlhf_assets.launcher import WorkerCheckingRunLauncher
+
+    for var in ("DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_HOST", "DAGSTER_PG_DB"):
+        monkeypatch.setenv(var, "x")
+    monkeypatch.setenv("DAGSTER_PG_PORT", "5432")
+    shutil.copyfile(ROOT / "deploy" / "dagster.yaml", tmp_path / "dagster.yaml")
+    config, _ = dagster_instance_config(str(tmp_path))
+    built = ConfigurableClassData(config["run_launcher"]["module"], config["run_launcher"]["class"],
+                                  yaml.safe_dump(config["run_launcher"]["config"])).rehydrate(object)
+    assert type(built) is WorkerCheckingRunLauncher and built.supports_check_run_worker_health
+    assert built.code_server_grace_seconds == 60
+    assert config["run_monitoring"]["enabled"] and config["run_monitoring"]["poll_interval_seconds"] <= 30
+    queue = config["run_coordinator"]["config"]
+    assert queue["max_user_code_failure_retries"] * queue["user_code_failure_retry_delay"] >= built.code_server_grace_seconds
+
+
 def test_the_hand_written_kubernetes_instance_is_gone():
     assert not (ROOT / "deploy" / "dagster.k8s.yaml").exists()
     mentions = [p for p in [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "deploy").rglob("*")]

@@ -23,6 +23,7 @@ from extrarlhf.policies.promotion import POINTER, promote_checkpoint
 from extrarlhf.runtime.series import run_series
 from tests.policies.test_promotion import _pass_vs_random
 from tests.test_schemas import VALIDATORS
+from tests.trace_helpers import read_text
 from tests.training_helpers import copy_datasets, train_small
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,8 @@ def _split_lines(path: Path, out: Path) -> list[Path]:
     file, named by its 0-based line number."""
     out.mkdir(parents=True, exist_ok=True)
     files = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+    text = read_text(path.parent, path.name) if path.parent.name == "v5" else path.read_text(encoding="utf-8")
+    for i, line in enumerate(text.splitlines()):
         files.append(out / f"{path.stem}-{i:06d}.json")
         files[-1].write_text(line, encoding="utf-8")
     return files

@@ -26,7 +26,7 @@ TOOLS = {"ping", "start_battle", "get_state", "legal_actions", "submit_action", 
          "train_policy", "benchmark_models", "promote_checkpoint", "rollback_promotion", "promotion_status",
          "policy_ladder", "run_pipeline", "production_status", "export_production_v5_dataset", "export_timestamp_dataset",
          "check_data", "export_returnclock_dataset", "split_returnclock_training_dataset",
-         "preference_task", "submit_preference", "list_preferences", "preference_judges"}
+         "preference_task", "submit_preference", "list_preferences", "preference_judges", "prune_traces"}
 
 
 @pytest.fixture

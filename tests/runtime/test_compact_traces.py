@@ -92,3 +92,58 @@ def test_compact_traces_must_be_a_boolean(tmp_path) -> None:
     with pytest.raises(InvalidArgument, match="compact_traces must be true or false, got 'yes'"):
         run_series(tmp_path, "g", 1, compact_traces="yes")  # type: ignore[arg-type]
     assert not (tmp_path / "g").exists()
+
+
+def test_a_group_expands_and_compacts_back_with_its_catalog_unchanged(tmp_path) -> None:
+    import shutil
+
+    from extrarlhf.runtime.trace_forms import convert_group
+
+    root = tmp_path / "s"
+    run_series(root, "g", 3, seed=5)
+    store = SessionStore(root)
+    catalog = (root / "g" / "catalog.jsonl").read_bytes()
+    before = _files(store, "g")
+    expanded = convert_group(root, "g", compact=False)
+    assert (expanded["converted"], expanded["files"], expanded["skipped"]) == (3, 6, [])
+    assert expanded["bytes_after"] > 5 * expanded["bytes_before"]
+    assert all(not trace_files.is_compact(b.path / "v5") for b in store.battles("g"))
+    assert _files(store, "g") == before and check_sessions(root) == []
+    again = convert_group(root, "g", compact=False)
+    assert (again["converted"], again["unchanged"]) == (0, 3)
+    # a damaged battle is reported and left as it is; the others convert
+    victim = next(store.battles("g"))
+    (victim.path / "v5" / "actions.jsonl").unlink()
+    (victim.path / "v5" / "actions.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd garbage")
+    packed = convert_group(root, "g", compact=True)
+    assert packed["converted"] == 2 and [s["battle_id"] for s in packed["skipped"]] == [victim.battle_id]
+    assert "not an intact trace" in packed["skipped"][0]["reason"]
+    assert (victim.path / "v5" / "turns.jsonl").is_file()  # nothing of the damaged battle was rewritten
+    assert (root / "g" / "catalog.jsonl").read_bytes() == catalog
+    shutil.rmtree(victim.path)
+
+
+def test_the_cli_cats_expands_and_refuses_what_is_not_a_trace(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = tmp_path / "s"
+    run_series(root, "g", 2, seed=6)
+    battle = next(SessionStore(root).battles("g"))
+    plain = trace_files.read(battle.path / "v5", "actions.jsonl")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "extrarlhf", *args], capture_output=True, timeout=300,
+                              cwd=Path(__file__).resolve().parents[2])
+
+    for name in ("actions.jsonl", "actions.jsonl.zst"):
+        done = cli("sessions", "cat", str(battle.path / "v5" / name))
+        assert done.returncode == 0 and done.stdout == plain, done.stderr
+    done = cli("sessions", "expand", "g", "--sessions-dir", str(root))
+    assert done.returncode == 0 and b"2 of 2 battles now plain" in done.stdout, done.stderr
+    assert (battle.path / "v5" / "actions.jsonl").read_bytes() == plain
+    refused = cli("sessions", "cat", str(battle.path / "v5" / "notes.txt"))
+    assert refused.returncode == 2 and b"is not a trace file" in refused.stderr and b"Traceback" not in refused.stderr
+    missing = cli("sessions", "compact", "nope", "--sessions-dir", str(root))
+    assert missing.returncode == 2 and b"not_found" in missing.stderr

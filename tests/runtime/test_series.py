@@ -18,12 +18,13 @@ import pytest
 
 import engine
 from extrarlhf.core.errors import RLHFError
-from extrarlhf.runtime import codenames
+from extrarlhf.runtime import codenames, trace_files
 from extrarlhf.runtime.codenames import CodenameError
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.series import CHUNK, run_series, series_seed
 from extrarlhf.runtime.sessions import FINAL_STATUSES, TRACE_FILES, SessionStore, battle_id_for
+from tests.trace_helpers import all_traces, read_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,8 +56,7 @@ def expect_error(code: str, fn, *args, **kwargs) -> RLHFError:
 
 
 def trace_bytes(store: SessionStore, group: str, battle_id: str) -> dict[str, bytes]:
-    v5 = store.battle_dir(group, battle_id) / "v5"
-    return {name: (v5 / name).read_bytes() for name in TRACE_FILES}
+    return all_traces(store.battle_dir(group, battle_id))
 
 
 def meta_without_audit(data: bytes) -> dict[str, Any]:
@@ -372,9 +372,11 @@ def test_sigkill_mid_series_leaves_a_readable_resumable_group(tmp_path: Path, wo
         if child.name.startswith(".tmp-"):
             continue
         assert child.name in known, f"unexpected folder {child.name}"
-        assert sorted(p.name for p in (child / "v5").iterdir()) == sorted(TRACE_FILES)
+        # a series stores turns and actions compact (trace_files.py), meta plain
+        assert sorted(p.name for p in (child / "v5").iterdir()) == sorted(
+            trace_files.stored_name(name, True) for name in TRACE_FILES)
         for name in TRACE_FILES:
-            for line in (child / "v5" / name).read_text(encoding="utf-8").splitlines():
+            for line in read_text(child, name).splitlines():
                 json.loads(line)
     for e in finished:
         assert (root / group / "battles" / e["battle_id"]).is_dir()

@@ -19,6 +19,7 @@ from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import TRACE_FILES, SessionStore, check_sessions
+from tests.trace_helpers import read_trace, trace_path, write_trace
 from tests import onnx_factory
 
 SPECS = {"p1_model": "baseline:random", "opponent": "baseline:random"}
@@ -53,8 +54,8 @@ def final_line_number(lines: list[str], battle_index: int) -> int:
 
 def trace_state(root: Path, group: str, battle_id: str) -> dict[str, tuple[bytes, int]]:
     """Bytes and inode of each trace file (an inode change means the file was rewritten)."""
-    v5 = root / group / "battles" / battle_id / "v5"
-    return {name: ((v5 / name).read_bytes(), os.stat(v5 / name).st_ino) for name in TRACE_FILES}
+    battle = root / group / "battles" / battle_id
+    return {name: (read_trace(battle, name), os.stat(trace_path(battle, name)).st_ino) for name in TRACE_FILES}
 
 
 def series(root: Path, group: str = "g", n: int = 4, **kw: Any) -> dict[str, Any]:
@@ -329,8 +330,8 @@ def test_a_damaged_trace_without_its_final_line_stops_the_resume_with_the_reason
     number = final_line_number(lines, 2)
     lines[number - 1] = "{garbage"
     write_lines(root, "g", lines)
-    actions = root / "g" / "battles" / battle_id / "v5" / "actions.jsonl"
-    actions.write_bytes(actions.read_bytes()[:-200])  # the trace is damaged too
+    battle = root / "g" / "battles" / battle_id
+    actions = write_trace(battle, "actions.jsonl", read_trace(battle, "actions.jsonl")[:-200])  # damaged too
     catalog, trace = (root / "g" / "catalog.jsonl").read_bytes(), actions.read_bytes()
     error = expect_error("corrupt_record", series, root)
     message = str(error)
@@ -354,8 +355,8 @@ def test_check_sessions_reports_modified_and_missing_traces_and_never_repairs_th
     series(root, n=3)
     store = SessionStore(root)
     entries = store.read_catalog("g")
-    turns = root / "g" / "battles" / entries[0]["battle_id"] / "v5" / "turns.jsonl"
-    turns.write_bytes(turns.read_bytes().replace(b'"turn":1', b'"turn":9', 1))
+    battle = root / "g" / "battles" / entries[0]["battle_id"]
+    turns = write_trace(battle, "turns.jsonl", read_trace(battle, "turns.jsonl").replace(b'"turn":1', b'"turn":9', 1))
     missing = root / "g" / "battles" / entries[2]["battle_id"]
     missing.rename(tmp_path / "elsewhere")
     problems = check_sessions(root, repair=True)

@@ -1,0 +1,135 @@
+"""How a session group's tools scale with its size; prints one JSON object.
+
+    .venv/bin/python -m benchmarks.group_scale [--sizes 1000,10000] [--workers 1] [--dir DIR] [--plain-traces]
+
+One group (``baseline:greedy`` vs ``baseline:random``, the cheapest battles, as issue 50 allows
+for size figures) grows through ``--sizes``: each size is reached by resuming the same series.
+At each size, every step runs in a fresh subprocess (so its peak RSS is its own) and reports
+wall seconds, CPU seconds (the process and its worker processes) and peak RSS:
+
+- ``collect``: the series resumed from the previous size to this one (``max_workers``);
+- ``resume_noop``: the same call again with nothing left to play (reconcile + catalog fold);
+- ``list_sessions``: the MCP tool's core (``list_groups``, each group's manifest and ``summary.json``);
+- ``inspect_session``: manifest, summary and the first catalog page (the MCP tool's core);
+- ``check``: ``check_sessions`` with every trace file's sha256 (``extrarlhf check``);
+- ``materialize``: ``materialize_v5_dataset`` of the whole group (default workers).
+
+plus the group's disk bytes (all files) and per battle. ``--dir`` keeps the sessions and
+datasets (default: a temp dir removed at the end). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUP = "scale"
+
+
+def _cpu() -> float:
+    self_, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact: bool) -> dict[str, Any]:
+    from extrarlhf.runtime.series import run_series
+    from extrarlhf.runtime.sessions import SessionStore, check_sessions
+
+    store = SessionStore(sessions)
+    cpu0, t0 = _cpu(), time.perf_counter()
+    out: dict[str, Any] = {}
+    if kind in ("collect", "resume_noop"):
+        result = run_series(sessions, GROUP, n, p1_model="baseline:greedy", opponent="baseline:random", seed=0,
+                            max_workers=workers, compact_traces=compact)
+        out["ran"] = result["ran"]
+    elif kind == "list_sessions":  # as the MCP tool: each group's manifest and summary.json
+        rows = [(store.read_manifest(g), store.read_summary(g)["battles"]) for g in store.list_groups()]
+        out["battles"] = sum(n for _, n in rows)
+    elif kind == "inspect_session":  # as the MCP tool: the fold without entries, one page read, the summary
+        store.read_manifest(GROUP)
+        latest = store.latest_lines(GROUP)
+        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
+        out["catalog_total"] = len(keys)
+        out["page"] = len(store.entries_at(GROUP, latest, [b for _, b in keys[:10]]))
+        store.compute_summary(GROUP)
+    elif kind == "check":
+        out["problems"] = len(check_sessions(sessions))
+    elif kind == "materialize":
+        from extrarlhf.datasets.materialize import materialize_v5_dataset
+
+        result = materialize_v5_dataset([GROUP], GROUP, sessions_dir=sessions, datasets_dir=datasets, overwrite=True,
+                                        version=1)
+        out["decisions"] = result["row_counts"]["decisions"]
+    out.update(seconds=round(time.perf_counter() - t0, 3), cpu_seconds=round(_cpu() - cpu0, 3),
+               peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+               peak_rss_mb_workers=round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1))
+    return out
+
+
+def _run(kind: str, sessions: Path, datasets: Path, n: int, workers: int, compact: bool) -> dict[str, Any]:
+    """One step in a fresh process; ``process_cpu_seconds``: that process and every process it
+    waited for (its workers), start-up and imports included."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = kids.ru_utime + kids.ru_stime
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.group_scale", "--child", kind, str(sessions),
+                           str(datasets), str(n), str(workers), "1" if compact else "0"],
+                          cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {**json.loads(proc.stdout), "process_cpu_seconds": round(kids.ru_utime + kids.ru_stime - before, 3)}
+
+
+def _disk(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,10000", help="group sizes, increasing, comma-separated")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="series workers (default 1: in process, so the CPU figures hold all the work; more "
+                             "workers are not counted in the CPU figures)")
+    parser.add_argument("--dir", default=None, help="keep the sessions and datasets here (default: a temp dir)")
+    parser.add_argument("--plain-traces", action="store_true", help="collect plain .jsonl (default: compact)")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, sessions, datasets, n, workers, compact = args.child
+        print(json.dumps(_step(kind, sessions, datasets, int(n), int(workers), compact == "1")))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="bench-scale-")
+    base = Path(args.dir or tmp.name)  # type: ignore[union-attr]
+    sessions, datasets = base / "sessions", base / "datasets"
+    rows = []
+    try:
+        for n in sizes:
+            row: dict[str, Any] = {"battles": n}
+            for kind in ("collect", "resume_noop", "list_sessions", "inspect_session", "check", "materialize"):
+                print(f"[group_scale] {n:,} battles: {kind}", file=sys.stderr, flush=True)
+                row[kind] = _run(kind, sessions, datasets, n, args.workers, not args.plain_traces)
+            row["group_disk_bytes"] = _disk(sessions / GROUP)
+            row["group_disk_bytes_per_battle"] = row["group_disk_bytes"] // n
+            row["dataset_disk_bytes"] = _disk(datasets / GROUP / "v1")
+            rows.append(row)
+            print(f"[group_scale] {json.dumps(row)}", file=sys.stderr, flush=True)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    print(json.dumps({"benchmark": "group_scale", "python": platform.python_version(), "cpus": os.cpu_count(),
+                      "matchup": "baseline:greedy vs baseline:random", "workers": args.workers,
+                      "traces": "plain" if args.plain_traces else "compact", "load_average": os.getloadavg(),
+                      "sizes": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
