@@ -27,6 +27,7 @@ from mcp_server import build_server
 from tests.adapters.test_search import _mid_battle, _records, _same_view_other_hidden_cards
 from tests.mcp_helpers import Checked, read_jsonl
 from tests.test_schemas import errors as schema_errors
+from tests.trace_helpers import read_records
 
 
 @pytest.fixture
@@ -203,7 +204,7 @@ def test_a_series_with_the_guided_search_is_deterministic_and_records_its_proven
         battles = []
         for entry in store.read_catalog(group):
             folder = store.battle_dir(group, entry["battle_id"]) / "v5"
-            meta, actions = read_jsonl(folder / "meta.jsonl")[0], read_jsonl(folder / "actions.jsonl")
+            meta, actions = read_jsonl(folder / "meta.jsonl")[0], read_records(folder, "actions.jsonl")
             assert meta["actors"]["p1"]["search"] == {
                 "sims": 6, "rollout": {"spec": name, "kind": "v5", "weights_hash": weights},
                 "guide": {"leaf": "mix", "turns": 3, "considered": CONSIDERED}}
