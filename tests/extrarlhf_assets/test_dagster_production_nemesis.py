@@ -184,3 +184,24 @@ def test_the_splits_are_absent_while_production_is_not_opted_in():
     if not os.environ.get(gate.ENABLE_VAR):  # the test process's own code location: no production splits
         graph = defs.resolve_asset_graph()
         assert not {dg.AssetKey(LITE), dg.AssetKey(STANDARD)} & set(graph.get_all_asset_keys())
+
+
+def test_the_splits_follow_the_production_conventions():
+    """Day partitions, group production, in production_daily, downstream of the V5 export, no
+    automation (as every production asset), WARN readiness checks that never block."""
+    from extrarlhf_assets.definitions import defs
+    from extrarlhf_assets.defs.production import with_production
+    from extrarlhf_assets.defs.production.assets import production_days
+
+    full = with_production(defs)
+    graph = full.resolve_asset_graph()
+    job = {k.to_user_string() for k in full.resolve_job_def("production_daily").asset_layer.executable_asset_keys}
+    for name, check in ((LITE, "nemesis_lite_ready"), (STANDARD, "nemesis_standard_ready")):
+        node = graph.get(dg.AssetKey(name))
+        assert node.partitions_def == production_days and node.group_name == "production", name
+        assert node.parent_keys == {dg.AssetKey("production_v5_export")}, name
+        assert node.automation_condition is None and node.owners == ["team:extrarlhf"], name
+        assert node.tags.get("plane") == "production" and node.code_version, name
+        assert name in job
+        spec = graph.get_check_spec(dg.AssetCheckKey(dg.AssetKey(name), check))
+        assert not spec.blocking and spec.partitions_def == production_days, name
