@@ -1,7 +1,9 @@
 """ExtraRLHF as a Dagster asset graph (DESIGN section 12): a thin facade over the core.
 
 ``definitions.py`` collects the definitions; each domain lives in ``defs/<domain>/``
-(collection, datasets, training) with its assets, checks and sensors. ``launcher.py`` is the
+(collection, datasets, preferences, training, operations, and production: the daily exports, their
+datasets and the Nemesis Lite/Standard splits of each day, only when production is opted in)
+with its assets, checks and sensors. ``launcher.py`` is the
 deployed instance's run launcher (deploy/dagster.yaml): Dagster's local launcher plus the worker
 health check run monitoring uses to fail a run whose worker died with its daemon or code server.
 """

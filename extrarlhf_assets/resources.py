@@ -106,7 +106,8 @@ class ProductionResource(dg.ConfigurableResource):
     variable name. ``settle_seconds``: a daily export's ``ingested_before`` is its window's
     end plus this delay (rows ingested later are invisible to it), unless the run config
     gives one. ``max_rows``: the per-stream row ceiling (None: the core's 1,000,000).
-    ``min_*``: readiness thresholds of the production contours, and ``min_decision_ms`` /
+    ``min_*``: readiness thresholds of the production contours (``min_nemesis_standard_*``: the
+    human-vs-human battles and decks the Nemesis Standard split of a day needs), and ``min_decision_ms`` /
     ``max_decision_ms`` the plausible human think times of the V5 export's Metronome labels
     (None: the core's defaults)."""
 
@@ -117,13 +118,16 @@ class ProductionResource(dg.ConfigurableResource):
     min_timestamp_labels: int | None = None
     min_returnclock_rows: int | None = None
     min_returnclock_events: int | None = None
+    min_nemesis_standard_battles: int | None = None
+    min_nemesis_standard_decks: int | None = None
     min_decision_ms: int | None = None
     max_decision_ms: int | None = None
 
     def readiness_policy(self, datasets: DatasetsResource) -> dict[str, Any] | None:
         """The datasets resource's thresholds plus the production ones set here."""
         own = {k: getattr(self, k) for k in ("min_metronome_labels", "min_timestamp_labels", "min_returnclock_rows",
-                                            "min_returnclock_events", "min_decision_ms", "max_decision_ms")
+                                            "min_returnclock_events", "min_nemesis_standard_battles",
+                                            "min_nemesis_standard_decks", "min_decision_ms", "max_decision_ms")
                if getattr(self, k) is not None}
         merged = {**(datasets.readiness_policy() or {}), **own}
         return merged or None

@@ -33,6 +33,8 @@ THRESHOLDS = dict(min_returnclock_rows=5, min_returnclock_events=2, min_metronom
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ASSETS = {"production_v5_export", "timestamp_dataset", "metronome_dataset", "returnclock_export",
                      "returnclock_training_split"}
+# the day's Nemesis splits: built or skipped by readiness (test_dagster_production_nemesis.py)
+NEMESIS_SPLITS = {"production_nemesis_lite_split", "production_nemesis_standard_split"}
 
 
 def _set_gate(monkeypatch, dsn: str) -> None:
@@ -160,7 +162,7 @@ def test_the_production_domain_is_there_only_when_opted_in():
     assert production_definitions({}) == {"assets": [], "asset_checks": [], "jobs": []}
     assert not opted_in({gate.ENABLE_VAR: ""}) and opted_in({gate.ENABLE_VAR: "1"})
     listed = production_definitions({gate.ENABLE_VAR: "1"})
-    assert {a.key.to_user_string() for a in listed["assets"]} == PRODUCTION_ASSETS
+    assert {a.key.to_user_string() for a in listed["assets"]} == PRODUCTION_ASSETS | NEMESIS_SPLITS
     assert [j.name for j in listed["jobs"]] == ["production_daily"] and listed["asset_checks"]
     code = ("from extrarlhf_assets.definitions import defs; "
             "print(sorted({defs.resolve_asset_graph().get(k).group_name for k in "
@@ -169,7 +171,7 @@ def test_the_production_domain_is_there_only_when_opted_in():
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     groups = out.stdout.split("] [")[0]
-    assert groups == "['collection', 'datasets', 'preferences', 'training'", out.stdout + out.stderr[-2000:]
+    assert groups == "['collection', 'datasets', 'preferences', 'retention', 'training'", out.stdout + out.stderr[-2000:]
     assert "production_daily" not in out.stdout
 
 
@@ -200,7 +202,10 @@ def test_gate_off_every_asset_skips_with_the_missing_names(monkeypatch, tmp_path
 def test_gate_open_materializes_the_day_and_its_checks(materialized_day):
     instance, result, root = materialized_day
     assert result.success
-    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == PRODUCTION_ASSETS
+    materialized = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert materialized - NEMESIS_SPLITS == PRODUCTION_ASSETS
+    # this small day (60 battles over three days) has too few human-vs-human battles for Standard
+    assert "production_nemesis_standard_split" not in materialized
     checks = _checks(result)
     for asset in ("production_v5_export", "returnclock_export"):
         assert checks[(asset, "export_complete")].passed

@@ -5,7 +5,9 @@ the asset returns what was written.
 No Nemesis Standard split per session group: it needs human-vs-human production rows, which
 headless session data never has, so an asset per group could only ever warn and stay empty.
 ``v5_dataset`` reports the Standard readiness (``nemesis_standard_ready`` and its blockers);
-the CLI and the MCP server build that split from a dataset that qualifies.
+the production day partitions carry the Standard split as an asset
+(defs/production: ``production_nemesis_standard_split``), and the CLI and the MCP server build it
+from any other dataset that qualifies.
 
 Gates: an asset builds only on an upstream materialization whose blocking checks passed
 (metadata.gate_blockers); otherwise it records why and materializes nothing -- a normal

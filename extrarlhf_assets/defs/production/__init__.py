@@ -1,4 +1,13 @@
-"""Production: daily exports of the game backend's database and their datasets (DESIGN 12.1).
+"""Production: daily exports of the game backend's database and their datasets (DESIGN 12.1),
+among them the Nemesis Lite and Standard splits of each day's V5 export (DESIGN 12.3: the only
+place a Standard split can be ready, since it needs human-vs-human production rows).
+
+- assets.py: ``production_v5_export``, ``returnclock_export`` (pool ``production_db``),
+  ``timestamp_dataset``, ``metronome_dataset``, ``returnclock_training_split``,
+  ``production_nemesis_lite_split``, ``production_nemesis_standard_split``.
+- checks.py: ``replay_verified``, ``no_raw_identifiers`` (every asset that writes files),
+  ``organic_only``; ``export_complete``, ``latest_refresh`` and the Nemesis readiness checks are
+  evaluated by their assets' own steps.
 
 The domain is part of the code location only when production is opted in: the process that
 loads it (webserver, daemon, code server, run worker) has ``RLHF_ENABLE_PRODUCTION_DATASETS``

@@ -7,6 +7,13 @@ datasets derived from them, each a thin call of the core (``extrarlhf.production
   ``pool="production_db"`` (the instance caps concurrent reads; deploy/dagster.yaml).
 - ``timestamp_dataset``, ``metronome_dataset`` (from the V5 export) and
   ``returnclock_training_split`` (organic-only train/val/test of the ReturnClock export).
+- ``production_nemesis_lite_split`` / ``production_nemesis_standard_split`` (DESIGN 12.3): the
+  battle-grouped Nemesis splits of the day's V5 export (``split_nemesis_training_dataset``, view
+  lite / standard). Each judges its contour first (WARN check ``nemesis_lite_ready`` /
+  ``nemesis_standard_ready``, blockers and evidence as metadata); not ready, it records why
+  (``metadata.skipped``: an observation) and materializes nothing. Standard keeps
+  human-vs-human rows only, so production days are the only place it can ever be ready:
+  a session group never has such rows (DESIGN 9).
 
 Fail closed, never red: with the gate off every asset logs ``skipped: production disabled
 (missing: VAR, ...)`` and emits no materialization (downstream assets skip in turn); a day
@@ -45,7 +52,8 @@ import dagster as dg
 import engine
 from extrarlhf.core.errors import NotReady, RLHFError
 from extrarlhf.core.readiness import ReadinessPolicy, contour_readiness
-from extrarlhf.datasets import dataset_readiness
+from extrarlhf.datasets import DEFAULT_FRACTIONS, DEFAULT_SPLIT_KEY, dataset_readiness, split_nemesis_training_dataset
+from extrarlhf.datasets.assign import SPLITS
 from extrarlhf.datasets.pointers import manifest_sha256
 from extrarlhf.production import (
     export_production_v5_dataset,
@@ -56,7 +64,7 @@ from extrarlhf.production import (
 from extrarlhf.production.export import _iso
 from extrarlhf.production.versions import latest_complete
 
-from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, parquet_schema
+from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, column_lineage, parquet_schema, skipped, table_schema
 from ...partitions import expect_partitioned_checks
 from ...resources import DatasetsResource, ProductionResource
 from ..datasets.reuse import reusable_version, same_source_dataset
@@ -393,3 +401,128 @@ def returnclock_training_split(context: dg.AssetExecutionContext, production: Pr
         "row_counts": dg.MetadataValue.json(counts), "treated_rows_dropped": split["treated_rows_dropped"],
         "split_chart": dg.MetadataValue.md(bar_chart_md("ReturnClock rows per split", [
             (k, counts.get(k, 0), c) for k, c in (("train", "#16a34a"), ("val", "#2563eb"), ("test", "#9333ea"))]))})
+
+
+# Nemesis splits of the day's V5 export (DESIGN 12.3): contour, readiness key, blockers key, what enters
+NEMESIS_VIEWS = {
+    "lite": ("nemesis_lite_ready", "nemesis_lite_ready", "nemesis_lite_blockers", "any eligible battle"),
+    "standard": ("nemesis_standard_ready", "training_ready_standard", "standard_readiness_blockers",
+                 "human-vs-human rows only"),
+}
+
+
+def nemesis_split_key(view: str) -> str:
+    return f"production_nemesis_{view}_split"
+
+
+def _nemesis_split_asset(view: str, description: str, check_description: str) -> Callable:
+    """A day's Nemesis split: a one-asset ``multi_asset`` with ``can_subset`` (as the exports), so
+    that a step that skips before judging readiness (gate off, no complete export) emits neither
+    the materialization nor its readiness check; once judged, the WARN check is always emitted."""
+    key = nemesis_split_key(view)
+    spec = dg.AssetSpec(key, description=description, deps=[production_v5_export], skippable=True,
+                        kinds={"parquet"}, **{k: v for k, v in CONVENTIONS.items() if k != "output_required"})
+    check = dg.AssetCheckSpec(NEMESIS_VIEWS[view][0], asset=key, partitions_def=production_days,
+                              description=check_description)
+    return dg.multi_asset(name=key, specs=[spec], check_specs=[check], can_subset=True)
+
+
+def _nemesis_split(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource,
+                   view: str) -> Iterator:
+    """The ``view`` split of the day's latest complete V5 export: skipped with its reason while the
+    gate is off or the day has no complete export; judged (the WARN check, with the blockers and
+    the evidence) and skipped -- an observation ``skipped_reasons``, no materialization, the run
+    succeeds -- while the contour is not ready; else split by the core (battle-grouped, default
+    fractions and key), reusing the version made from the same export version."""
+    reason = production.skip_reason()
+    if reason:
+        context.log.warning(reason)
+        return
+    found = _source(context, datasets, "production-v5")
+    if found is None:
+        return
+    asset = context.asset_key.to_user_string()
+    check_name, ready_key, blockers_key, pairs = NEMESIS_VIEWS[view]
+    source, policy = found["dataset_id"], production.readiness_policy(datasets)
+    readiness = _core(dataset_readiness, dataset=source, datasets_dir=datasets.path, policy=policy)
+    blockers = [] if readiness[ready_key] else list(readiness[blockers_key])
+    evidence = readiness["evidence"]
+    judged = {"dataset_id": source, ready_key: not blockers, blockers_key: _blockers_md(blockers),
+              "evidence": dg.MetadataValue.json(evidence),
+              "human_vs_human_battles": int(evidence.get("human_vs_human_battles") or 0),
+              "human_vs_human_decks": int(evidence.get("human_vs_human_decks") or 0)}
+    check = dg.AssetCheckResult(asset_key=asset, check_name=check_name, passed=not blockers,
+                                severity=dg.AssetCheckSeverity.WARN, metadata={**judged, "blockers":
+                                                                               _blockers_md(blockers)},
+                                description=None if not blockers else f"not ready: {'; '.join(blockers)}")
+    if blockers:
+        yield check
+        yield skipped(context, blockers)
+        return
+    name = f"{source.rsplit('/', 1)[0]}-nemesis-{view}"
+    settings = {"view": view, "group_by": "battle", "split_key": DEFAULT_SPLIT_KEY,
+                "fractions": dict(zip(SPLITS, DEFAULT_FRACTIONS))}
+    source_path = Path(found["path"])
+    kept = reusable_version(datasets.path, name, same_source_dataset(
+        f"nemesis_{view}_split", source, manifest_sha256(source_path), settings))
+    if kept is not None:
+        split_id, path, counts = kept["dataset_id"], Path(kept["path"]), kept["manifest"]["row_counts"]
+        context.log.info(f"{source} is unchanged since {split_id} was split from it: kept that version")
+    else:
+        try:
+            result = split_nemesis_training_dataset(source, view=view, name=name, datasets_dir=datasets.path,
+                                                    policy=policy)
+        except NotReady as exc:  # judged ready above; the core judges again from the same evidence
+            yield check
+            yield skipped(context, exc.blockers or [str(exc)])
+            return
+        except RLHFError as exc:
+            raise dg.Failure(description=f"[{exc.code}] {exc}", allow_retries=False) from None
+        split_id, path, counts = result["dataset_id"], Path(result["path"]), result["row_counts"]
+        context.log.info(f"split {source} into {split_id}: {counts}")
+    schema = table_schema(path, "train")  # train, val and test share one layout
+    decisions = {c.name for c in table_schema(source_path, "decisions").columns}
+    title = f"Nemesis {view.capitalize()} rows per split"
+    yield dg.MaterializeResult(
+        asset_key=asset,
+        metadata={
+            "split_chart": dg.MetadataValue.md(bar_chart_md(title, [
+                (k, counts.get(k, 0), c) for k, c in zip(SPLITS, ("#16a34a", "#2563eb", "#9333ea"))])),
+            "dataset_id": split_id, "source": source, "reused": kept is not None,
+            "path": dg.MetadataValue.path(str(path)), "view": view, "pairs": pairs,
+            "dagster/row_count": sum(counts.get(k, 0) for k in SPLITS),  # rows of the split tables only
+            "dagster/column_schema": schema,
+            "dagster/column_lineage": column_lineage(schema, "production_v5_export", decisions),
+            "row_counts": dg.MetadataValue.json(counts), "assignments": counts.get("assignments", 0),
+            **{k: v for k, v in judged.items() if k != "dataset_id"}},
+        check_results=[check])
+
+
+def _blockers_md(blockers: list[str]) -> dg.MetadataValue:
+    return dg.MetadataValue.md("\n".join(f"- {b}" for b in blockers) or "none")
+
+
+@_nemesis_split_asset(
+    "lite",
+    "Battle-grouped Nemesis Lite train/val/test of one day (`datasets/production-v5-<day>-nemesis-lite/vN`): "
+    "opponent modelling from every eligible battle of the day's complete V5 export (human-human, human-bot, "
+    "model-model).",
+    "Nemesis Lite readiness of the day's export (eligible battles, distinct decks). WARN: not ready means the "
+    "day has too few battles; the split is skipped with the blockers.")
+def production_nemesis_lite_split(context: dg.AssetExecutionContext, production: ProductionResource,
+                                  datasets: DatasetsResource):
+    yield from _nemesis_split(context, production, datasets, "lite")
+
+
+@_nemesis_split_asset(
+    "standard",
+    "Battle-grouped Nemesis Standard train/val/test of one day "
+    "(`datasets/production-v5-<day>-nemesis-standard/vN`): human-vs-human rows only (viewer and opponent "
+    "both human), built only while `training_ready_standard` holds; skipped with its blockers otherwise. "
+    "Production human-vs-human battles are the only source that can ever make it ready.",
+    "`training_ready_standard` of the day's export: enough human-vs-human battles and distinct decks "
+    "(`min_nemesis_standard_battles`, `min_nemesis_standard_decks`). WARN: not ready is an outcome; the split "
+    "is skipped with the blockers.")
+def production_nemesis_standard_split(context: dg.AssetExecutionContext, production: ProductionResource,
+                                      datasets: DatasetsResource):
+    yield from _nemesis_split(context, production, datasets, "standard")

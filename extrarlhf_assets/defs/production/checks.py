@@ -31,8 +31,8 @@ from extrarlhf.production.leaks import scan_for_identifiers, window_identifiers
 from ...metadata import upstream_metadata
 from ...partitions import expect_partitioned_checks
 from ...resources import DatasetsResource, ProductionResource
-from .assets import (POOL, production_days, production_v5_export, returnclock_export,
-                     returnclock_training_split, timestamp_dataset)
+from .assets import (POOL, production_days, production_nemesis_lite_split, production_nemesis_standard_split,
+                     production_v5_export, returnclock_export, returnclock_training_split, timestamp_dataset)
 
 expect_partitioned_checks()
 
@@ -82,6 +82,8 @@ def _identifier_check(asset: dg.AssetsDefinition, kind: str) -> dg.AssetChecksDe
 
 # metronome_dataset writes no file of its own (it is a table of the V5 export, scanned there).
 no_raw_identifiers = [_identifier_check(production_v5_export, "v5"), _identifier_check(timestamp_dataset, "v5"),
+                      _identifier_check(production_nemesis_lite_split, "v5"),
+                      _identifier_check(production_nemesis_standard_split, "v5"),
                       _identifier_check(returnclock_export, "returnclock"),
                       _identifier_check(returnclock_training_split, "returnclock")]
 
