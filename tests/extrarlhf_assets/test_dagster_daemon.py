@@ -26,6 +26,7 @@ from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
 
 from tests.dagster_helpers import stop_group
+from tests.trace_helpers import read_trace, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
@@ -65,8 +66,8 @@ def daemon(tmp_path):
     run_series(sessions, "tampered", 3, seed=3, checkpoints_dir=checkpoints)
     store = SessionStore(sessions)
     battle = next(store.battles("tampered"))
-    actions = store.battle_dir("tampered", battle.battle_id) / "v5" / "actions.jsonl"
-    actions.write_bytes(actions.read_bytes() + b"\n")
+    folder = store.battle_dir("tampered", battle.battle_id)
+    write_trace(folder, "actions.jsonl", read_trace(folder, "actions.jsonl") + b"\n")
     env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT),
            "RLHF_SESSIONS_DIR": str(sessions), "RLHF_DATASETS_DIR": str(tmp_path / "datasets"),
            "RLHF_CHECKPOINTS_DIR": str(checkpoints), "RLHF_SENSOR_SETTLE_SECONDS": "0"}

@@ -32,7 +32,8 @@ def test_definitions_content():
     assert keys == {"battle_sessions", "v5_dataset", "nemesis_lite_split", "v5_policy_checkpoint", "policy_benchmark",
                     "promoted_policy", "policy_ladder", "production_v5_export", "timestamp_dataset", "metronome_dataset",
                     "returnclock_export", "returnclock_training_split", "preference_dataset", "reward_model",
-                    "preference_leaderboard"}
+                    "preference_leaderboard", "trace_retention", "production_nemesis_lite_split",
+                    "production_nemesis_standard_split"}
     groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups["battle_sessions"] == "collection" and groups["v5_dataset"] == "datasets"
     assert groups["promoted_policy"] == "training"
