@@ -31,8 +31,9 @@ TRACE_FILES = ("meta.jsonl", "turns.jsonl", "actions.jsonl")
 COMPACT_FILES = ("turns.jsonl", "actions.jsonl")  # meta.jsonl stays plain
 SUFFIX = ".zst"
 LEVEL = 3
-# A decompressed trace file larger than this is refused (a damaged or hostile frame cannot
-# make a reader allocate without bound); the longest battles write about 2 MB.
+# A decompressed trace file larger than this is refused, from the frames' declared sizes and
+# before decompressing (a damaged or hostile frame cannot make a reader allocate without
+# bound); the longest battles write about 2 MB.
 MAX_PLAIN_BYTES = 256 << 20
 
 __all__ = ["TRACE_FILES", "COMPACT_FILES", "SUFFIX", "CompactFileError", "stored_name", "encode", "find", "read",
@@ -76,16 +77,30 @@ def find(v5: Path, name: str) -> Path | None:
 
 def decode(path: Path, data: bytes) -> bytes:
     """The plain bytes of a stored file's contents ``data`` (decompressed when ``path`` is compact)."""
-    if path.name.endswith(SUFFIX):
-        try:
-            reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-            out = reader.read(MAX_PLAIN_BYTES + 1)
-        except zstandard.ZstdError as exc:
-            raise CompactFileError(f"{path} does not decompress ({exc}): the file is damaged") from None
-        if len(out) > MAX_PLAIN_BYTES:
-            raise CompactFileError(f"{path} decompresses to more than {MAX_PLAIN_BYTES >> 20} MiB: not a trace file")
-        return out
-    return data
+    if not path.name.endswith(SUFFIX):
+        return data
+    if not data:
+        raise CompactFileError(f"{path} is empty: not a zstd frame (the file is damaged)")
+    out, rest, total = [], data, 0
+    try:
+        while rest:  # this project writes one frame; zstdcat reads concatenated ones, and so does this
+            size = zstandard.frame_content_size(rest)
+            if size < 0:
+                raise CompactFileError(f"{path} holds a zstd frame without a declared size; rewrite it with "
+                                       f"`extrarlhf sessions compact` (or zstd on a file, which declares it)")
+            total += size
+            if total > MAX_PLAIN_BYTES:  # refused before anything is allocated
+                raise CompactFileError(f"{path} decompresses to more than {MAX_PLAIN_BYTES >> 20} MiB: not a trace "
+                                       f"file")
+            frame = zstandard.ZstdDecompressor().decompressobj()
+            out.append(frame.decompress(rest))
+            if not frame.eof:
+                raise CompactFileError(f"{path} is truncated: its last zstd frame is incomplete (the file is "
+                                       f"damaged)")
+            rest = frame.unused_data
+    except zstandard.ZstdError as exc:
+        raise CompactFileError(f"{path} does not decompress ({exc}): the file is damaged") from None
+    return b"".join(out)
 
 
 def read(v5: Path, name: str) -> bytes:

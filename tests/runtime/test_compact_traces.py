@@ -147,3 +147,26 @@ def test_the_cli_cats_expands_and_refuses_what_is_not_a_trace(tmp_path) -> None:
     assert refused.returncode == 2 and b"is not a trace file" in refused.stderr and b"Traceback" not in refused.stderr
     missing = cli("sessions", "compact", "nope", "--sessions-dir", str(root))
     assert missing.returncode == 2 and b"not_found" in missing.stderr
+
+
+def test_decoding_reads_declared_frames_whole_and_refuses_anything_else(tmp_path) -> None:
+    from pathlib import Path
+
+    import zstandard
+
+    path = Path("v5/actions.jsonl.zst")
+    one = trace_files.encode({"actions.jsonl": b"a" * 1000}, True)["actions.jsonl.zst"]
+    assert trace_files.decode(path, one) == b"a" * 1000
+    # two frames (not what the writer makes): both are read, as zstdcat does
+    assert trace_files.decode(path, one + one) == b"a" * 2000
+    empty = trace_files.encode({"actions.jsonl": b""}, True)["actions.jsonl.zst"]
+    assert trace_files.decode(path, empty) == b""  # a battle without decisions
+    cases = {b"": "is empty", b"not zstd": "does not decompress", one[:-5]: "is truncated",
+             one + one[:-3]: "is truncated", one[:20] + b"\0" * 3 + one[23:]: "does not decompress",
+             zstandard.ZstdCompressor(write_content_size=False).compress(b"b" * 500): "without a declared size"}
+    for damaged, message in cases.items():
+        with pytest.raises(trace_files.CompactFileError, match=message):
+            trace_files.decode(path, damaged)
+    big = zstandard.ZstdCompressor().compress(b"\0" * (trace_files.MAX_PLAIN_BYTES + 1))
+    with pytest.raises(trace_files.CompactFileError, match="more than 256 MiB"):
+        trace_files.decode(path, big)
