@@ -21,6 +21,7 @@ each legal action's feature row) is ``list`` with its ``length``, so the fixed s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,11 @@ from .pointers import manifest_sha256
 from .tables import TABLES
 
 CARD = "README.md"
+# Each version's table sizes, kept beside the card (a dot file: no listing reads it) so that
+# rewriting the card after a new version re-reads only that version's tables, not every older
+# one (a dataset the improvement loop republishes grows a version a round). An entry is used
+# only while its version's manifest sha256 and its files' sizes and mtimes are those recorded.
+SIZES_CACHE = ".card-sizes.json"
 SPLIT_TABLES = ("train", "val", "test")
 _HF_SPLITS = {"train": "train", "val": "validation", "test": "test"}
 _LICENSE_NOTE = ("license: other (placeholder) - choose the license of this data before you publish it; the "
@@ -198,6 +204,22 @@ def dataset_card(name: str, manifests: dict[int, dict[str, Any]], manifest_shas:
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n" + "\n".join(body)
 
 
+def _stat(path: Path) -> list[int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return [-1, -1]
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}  # missing or damaged: recomputed, then rewritten
+    return doc if isinstance(doc, dict) else {}
+
+
 def write_dataset_card(name: str, *, datasets_dir: Any = "datasets") -> dict[str, Any]:
     """(Re)write ``<name>/README.md`` from every published version's manifest, atomically;
     returns ``{"name", "path", "versions", "unreadable"}`` (versions whose manifest this code
@@ -209,14 +231,27 @@ def write_dataset_card(name: str, *, datasets_dir: Any = "datasets") -> dict[str
     if not versions:
         raise NotFound(f"dataset {name!r} has no published version in {dirs.root}; nothing to describe")
     manifests, shas, sizes, unreadable = {}, {}, {}, {}
+    cache_path = dirs.dataset_dir(name) / SIZES_CACHE
+    cache = _read_cache(cache_path)
+    fresh: dict[str, Any] = {}
     for v in versions:
         try:
-            manifest = read_manifest(dirs.version_dir(name, v))
-            shas[v] = manifest_sha256(dirs.version_dir(name, v))
-            sizes[v] = _table_sizes(dirs.version_dir(name, v), manifest)
+            folder = dirs.version_dir(name, v)
+            manifest = read_manifest(folder)
+            shas[v] = manifest_sha256(folder)
+            stamp = [shas[v], sorted([info["file"], *_stat(folder / info["file"])]
+                                     for info in manifest["tables"].values())]
+            held = cache.get(f"v{v}")
+            if isinstance(held, dict) and held.get("stamp") == stamp and isinstance(held.get("sizes"), dict):
+                sizes[v] = {table: tuple(pair) for table, pair in held["sizes"].items()}
+            else:
+                sizes[v] = _table_sizes(folder, manifest)
+            fresh[f"v{v}"] = {"stamp": stamp, "sizes": {t: list(pair) for t, pair in sizes[v].items()}}
             manifests[v] = manifest
         except RLHFError as exc:
             unreadable[v] = exc
+    if fresh != cache:
+        atomic_write_bytes(cache_path, json.dumps(fresh, separators=(",", ":")).encode("utf-8"))
     path = dirs.dataset_dir(name) / CARD
     text = dataset_card(name, manifests, shas, sizes, {v: exc.code for v, exc in unreadable.items()})
     atomic_write_bytes(path, text.encode("utf-8"))

@@ -200,3 +200,35 @@ def test_a_version_whose_parquet_is_damaged_is_named_not_described(tmp_path: Pat
     meta, body = _card(Path(result["path"]))
     assert {c["config_name"].split("-")[0] for c in meta["configs"]} == {"v2"}
     assert "- `v1`: its manifest or files cannot be read by this ExtraRLHF (`integrity_error`" in body
+
+
+def test_rewriting_the_card_reads_only_the_versions_it_has_not_sized(tmp_path: Path, monkeypatch) -> None:
+    """The sizes of each version are cached beside the card: a new version's card re-reads that
+    version only; a changed table file is read again; a damaged cache is recomputed."""
+    import extrarlhf.datasets.card as card
+
+    root = tmp_path / "datasets"
+    materialize_v5_dataset([GREEDY], "src", sessions_dir=shared_sessions(), datasets_dir=root)
+    read: list[str] = []
+    sizer = card._table_sizes
+    monkeypatch.setattr(card, "_table_sizes", lambda folder, manifest: read.append(folder.name) or sizer(folder,
+                                                                                                          manifest))
+    before = (root / "src" / "README.md").read_bytes()
+    materialize_v5_dataset([GREEDY], "src", sessions_dir=shared_sessions(), datasets_dir=root, version=2)
+    assert read == ["v2"]
+    read.clear()
+    write_dataset_card("src", datasets_dir=root)
+    assert read == []
+    meta, _ = _card(root / "src" / "README.md")
+    for config in meta["dataset_info"]:
+        for split in config["splits"]:
+            version, table = config["config_name"], split["name"]
+            assert split["num_bytes"] > 0, (version, table)
+    path = root / "src" / "v1" / "battles.parquet"
+    path.touch()  # same bytes, a new mtime: read again
+    (root / "src" / card.SIZES_CACHE).write_text("{not json")
+    write_dataset_card("src", datasets_dir=root)
+    assert sorted(read) == ["v1", "v2"]
+    read.clear()
+    write_dataset_card("src", datasets_dir=root)
+    assert read == [] and before.count(b"num_bytes") > 0
