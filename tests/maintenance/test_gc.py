@@ -193,7 +193,8 @@ def test_gc_removes_what_dead_owners_left_and_reports_what_live_ones_hold(tmp_pa
     # the filesystem: the uncommitted overwrite is undone, everything else of the dead is gone
     assert tree_bytes(datasets / "d" / "v1") == original_v1
     assert validate_dataset("d/v1", datasets_dir=datasets)["valid"] is True
-    assert sorted(p.name for p in (datasets / "d").iterdir()) == [f".tmp-v2-{me}-2a1b2c3d", "README.md", "v1"]
+    assert sorted(p.name for p in (datasets / "d").iterdir()) == [".card-sizes.json", f".tmp-v2-{me}-2a1b2c3d", "README.md",
+                                                                  "v1"]
     assert sorted(p.name for p in battles.iterdir()) == [f".tmp-b000003-{me}-0badc0df", "b000001"]
     assert (battles / "b000001" / "v5" / "actions.jsonl").read_text() == "partial"
     assert sorted(p.name for p in (sessions / "g").iterdir()) == ["battles", "battles.lock", "catalog.jsonl"]
