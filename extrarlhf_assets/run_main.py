@@ -77,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--imitate", default="search", help="decisions to learn from (default: the search actor's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    p.add_argument("--epochs", type=int, default=EPOCHS)
+    p.add_argument("--epochs", type=int, default=EPOCHS, help=f"training epochs (default {EPOCHS})")
     p.add_argument("--encoder", default=ENCODER, choices=("flat", "sets"),
                    help=f"how the student reads the observation (default {ENCODER})")
     p.add_argument("--hidden", type=int, default=HIDDEN, help=f"first hidden layer's width (default {HIDDEN})")
