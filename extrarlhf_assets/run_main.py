@@ -10,7 +10,8 @@ and materializations are then visible in ``make ui`` (same DAGSTER_HOME).
 
 Each run is one round of expert iteration (DESIGN section 14): the group grows by
 ``ROUND_BATTLES`` battles of the search teacher (``TEACHER``) against ``baseline:greedy``, the
-candidate learns the teacher's action values from every battle of the group, and it is
+candidate (a sets-encoder network) learns the teacher's action values from every battle of the
+group, and it is
 benchmarked against the incumbent. With nothing promoted yet the incumbent is
 ``baseline:random`` (the first-promotion rule, extrarlhf/policies/promotion.py), so the first run ends
 with a promoted policy; a second run trains a new candidate on more battles and benchmarks it
@@ -33,7 +34,17 @@ from pathlib import Path
 from extrarlhf.core.extras import MissingExtra, require
 
 TEACHER = "search:baseline:greedy?sims=32"
-ROUND_BATTLES = 150
+# One run from nothing ends, inside about a minute of the job on 2 cores, with a policy that beats
+# baseline:greedy (docs/training.md, the improvement loop): as many teacher battles as the native
+# core collects in its share of that minute, a sets-encoder student, large batches.
+ROUND_BATTLES = 2000
+EPOCHS = 6
+ENCODER = "sets"
+HIDDEN = 256
+HIDDEN2 = 128
+EMBED = 64
+BATCH_SIZE = 512
+LR = 3e-3
 DAGSTER_YAML = """\
 telemetry:
   enabled: false
@@ -66,7 +77,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--imitate", default="search", help="decisions to learn from (default: the search actor's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--epochs", type=int, default=EPOCHS, help=f"training epochs (default {EPOCHS})")
+    p.add_argument("--encoder", default=ENCODER, choices=("flat", "sets"),
+                   help=f"how the student reads the observation (default {ENCODER})")
+    p.add_argument("--hidden", type=int, default=HIDDEN, help=f"first hidden layer's width (default {HIDDEN})")
+    p.add_argument("--hidden2", type=int, default=HIDDEN2, help=f"second hidden layer's width (default {HIDDEN2})")
+    p.add_argument("--embed", type=int, default=EMBED, help=f"the sets encoder's per-card width (default {EMBED})")
+    p.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"training batch (default {BATCH_SIZE})")
+    p.add_argument("--lr", type=float, default=LR, help=f"AdamW learning rate (default {LR:g})")
+    p.add_argument("--train-threads", type=int, default=min(2, os.cpu_count() or 1),
+                   help="PyTorch threads while training (default: up to 2)")
     p.add_argument("--pairs", type=int, default=400, help="benchmark pairs vs the incumbent (SPRT may stop early)")
     p.add_argument("--baseline-pairs", type=int, default=4)
     p.add_argument("--incumbent", default="", help="default: the promoted checkpoint, else baseline:random (the first-promotion rule)")
@@ -85,7 +105,11 @@ def run_config(args: argparse.Namespace) -> dict:
             "battle_sessions": {"config": {"n_battles": args.battles, "p1_model": args.p1_model,
                                            "opponent": args.opponent, "seed": args.seed,
                                            "max_workers": args.workers}},
-            "v5_policy_checkpoint": {"config": {"epochs": args.epochs, "seed": args.seed, "imitate": args.imitate}},
+            "v5_policy_checkpoint": {"config": {"epochs": args.epochs, "seed": args.seed, "imitate": args.imitate,
+                                                "encoder": args.encoder, "hidden": args.hidden,
+                                                "hidden2": args.hidden2, "embed": args.embed,
+                                                "batch_size": args.batch_size, "lr": args.lr,
+                                                "threads": args.train_threads}},
             "policy_benchmark": {"config": {"incumbent": args.incumbent, "n_pairs": args.pairs,
                                             "baseline_pairs": args.baseline_pairs, "seed": args.seed,
                                             "max_workers": args.workers}},

@@ -90,4 +90,27 @@ def test_each_run_is_a_round_that_grows_the_group(tmp_path):
     assert candidate != first
     training = json.loads((tmp_path / "checkpoints" / f"{candidate}.card.json").read_text())["training"]
     assert training["imitate"] == "search" and training["hyperparameters"]["target"] == "search_values"
+    assert training["hyperparameters"]["encoder"] == "sets"
     assert training["loss"].startswith("cross-entropy of the softmax of the search teacher's action values")
+
+
+def test_defaults_make_a_policy_worth_having():
+    """``make run``'s defaults (issue 51): a round of 2,000 teacher battles and a sets-encoder
+    student learning the search's action values in large batches, so that the first run's
+    promoted policy beats baseline:greedy (docs/training.md, the improvement loop)."""
+    from extrarlhf_assets import run_main
+
+    args = run_main._parser().parse_args([])
+    assert args.battles is None and args.more_battles == run_main.ROUND_BATTLES == 2000
+    assert args.p1_model == "search:baseline:greedy?sims=32" and args.imitate == "search"
+    args.battles = args.more_battles
+    ops = run_main.run_config(args)["ops"]
+    assert ops["battle_sessions"]["config"]["n_battles"] == 2000
+    train = ops["v5_policy_checkpoint"]["config"]
+    assert {k: train[k] for k in ("epochs", "encoder", "hidden", "hidden2", "embed", "batch_size", "lr")} == {
+        "epochs": 6, "encoder": "sets", "hidden": 256, "hidden2": 128, "embed": 64, "batch_size": 512, "lr": 3e-3}
+    assert 1 <= train["threads"] <= 2
+    # the asset accepts every key run_main sends
+    from extrarlhf_assets.defs.training.assets import TrainConfig
+
+    assert set(train) <= set(TrainConfig.model_fields)

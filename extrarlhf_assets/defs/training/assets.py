@@ -36,8 +36,11 @@ class TrainConfig(dg.Config):
     temperature: float = 0.05
     hidden: int = 256
     hidden2: int = 128
+    encoder: str = "flat"  # or "sets": the observation through per-card networks (training/model.py)
+    embed: int = 64        # width of the sets encoder's per-card networks
     lr: float = 1e-3
     batch_size: int = 128
+    threads: int = 1       # PyTorch threads while training
 
 
 class BenchmarkConfig(dg.Config):
@@ -112,7 +115,8 @@ def v5_policy_checkpoint(context: dg.AssetExecutionContext, config: TrainConfig,
     dataset_id = source.metadata["dataset_id"]
     name = checkpoint_name(context.partition_key, context.run.run_id)
     result = train_policy(dataset_id, name, config.seed, imitate=config.imitate, epochs=config.epochs,
-                          hidden=config.hidden, hidden2=config.hidden2, lr=config.lr, batch_size=config.batch_size,
+                          hidden=config.hidden, hidden2=config.hidden2, encoder=config.encoder, embed=config.embed,
+                          lr=config.lr, batch_size=config.batch_size, threads=config.threads,
                           target=config.target, temperature=config.temperature,
                           datasets_dir=datasets.path, checkpoints_dir=checkpoints.path,
                           policy=datasets.readiness_policy(),
