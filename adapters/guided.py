@@ -55,8 +55,8 @@ from .decision import AdapterError, Decision
 from .model_files import read_model_file
 from .onnx_models import (WATCHDOG, LoadedModel, ModelPolicy, _session_run, _timed_out, _unlimited_run_options,
                           build_inputs, new_session)
-from .search import (DEFAULT_GUIDED_TURNS, GUIDES, LEAF_SCALE, MAX_GUIDED_TURNS, MAX_SIMS, SearchPolicy, determinize,
-                     information_set_digest, search_spec)
+from .search import (DEFAULT_GUIDED_TURNS, GUIDES, LEAF_SCALE, MAX_GUIDED_TURNS, MAX_SIMS, SearchPolicy, _described,
+                     determinize, information_set_digest, search_spec)
 
 DEFAULT_GUIDE = "mix"
 CONSIDERED = 8  # actions searched at the root (the prior's top k)
@@ -104,12 +104,10 @@ class GuidedSearchPolicy:
     def provenance(self) -> dict[str, Any]:
         """What searched, for traces: the sims, the network (as the rollout policy: spec, kind,
         weights) and the guide's settings (and the play policy of a labeller)."""
-        out: dict[str, Any] = {"sims": self.sims, "rollout": {"spec": self.model.spec, "kind": self.model.kind,
-                                                               "weights_hash": self.model.weights_hash},
+        out: dict[str, Any] = {"sims": self.sims, "rollout": _described(self.model),
                                "guide": {**guided_options(self.guide, self.turns)}}
         if self.play is not None:
-            out["play"] = {"spec": getattr(self.play, "spec", None), "kind": getattr(self.play, "kind", None),
-                           "weights_hash": getattr(self.play, "weights_hash", None)}
+            out["play"] = _described(self.play)
         return out
 
     def act(self, state: State) -> int:

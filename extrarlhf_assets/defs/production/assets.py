@@ -286,9 +286,15 @@ def returnclock_export(context: dg.AssetExecutionContext, config: ExportConfig, 
                          _returnclock_metadata)
 
 
-def _source(context: dg.AssetExecutionContext, datasets: DatasetsResource, export: str) -> dict[str, Any] | None:
+def _source(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource,
+            export: str) -> dict[str, Any] | None:
     """The day's latest complete export ``<export>-<day>`` (never merely its latest version), or
-    None (logged): the day has none, so there is nothing to build on."""
+    None (logged): the production gate is closed, or the day has none, so there is nothing to
+    build on."""
+    reason = production.skip_reason()
+    if reason:
+        context.log.warning(reason)
+        return None
     found = latest_complete(datasets.path, f"{export}-{context.partition_key}")
     if found is None:
         context.log.warning(f"skipped: {export}-{context.partition_key} has no complete export "
@@ -308,11 +314,7 @@ def _reusable(datasets: DatasetsResource, name: str, kind: str, source: dict[str
                 "duration/turn labels and audit times, from the day's production V5 export.",
 )
 def timestamp_dataset(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource):
-    reason = production.skip_reason()
-    if reason:
-        context.log.warning(reason)
-        return
-    found = _source(context, datasets, "production-v5")
+    found = _source(context, production, datasets, "production-v5")
     if found is None:
         return
     source, name = found["dataset_id"], f"timestamp-{context.partition_key}"
@@ -345,11 +347,7 @@ def timestamp_dataset(context: dg.AssetExecutionContext, production: ProductionR
                 "part of the export; this asset records it and judges metronome_ready.",
 )
 def metronome_dataset(context: dg.AssetExecutionContext, production: ProductionResource, datasets: DatasetsResource):
-    reason = production.skip_reason()
-    if reason:
-        context.log.warning(reason)
-        return
-    found = _source(context, datasets, "production-v5")
+    found = _source(context, production, datasets, "production-v5")
     if found is None:
         return
     source = found["dataset_id"]
@@ -373,11 +371,7 @@ def metronome_dataset(context: dg.AssetExecutionContext, production: ProductionR
 )
 def returnclock_training_split(context: dg.AssetExecutionContext, production: ProductionResource,
                                datasets: DatasetsResource):
-    reason = production.skip_reason()
-    if reason:
-        context.log.warning(reason)
-        return
-    found = _source(context, datasets, "returnclock")
+    found = _source(context, production, datasets, "returnclock")
     if found is None:
         return
     source = found["dataset_id"]
@@ -434,11 +428,7 @@ def _nemesis_split(context: dg.AssetExecutionContext, production: ProductionReso
     the evidence) and skipped -- an observation ``skipped_reasons``, no materialization, the run
     succeeds -- while the contour is not ready; else split by the core (battle-grouped, default
     fractions and key), reusing the version made from the same export version."""
-    reason = production.skip_reason()
-    if reason:
-        context.log.warning(reason)
-        return
-    found = _source(context, datasets, "production-v5")
+    found = _source(context, production, datasets, "production-v5")
     if found is None:
         return
     asset = context.asset_key.to_user_string()
