@@ -42,6 +42,12 @@ def view_card_rows() -> list[tuple[int, str, str, str]]:
     return rows
 
 
+def describe_card_rows() -> list[tuple[int, str, str, bool]]:
+    """Each card's words in action lines (engine.views.describe_actions / action_json): its
+    name, its text "Name (cost mana, text)" and whether it is a creature."""
+    return [(card_id, card.name, views.card_text(card_id), card.type == "creature") for card_id, card in CARDS.items()]
+
+
 def explain_illegal(data: dict[str, Any], action_id: int) -> None:
     """Raises the reference's IllegalActionError (why, and the legal ids) for the state ``data``."""
     state_from_dict(data).apply(action_id)
@@ -65,7 +71,7 @@ def checked_dict(state: State) -> dict[str, Any]:
 def registration() -> SimpleNamespace:
     """The one object ``engine_native.register`` takes."""
     return SimpleNamespace(
-        card_rows=card_rows(), view_card_rows=view_card_rows(), StateFormatError=StateFormatError,
+        card_rows=card_rows(), view_card_rows=view_card_rows(), describe_card_rows=describe_card_rows(), StateFormatError=StateFormatError,
         CardPoolError=CardPoolError, IllegalActionError=IllegalActionError, State=State,
         check_action_id=check_action_id, check_action_batch=check_action_batch, check_batch_seats=check_batch_seats,
         validate_deck=validate_deck, new_battle=new_battle, explain_illegal=explain_illegal,

@@ -5,8 +5,9 @@ On the native backend (``engine.backend``), :func:`new_battle`, ``engine.State.f
 native battle (``engine_native.State``) and nothing else. Every operation runs in the core on
 that one object, with no conversion per call: legal actions and the mask, ``apply`` with its
 events, observations and action features, ``to_dict`` and the hashes, ``is_terminal``,
-``winner`` and ``to_move``. The views (``player_view``, ``render``, ``describe_action``...)
-are the Python engine's functions reading the fields below.
+``winner`` and ``to_move``; the action lines and their JSON too (``describe_actions``,
+``action_json``: the trace names every legal action of every decision). The other views
+(``player_view``, ``render``...) are the Python engine's functions reading the fields below.
 
 The fields users read (``seed``, ``decks``, ``starting_player``, ``rng``, ``players``,
 ``active``, ``turn``, ``next_uid``, ``winner``, ``end_reason``, ``last_events``) stay readable,
@@ -159,6 +160,21 @@ class NativeState(State):
 
     def observation(self, player: int):
         return self._core.observation(player)
+
+    # ------------------------------------------------------------------ views, in the core
+    # (engine.views stays the reference: it answers whatever the core leaves to it, e.g. an id
+    # that is not a plain int 0..162, with its own checks and words)
+    def describe_actions(self, action_ids: list[int]) -> list[str]:
+        lines = backend.load_native().describe_actions(self._core, action_ids)
+        return State.describe_actions(self, action_ids) if lines is None else lines
+
+    def describe_action(self, action_id: int) -> str:
+        lines = backend.load_native().describe_actions(self._core, [action_id])
+        return State.describe_action(self, action_id) if lines is None else lines[0]
+
+    def action_json(self, action_id: int, description: str | None = None) -> dict[str, Any]:
+        out = backend.load_native().action_json(self._core, action_id, description)
+        return State.action_json(self, action_id, description) if out is None else out
 
     def action_features(self, action_ids: list[int] | None = None):
         return self._core.action_features(action_ids)

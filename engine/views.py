@@ -77,6 +77,11 @@ def action_json(state: "State", action_id: int, description: str | None = None) 
 _CARD_TEXT = {card_id: f"{card.name} ({card.cost} mana, {card.text()})" for card_id, card in CARDS.items()}
 
 
+def card_text(card_id: int) -> str:
+    """A card as action lines name it: ``Name (cost mana, text)``."""
+    return _CARD_TEXT[card_id]
+
+
 class _TargetTexts:
     """Texts of play targets 0..14 as seen by the player to move, built on first use."""
 

@@ -397,7 +397,6 @@ class StreamingTable:
             raise
         self.rows = 0
         self.row_groups = 0
-        self.arrow_bytes = 0  # what each written table holds in Arrow memory (the card's num_bytes)
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         with _OPEN_LOCK:
@@ -432,7 +431,6 @@ class StreamingTable:
             self.writer.write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
             self.row_groups += 1
-            self.arrow_bytes += table.nbytes
 
     @property
     def is_open(self) -> bool:

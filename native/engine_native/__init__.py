@@ -25,9 +25,9 @@ import numpy as np
 from . import _core
 from ._core import ACTION_SPACE_SIZE, State
 
-__all__ = ["ACTION_SPACE_SIZE", "State", "determinize", "evaluate", "from_state", "greedy_act",
-           "information_set_digest", "model_inputs", "new_battle", "play_greedy_battles", "play_random_battles", "random_act",
-           "register", "search"]
+__all__ = ["ACTION_SPACE_SIZE", "State", "action_json", "describe_actions", "determinize", "evaluate", "from_state",
+           "greedy_act", "information_set_digest", "model_inputs", "new_battle", "play_greedy_battles",
+           "play_random_battles", "random_act", "register", "search"]
 
 _hooks: Any = None  # what engine.backend registered (see register)
 
@@ -36,7 +36,9 @@ def register(hooks: Any) -> None:
     """The Python engine's one registration call (engine.backend makes it when it loads the core).
 
     ``hooks`` has ``card_rows`` and ``view_card_rows`` (the card table and the player view's
-    fixed card texts), the classes ``StateFormatError``, ``CardPoolError``,
+    fixed card texts), ``describe_card_rows`` (each card's name, its text in action lines and
+    whether it is a creature; without them :func:`describe_actions` and :func:`action_json`
+    return None), the classes ``StateFormatError``, ``CardPoolError``,
     ``IllegalActionError`` and ``State``, and the reference functions ``check_action_id``,
     ``check_action_batch``, ``check_batch_seats``, ``validate_deck``, ``new_battle`` (the
     Python engine's, for its argument errors), ``explain_illegal``, ``normalize_dict`` and
@@ -45,6 +47,7 @@ def register(hooks: Any) -> None:
     _core._register(hooks)
     _core.set_card_pool(list(hooks.card_rows))
     _core._set_view_cards(list(hooks.view_card_rows))
+    _core._set_describe_cards(list(getattr(hooks, "describe_card_rows", ())))
     _hooks = hooks
 
 
@@ -112,6 +115,21 @@ def determinize(state: Any, player: int, rng: Any) -> State:
     """adapters.search.determinize on the core: the same world, and ``rng`` advanced the same."""
     world, rng.state = _core._determinize(state, player, _generator_state(rng, "rng"))
     return world
+
+
+def describe_actions(state: State, action_ids: Any) -> list[str] | None:
+    """engine.views.describe_actions for a native state, in the core: one readable line per
+    action of the player to move. None (the caller then uses the Python reference, which
+    checks the ids and words the error) unless ``action_ids`` is a list of ints 0..162 and
+    every card on the state's hands and boards has registered texts."""
+    return _core._describe_actions(state, action_ids)
+
+
+def action_json(state: State, action_id: Any, description: str | None = None) -> dict[str, Any] | None:
+    """engine.views.action_json for a native state, in the core (the same keys in the same
+    order); None, as for :func:`describe_actions`, unless ``action_id`` is an int 0..162 and
+    ``description`` a str or None."""
+    return _core._action_json(state, action_id, description)
 
 
 def information_set_digest(state: Any, player: int) -> str:

@@ -24,6 +24,7 @@ namespace nb = nanobind;
 
 void BindPolicies(nb::module_& m);  // bind_policies.cc
 void BindBatch(nb::module_& m);  // bind_batch.cc: features and the batched API
+void BindViews(nb::module_& m);  // bind_views.cc: action lines and JSON, the snapshot
 
 namespace {
 
@@ -651,4 +652,5 @@ NB_MODULE(_core, m) {
 
   BindPolicies(m);
   BindBatch(m);
+  BindViews(m);
 }

@@ -376,6 +376,8 @@ CALLS: dict[str, Callable[..., Any]] = {
     "observation": lambda m, s, a, b: m.from_state(s).observation(a),
     "action_features": lambda m, s, a, b: m.from_state(s).action_features(a),
     "player_fields": lambda m, s, a, b: m.from_state(s).player_fields(a),
+    "describe_actions": lambda m, s, a, b: m.describe_actions(m.from_state(s), a if isinstance(a, list) else [a, b]),
+    "action_json": lambda m, s, a, b: m.action_json(m.from_state(s), a, b),
     "apply_core": lambda m, s, a, b: m.from_state(s).apply(a),
     "greedy_until": lambda m, s, a, b: m.from_state(s).greedy_until(a) if hasattr(m.State, "greedy_until") else None,
     "play_random_battles": lambda m, s, a, b: m.play_random_battles(a if isinstance(a, list) else [a]),
