@@ -11,12 +11,12 @@ opts in (``metronome_arena_labels``).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import time
 from typing import Any
 
 import orjson
+import pybase64
 
 import engine
 from engine.native_state import NativeState
@@ -54,10 +54,11 @@ class _Snapshot:
 
 
 def encode_observation(obs) -> dict[str, Any]:
-    """float32 vector as base64 of its little-endian bytes (lossless and compact)."""
+    """float32 vector as base64 of its little-endian bytes (lossless and compact; pybase64's SIMD
+    encoder gives the bytes of ``base64.b64encode`` about 6x faster)."""
     data = obs.astype("<f4", copy=False).tobytes()  # no copy on little-endian machines
     return {"obs_version": engine.OBS_VERSION, "dtype": "float32", "shape": [int(obs.shape[0])],
-            "encoding": "base64", "data": base64.b64encode(data).decode()}
+            "encoding": "base64", "data": pybase64.b64encode_as_string(data)}
 
 
 class _Decision:
