@@ -174,41 +174,33 @@ def _labels_vs_truth(pool: str, policy: Any, seed: int, where: dict[str, Path], 
 
 
 def _consensus_accuracy(pool: str, seed: int, where: dict[str, Path], values: dict) -> dict:
-    """Majority and Dawid-Skene consensus against the noise-free truth on the tasks (not gold)
-    that two judges or more answered: over the kept judgments (the dataset's columns) and over
-    every judgment (flagged judges in, no cap), the judges' gold answers anchoring Dawid-Skene."""
-    from extrarlhf.preferences.consensus import dawid_skene, majority
+    """The dataset's two consensus columns (selection.py: majority and Dawid-Skene, the judges'
+    gold answers anchoring it) against the noise-free truth on the tasks (not gold) two judges
+    or more answered: over the kept judgments and over every judgment (flagged judges in, no cap)."""
     from extrarlhf.preferences.policy import PreferencePolicy
-    from extrarlhf.preferences.gold import read_gold
-    from extrarlhf.preferences.selection import pool_judgments, select_judgments
+    from extrarlhf.preferences.selection import select_judgments
 
     folder = where["preferences_dir"] / pool
-    gold, logged = read_gold(folder), pool_judgments(folder)[1]
     out = {}
     for label, policy in (("kept", PreferencePolicy()), ("all", PreferencePolicy(drop_flagged=False,
                                                                                   max_judge_share=1.0))):
         chosen = select_judgments(folder, policy)
-        by_task: dict[str, list[str]] = {}
-        for j in chosen["kept"]:
-            by_task.setdefault(j["task_id"], []).append(j["choice"])
-        shared = [t for t in chosen["doc"]["tasks"] if len(by_task.get(t["task_id"], ())) >= 2]
+        consensus = chosen["consensus"]  # task -> (majority, Dawid-Skene, judges)
+        shared = [t for t in chosen["doc"]["tasks"] if consensus.get(t["task_id"], (None, None, 0))[2] >= 2]
         truth, _ = _truth(folder, shared, values, seed, where)
         shared = [t["task_id"] for t in shared if truth[t["task_id"]] is not None]
-        judges = {j["judge"] for j in chosen["kept"]}
-        logs = [j for j in logged if j["task_id"] in gold and j["judge"] in judges and j["choice"] != "skip"]
-        estimate = dawid_skene([(j["task_id"], j["judge"], j["choice"]) for j in chosen["kept"] + logs],
-                               {t: g["better"] for t, g in gold.items()})["answers"]
-        votes = {t: majority(by_task[t]) for t in shared}
+        votes = {t: consensus[t][0] for t in shared}
+        estimate = {t: consensus[t][1] for t in shared}
         decided = [t for t in shared if votes[t] is not None]
         undecided = [t for t in shared if votes[t] is None]
         out[label] = {"tasks": len(shared), "majority": round(sum(votes[t] == truth[t] for t in shared) / len(shared), 4),
-                      "dawid_skene": round(sum(estimate[t][0] == truth[t] for t in shared) / len(shared), 4),
+                      "dawid_skene": round(sum(estimate[t] == truth[t] for t in shared) / len(shared), 4),
                       "majority_undecided": len(undecided),
                       "where_majority_decides": {  # the same tasks, both methods
                           "majority": round(sum(votes[t] == truth[t] for t in decided) / max(1, len(decided)), 4),
-                          "dawid_skene": round(sum(estimate[t][0] == truth[t] for t in decided) / max(1, len(decided)),
+                          "dawid_skene": round(sum(estimate[t] == truth[t] for t in decided) / max(1, len(decided)),
                                                4)},
-                      "dawid_skene_right_where_undecided": sum(estimate[t][0] == truth[t] for t in undecided)}
+                      "dawid_skene_right_where_undecided": sum(estimate[t] == truth[t] for t in undecided)}
     return out
 
 
