@@ -11,20 +11,27 @@ values of two moves differ). For each of ``--seeds`` seeds, a pool of ``--tasks`
 judges (noise 0.05), 2 ``random``, 1 ``prefers:baseline:random``, answering in turn, 20 tasks at a
 time, until every task has its showings by judges not flagged (pool.py offers again what a
 flagged judge answered). The judges' key is fixed (``RLHF_JUDGE_KEY``), so a run is repeatable. Per seed: which
-judges are flagged and Krippendorff's alpha over all judges and over those kept.
+judges are flagged, Krippendorff's alpha over all judges and over those kept, and the consensus
+on the tasks (not gold) two judges or more answered, majority against Dawid-Skene
+(consensus.py, the judges' gold answers anchoring it), each scored against the noise-free
+truth (the higher search value), over the kept judgments and over all of them.
 
 - **reward**: for ``--reward-seeds`` pools of ``--reward-tasks`` tasks (seeds 100...), judged by
   the same panel, a reward model (20 epochs, seed 0) on the kept judgments (the default
-  selection) and one on all of them (flagged judges kept, no share cap), each scored on the same
-  held-out set: every non-gold task of the test split's battles whose candidates' noise-free
-  search values differ, truth = the higher value (the search judges' own values, without
-  noise), with Wilson 95% intervals;
+  selection), one on all of them (flagged judges kept, no share cap) and, for the ceiling, one
+  on the same tasks judged once each by the truth itself (a search judge without noise), each
+  scored on the same held-out set: every non-gold task of the test split's battles whose
+  candidates' noise-free search values differ, truth = the higher value (the search judges'
+  own values, without noise), with Wilson 95% intervals, the tasks one model gets right and the
+  other not (paired), and how often each dataset's decisive labels agree with the truth;
 - **leaderboard**: on the first seed, the ratings from the kept judgments (the search judges),
   whether neighbours' intervals are apart, and the engine's order of the same specs
   (``--engine-games`` battle pairs per spec pair); then a pool of the same seed judged by the 4
-  search judges and the preferring one, its flagged judge kept (``drop_flagged`` false) at the
-  share cap, and whether any order flips; and, for comparison, the first pool with all its
-  flagged judges (random ones too) kept at the cap;
+  search judges (20 tasks a turn each) and the preferring one answering 60 a turn, so its share
+  of the judgments is above the cap: its leaderboard with the default selection (the flagged
+  judge left out) and with the flagged judge kept at the share cap (which binds), and whether
+  either order flips; and, for comparison, the first pool with all its flagged judges (random
+  ones too) kept at the cap;
 - **speed**: ``judge_quality`` and ``preference_leaderboard`` (1,000 resamples) on a pool log of
   ``--speed-judgments`` judgments (the first seed's tasks, judges drawn to answer at random).
 """
@@ -71,16 +78,17 @@ def _wanting(pool_folder: Path) -> int:
 
 
 def _judge_panel(pool: str, seed: int, where: dict[str, Path], values: dict, panel: tuple = ()) -> int:
-    """The panel answers in turn, 20 tasks each, until every task has its showings by judges not
-    flagged (a flagged judge's answers are offered again) or the kept judges cannot give more."""
+    """The panel answers in turn, 20 tasks each (or a panel row's fourth item), until every task
+    has its showings by judges not flagged (a flagged judge's answers are offered again) or the
+    kept judges cannot give more."""
     from extrarlhf.preferences import judge_synthetically
 
     rounds = 0
     while _wanting(where["preferences_dir"] / pool) and rounds < 500:
         answered = 0
-        for kind, prefix, n in panel or PANEL:
+        for kind, prefix, n, *per in panel or PANEL:
             answered += judge_synthetically(pool, judges=n, kind=kind, prefix=prefix, noise=0.05, seed=seed,
-                                            per_judge=20, values=values, **where)["judgments"]
+                                            per_judge=per[0] if per else 20, values=values, **where)["judgments"]
         rounds += 1
         if not answered:
             break
@@ -93,43 +101,107 @@ def _names(prefs: Path) -> dict[str, str]:
     return {judge_pseudonym(prefs, f"{prefix}-{i}"): prefix for _, prefix, n in PANEL for i in range(n)}
 
 
+def _mean(xs: list[float]) -> float:
+    return round(sum(xs) / len(xs), 4) if xs else float("nan")
+
+
+def _truth(pool_folder: Path, tasks: list[dict], values: dict, seed: int, where: dict[str, Path]) -> tuple[dict, dict]:
+    """The noise-free truth of ``tasks`` (task id -> A or B, None where the values are equal: the
+    search judges' own values without noise, judges.py) and their replayed states."""
+    import engine
+    from extrarlhf.preferences.judges import candidate_values
+    from extrarlhf.preferences.points import states_at
+    from extrarlhf.preferences.pool import read_pool
+
+    source = where["datasets_dir"] / read_pool(pool_folder)["dataset_id"]
+    states = states_at(source, sorted({(t["battle_id"], t["decision_index"], t["state_hash"]) for t in tasks}))
+    for t in tasks:  # the values a search judge computes (judges.py), for tasks no search judge answered too
+        if t["task_id"] not in values:
+            values[t["task_id"]] = tuple(candidate_values(
+                states[(t["battle_id"], t["decision_index"])],
+                [t["candidates"]["A"]["action_id"], t["candidates"]["B"]["action_id"]], 128,
+                engine.derive_seed(seed, f"values:{t['state_hash']}")))
+    truth = {t["task_id"]: (None if values[t["task_id"]][0] == values[t["task_id"]][1]
+                            else "A" if values[t["task_id"]][0] > values[t["task_id"]][1] else "B") for t in tasks}
+    return truth, states
+
+
 def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, where: dict[str, Path],
                     split: str = "test") -> dict:
-    """The reward model's agreement with the noise-free search values on the test battles' tasks."""
-    import engine
+    """The reward model's agreement with the noise-free search values on the split's battles'
+    tasks (``right``: the task ids it gets right, for a paired comparison)."""
     from adapters.onnx_models import new_session
     from extrarlhf.datasets.assign import DEFAULT_SPLIT_KEY, bucket, split_of
     from extrarlhf.checkpoints import CheckpointRegistry
     from extrarlhf.preferences.gold import read_gold
-    from extrarlhf.preferences.judges import candidate_values
-    from extrarlhf.preferences.points import states_at
     from extrarlhf.preferences.policy import wilson
     from extrarlhf.preferences.pool import read_pool
 
     doc, gold = read_pool(pool_folder), read_gold(pool_folder)
     tasks = [t for t in doc["tasks"] if t["task_id"] not in gold
              and split_of(bucket(DEFAULT_SPLIT_KEY, "preferences", t["battle_id"]), REWARD_FRACTIONS) == split]
-    source = where["datasets_dir"] / doc["dataset_id"]
-    states = states_at(source, [(t["battle_id"], t["decision_index"], t["state_hash"]) for t in tasks])
-    for t in tasks:  # the search judges' noise-free values (judges.py), for tasks no search judge answered too
-        if t["task_id"] not in values:
-            values[t["task_id"]] = tuple(candidate_values(
-                states[(t["battle_id"], t["decision_index"])],
-                [t["candidates"]["A"]["action_id"], t["candidates"]["B"]["action_id"]], 128,
-                engine.derive_seed(seed, f"values:{t['state_hash']}")))
-    tasks = [t for t in tasks if values[t["task_id"]][0] != values[t["task_id"]][1]]
+    truth, states = _truth(pool_folder, tasks, values, seed, where)
+    tasks = [t for t in tasks if truth[t["task_id"]] is not None]
     session = new_session(CheckpointRegistry(where["checkpoints_dir"]).get(model).path.read_bytes())
-    right = 0
+    right = set()
     for t in tasks:
         state = states[(t["battle_id"], t["decision_index"])]
         a, b = t["candidates"]["A"]["action_id"], t["candidates"]["B"]["action_id"]
         scores = session.run(["scores"], {"obs": state.observation(t["player"])[None].astype(np.float32),
                                           "action_features": state.action_features([a, b])[None].astype(np.float32),
                                           "action_mask": np.ones((1, 2), np.float32)})[0][0]
-        right += (scores[0] > scores[1]) == (values[t["task_id"]][0] > values[t["task_id"]][1])
-    low, high = wilson(right, len(tasks))
-    return {"accuracy": round(right / len(tasks), 4) if tasks else None, "ci95": [round(low, 4), round(high, 4)],
-            "tasks": len(tasks)}
+        if ("A" if scores[0] > scores[1] else "B") == truth[t["task_id"]]:
+            right.add(t["task_id"])
+    low, high = wilson(len(right), len(tasks))
+    return {"accuracy": round(len(right) / len(tasks), 4) if tasks else None, "ci95": [round(low, 4), round(high, 4)],
+            "tasks": len(tasks), "right": right}
+
+
+def _labels_vs_truth(pool: str, policy: Any, seed: int, where: dict[str, Path], values: dict) -> dict:
+    """How many of the decisive judgments a dataset keeps (every split) agree with the truth."""
+    from extrarlhf.preferences.policy import PreferencePolicy, wilson
+    from extrarlhf.preferences.selection import select_judgments
+
+    folder = where["preferences_dir"] / pool
+    chosen = select_judgments(folder, PreferencePolicy.coerce(policy))
+    ids = {j["task_id"] for j in chosen["kept"]}
+    truth, _ = _truth(folder, [t for t in chosen["doc"]["tasks"] if t["task_id"] in ids], values, seed, where)
+    decisive = [j for j in chosen["kept"] if j["choice"] != "tie" and truth[j["task_id"]] is not None]
+    right = sum(j["choice"] == truth[j["task_id"]] for j in decisive)
+    low, high = wilson(right, len(decisive))
+    return {"accuracy": round(right / len(decisive), 4), "ci95": [round(low, 4), round(high, 4)],
+            "judgments": len(decisive)}
+
+
+def _consensus_accuracy(pool: str, seed: int, where: dict[str, Path], values: dict) -> dict:
+    """The dataset's two consensus columns (selection.py: majority and Dawid-Skene, the judges'
+    gold answers anchoring it) against the noise-free truth on the tasks (not gold) two judges
+    or more answered: over the kept judgments and over every judgment (flagged judges in, no cap)."""
+    from extrarlhf.preferences.policy import PreferencePolicy
+    from extrarlhf.preferences.selection import select_judgments
+
+    folder = where["preferences_dir"] / pool
+    out = {}
+    for label, policy in (("kept", PreferencePolicy()), ("all", PreferencePolicy(drop_flagged=False,
+                                                                                  max_judge_share=1.0))):
+        chosen = select_judgments(folder, policy)
+        consensus = chosen["consensus"]  # task -> (majority, Dawid-Skene, judges)
+        shared = [t for t in chosen["doc"]["tasks"] if consensus.get(t["task_id"], (None, None, 0))[2] >= 2]
+        truth, _ = _truth(folder, shared, values, seed, where)
+        shared = [t["task_id"] for t in shared if truth[t["task_id"]] is not None]
+        votes = {t: consensus[t][0] for t in shared}
+        estimate = {t: consensus[t][1] for t in shared}
+        decided = [t for t in shared if votes[t] is not None]
+        undecided = [t for t in shared if votes[t] is None]
+        out[label] = {"tasks": len(shared), "majority": round(sum(votes[t] == truth[t] for t in shared) / len(shared), 4),
+                      "dawid_skene": round(sum(estimate[t] == truth[t] for t in shared) / len(shared), 4),
+                      "majority_undecided": len(undecided),
+                      "where_majority_decides": {  # the same tasks, both methods
+                          "majority": round(sum(votes[t] == truth[t] for t in decided) / max(1, len(decided)), 4),
+                          "dawid_skene": round(sum(estimate[t] == truth[t] for t in decided) / max(1, len(decided)),
+                                               4)},
+                      "dawid_skene_right_where_undecided": sum(estimate[t] == truth[t] for t in undecided)}
+    return out
 
 
 def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
@@ -185,9 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["RLHF_JUDGE_KEY"] = "benchmark-preference-trust-judges"  # repeatable gold places and pseudonyms
 
     from extrarlhf.datasets import materialize_v5_dataset
-    from extrarlhf.preferences import create_preference_pool, materialize_preference_dataset, train_reward_model
+    from extrarlhf.preferences import (create_preference_pool, judge_synthetically, materialize_preference_dataset,
+                                       train_reward_model)
     from extrarlhf.preferences.leaderboard import preference_leaderboard
-    from extrarlhf.preferences.selection import judge_quality
+    from extrarlhf.preferences.gold import read_gold
+    from extrarlhf.preferences.selection import judge_quality, pool_judgments
     from extrarlhf.runtime.series import run_series
 
     tmp = tempfile.TemporaryDirectory() if args.out is None else None
@@ -220,11 +294,30 @@ def main(argv: list[str] | None = None) -> int:
                "gold_accuracy": {names[j["judge"]] + f"-{k}": j["gold_accuracy"]
                                  for k, j in enumerate(quality["judges"])},
                "reasons": sorted({(j["reason"] or "").split(":")[0] for j in quality["judges"] if j["flagged"]}),
+               "consensus": _consensus_accuracy(pool, seed, where, values),
                "seconds": round(time.perf_counter() - t0, 1)}
         report["seeds"].append(row)
         _log(json.dumps(row))
     report["flag_target_seeds"] = sum(r["target_flags"] for r in report["seeds"])
     report["alpha_kept_above_all_seeds"] = sum(r["alpha"]["kept"] > r["alpha"]["all"] for r in report["seeds"])
+    report["consensus"] = {label: {"tasks": sum(r["consensus"][label]["tasks"] for r in report["seeds"]),
+                                   "majority_mean": _mean([r["consensus"][label]["majority"] for r in report["seeds"]]),
+                                   "dawid_skene_mean": _mean([r["consensus"][label]["dawid_skene"]
+                                                              for r in report["seeds"]]),
+                                   "seeds_dawid_skene_above": sum(r["consensus"][label]["dawid_skene"]
+                                                                  > r["consensus"][label]["majority"]
+                                                                  for r in report["seeds"]),
+                                   "seeds_dawid_skene_below": sum(r["consensus"][label]["dawid_skene"]
+                                                                  < r["consensus"][label]["majority"]
+                                                                  for r in report["seeds"]),
+                                   "where_majority_decides": {
+                                       m: _mean([r["consensus"][label]["where_majority_decides"][m]
+                                                 for r in report["seeds"]]) for m in ("majority", "dawid_skene")},
+                                   "undecided": sum(r["consensus"][label]["majority_undecided"] for r in report["seeds"]),
+                                   "dawid_skene_right_where_undecided": sum(
+                                       r["consensus"][label]["dawid_skene_right_where_undecided"]
+                                       for r in report["seeds"])}
+                           for label in ("kept", "all")}
 
     where_rm = {**where, "checkpoints_dir": root / "checkpoints"}
     report["reward"] = []
@@ -235,22 +328,41 @@ def main(argv: list[str] | None = None) -> int:
         values = {}
         _judge_panel(pool, 100 + seed, where, values)
         row = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"]}
-        for label, policy in (("kept", None), ("all", {"drop_flagged": False, "max_judge_share": 1.0})):
-            made = materialize_preference_dataset(pool, name=f"prefs-{pool}-{label}", policy=policy,
+        # the ceiling: the same tasks (same seed) judged once each by the truth itself (a search
+        # judge without noise: the values the truth is read from)
+        create_preference_pool(f"truth-{seed}", "bench", sources=SOURCES, n_tasks=args.reward_tasks, seed=100 + seed,
+                               gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
+        judge_synthetically(f"truth-{seed}", judges=1, kind="search", prefix="truth", noise=0.0, seed=100 + seed,
+                            values=values, **where)
+        for label, judged, policy in (("kept", pool, None), ("all", pool, {"drop_flagged": False, "max_judge_share": 1.0}),
+                                      ("truth_labels", f"truth-{seed}", None)):
+            made = materialize_preference_dataset(judged, name=f"prefs-{pool}-{label}", policy=policy,
                                                   fractions=REWARD_FRACTIONS, **where)
             model = f"rm-{pool}-{label}"
             trained = train_reward_model(made["dataset_id"], model, seed=0, epochs=20, require_ready=False,
                                          datasets_dir=where["datasets_dir"], checkpoints_dir=where_rm["checkpoints_dir"],
                                          overwrite=True)
             row[label] = {"judgments": made["left_out"]["kept"]["judgments"],
+                          "labels_vs_truth": _labels_vs_truth(judged, policy, 100 + seed, where, values),
+                          "best_epoch": trained["final"]["best_epoch"],
                           "test_vs_judges": trained["final"]["test"]["accuracy"],
                           "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
                                                            where_rm),
                           "train_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
                                                             where_rm, "train")}
         row["gain"] = round(row["kept"]["test_vs_truth"]["accuracy"] - row["all"]["test_vs_truth"]["accuracy"], 4)
+        kept_right, all_right = row["kept"]["test_vs_truth"].pop("right"), row["all"]["test_vs_truth"].pop("right")
+        row["paired"] = {"kept_right_all_wrong": len(kept_right - all_right),
+                         "all_right_kept_wrong": len(all_right - kept_right)}
+        for label in ("kept", "all", "truth_labels"):
+            row[label]["train_vs_truth"].pop("right")
+        row["truth_labels"]["test_vs_truth"].pop("right")
         report["reward"].append(row)
         _log(json.dumps(row))
+
+    report["reward_gain"] = {"mean": _mean([r["gain"] for r in report["reward"]]),
+                             "pools_at_least_0.05": sum(r["gain"] >= 0.05 for r in report["reward"]),
+                             "pools": len(report["reward"])}
 
     board = preference_leaderboard("trust-0", resamples=1000, games=args.engine_games, seed=0,
                                    preferences_dir=where["preferences_dir"], checkpoints_dir=where_rm["checkpoints_dir"])
@@ -258,19 +370,30 @@ def main(argv: list[str] | None = None) -> int:
                                       policy={"drop_flagged": False})
     create_preference_pool("steer-0", "bench", sources=SOURCES, n_tasks=args.tasks, seed=0, gold_share=0.1,
                            overlap_share=0.2, overlap_judges=3, **where)
-    _judge_panel("steer-0", 0, where, {}, (("search", "search", 4), ("prefers:baseline:random", "steer", 1)))
-    capped = preference_leaderboard("steer-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
-                                    policy={"drop_flagged": False})
+    # the preferring judge answers three times as fast as each search judge, so its share of the
+    # judgments (not gold) is above the cap and the cap binds
+    _judge_panel("steer-0", 0, where, {}, (("search", "search", 4), ("prefers:baseline:random", "steer", 1, 60)))
+    steered = {}
+    for label, policy in (("default", None), ("flagged_kept", {"drop_flagged": False})):
+        got = preference_leaderboard("steer-0", resamples=1000, seed=0, preferences_dir=where["preferences_dir"],
+                                     policy=policy)
+        capped = got["left_out"]["capped"]
+        steered[label] = {"order": got["order"], "ratings": got["ratings"], "judgments": got["judgments"],
+                          "flagged_left_out": got["left_out"]["flagged"]["judgments"] if policy is None else 0,
+                          "max_judge_share": capped["max_judge_share"], "capped_judgments": capped["judgments"],
+                          "cap_binds": capped["judges"] > 0, "order_flips": got["order"] != board["order"]}
+    steer_gold = read_gold(where["preferences_dir"] / "steer-0")
+    judged = [j for j in pool_judgments(where["preferences_dir"] / "steer-0")[1]
+              if j["task_id"] not in steer_gold and j["choice"] != "skip"]
+    mine = [j for j in judged if _names(where["preferences_dir"]).get(j["judge"]) == "steer"]
     report["leaderboard"] = {
         "kept": {"order": board["order"], "ratings": board["ratings"], "judgments": board["judgments"],
                  "all_apart": all(r.get("apart_from_next", True) for r in board["ratings"])},
         "engine": board["engine"],
         "preferring_judge_added_at_cap": {
-            "pool": "steer-0 (4 search judges and the preferring one; flagged judges kept, the cap holds)",
-            "order": capped["order"], "ratings": capped["ratings"],
-            "max_judge_share": capped["left_out"]["capped"]["max_judge_share"],
-            "capped_judgments": capped["left_out"]["capped"]["judgments"],
-            "order_flips": capped["order"] != board["order"]},
+            "pool": "steer-0 (4 search judges, 20 tasks a turn each, and the preferring one, 60 a turn)",
+            "preferring_judgments_not_gold": len(mine), "preferring_share_before_cap": round(len(mine) / len(judged), 4),
+            **steered},
         "all_flagged_kept_at_cap": {"order": all_kept["order"], "ratings": all_kept["ratings"],
                                     "order_flips": all_kept["order"] != board["order"]}}
     _log(json.dumps(report["leaderboard"]))

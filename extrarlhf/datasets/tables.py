@@ -332,6 +332,9 @@ PREFERENCES = [
     ("judged_at", pa.string(), False, "UTC time of the judgment"),
     ("consensus", pa.string(), True, "the strict-majority answer of the kept judges on this task (A, B or tie); "
                                      "null when fewer than two answered or none has a majority"),
+    ("consensus_ds", pa.string(), True, "the Dawid-Skene estimate from the kept judges' answers (per-judge "
+                                        "confusion over A, B, tie; gold answers anchor it); null when fewer than two "
+                                        "kept judges answered"),
     ("consensus_judges", pa.int16(), False, "how many kept judges answered this task"),
 ]
 

@@ -13,7 +13,8 @@ datasets and (for the reward model, the ``train`` extra) training. Modules:
 - policy.py      ``PreferencePolicy``: readiness thresholds, flag rules, the share cap; ``wilson``
 - quality.py     ``assess``: per judge gold accuracy, agreement, flags; Krippendorff's alpha (pure)
 - selection.py   ``judge_quality``; which judgments a dataset keeps (no gold, no flagged judge, the
-                 share cap), consensus
+                 share cap), the consensus columns
+- consensus.py   ``majority`` and ``dawid_skene``: consensus of several judges on a task (numpy only)
 - leaderboard.py ``preference_leaderboard``: Bradley-Terry over specs, bootstrap intervals, engine order
 - dataset.py     ``materialize_preference_dataset`` (kind ``preference_pairs``), ``preference_ready``,
                  ``read_preferences``, ``export_trl_preferences``

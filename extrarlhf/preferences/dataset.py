@@ -9,7 +9,8 @@ the judge saw and, for learners, the acting player's observation and both candid
 features, recomputed from the replayed state. Skips are counted, not kept; gold tasks, flagged
 judges' judgments and judgments over a judge's share cap are left out (selection.py), and the
 manifest's ``left_out`` says how many and why. ``consensus`` is the strict-majority answer of
-the kept judges on a task two of them or more answered. Readiness (``preference_ready``)
+the kept judges on a task two of them or more answered, ``consensus_ds`` their Dawid-Skene
+estimate (consensus.py). Readiness (``preference_ready``)
 needs enough non-tie judgments, distinct states and distinct (kept) judges; when every judge
 is flagged, materializing is refused (NotReady naming each flag's reason) and nothing is written.
 
@@ -74,7 +75,8 @@ def _rows(pool_folder: Path, datasets_dir: str | os.PathLike[str], policy: Prefe
             "observation": state.observation(t["player"]).astype(np.float32), "a_features": features[0],
             "b_features": features[1], "choice": j["choice"], "judge": j["judge"], "judge_kind": j["judge_kind"],
             "reason": j.get("reason"), "think_ms": j.get("think_ms"), "judged_at": j["judged_at"],
-            "consensus": consensus[t["task_id"]][0], "consensus_judges": consensus[t["task_id"]][1],
+            "consensus": consensus[t["task_id"]][0], "consensus_ds": consensus[t["task_id"]][1],
+            "consensus_judges": consensus[t["task_id"]][2],
         })
     rows.sort(key=lambda r: (r["battle_id"], r["decision_index"], r["task_id"], r["judge"]))
     return doc, rows, chosen

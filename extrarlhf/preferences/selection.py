@@ -7,7 +7,9 @@ flagged judges' judgments are left out while the policy's ``drop_flagged`` holds
 says who and why); then no judge keeps more than ``max_judge_share`` of what is left (one over
 the number of judges left when that is more, so a cap never empties a dataset): a judge over
 the cap keeps the judgments first in a keyed order of their task ids. Each kept task answered
-by two kept judges or more gets a consensus: the answer of a strict majority of them, else none.
+by two kept judges or more gets a consensus: the answer of a strict majority of them, else none,
+and the Dawid-Skene estimate (consensus.py) over the kept judgments, the kept judges' gold
+answers anchoring it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from .consensus import dawid_skene, majority
 from .gold import read_gold
 from .policy import PreferencePolicy
 from .pool import DEFAULT_PREFERENCES_DIR, JUDGMENTS, _lines, pool_dir, read_pool
@@ -64,7 +67,8 @@ def _cap_order(task_id: str) -> bytes:
 
 def select_judgments(folder: Path, policy: PreferencePolicy) -> dict[str, Any]:
     """``{"doc", "kept", "consensus", "left_out", "quality"}`` for the pool in ``folder``:
-    ``kept`` the judgment records kept, ``consensus`` ``task_id -> (answer or None, judges)``."""
+    ``kept`` the judgment records kept, ``consensus`` ``task_id -> (majority or None, Dawid-Skene
+    or None, judges)``."""
     doc, judgments = pool_judgments(folder)
     gold = read_gold(folder)
     quality = assess(judgments, gold, policy)
@@ -86,11 +90,13 @@ def select_judgments(folder: Path, policy: PreferencePolicy) -> dict[str, Any]:
     by_task: dict[str, list[str]] = {}
     for j in kept:
         by_task.setdefault(j["task_id"], []).append(j["choice"])
-    consensus = {}
-    for task_id, answers in by_task.items():
-        top = max(set(answers), key=lambda a: (answers.count(a), a))
-        consensus[task_id] = (top if len(answers) >= 2 and answers.count(top) * 2 > len(answers) else None,
-                              len(answers))
+    kept_judges = set(per_judge)
+    estimate = dawid_skene([(j["task_id"], j["judge"], j["choice"]) for j in kept]
+                           + [(j["task_id"], j["judge"], j["choice"]) for j in answered
+                              if j["task_id"] in gold and j["judge"] in kept_judges],
+                           {t: g["better"] for t, g in gold.items()})["answers"]
+    consensus = {task_id: (majority(answers), estimate[task_id][0] if len(answers) >= 2 else None, len(answers))
+                 for task_id, answers in by_task.items()}
     flagged_out = [j for j in not_gold if j["judge"] in dropped]
     left_out = {
         "judgments_logged": len(judgments), "skipped": len(judgments) - len(answered),

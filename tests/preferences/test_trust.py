@@ -128,10 +128,11 @@ def test_the_dataset_leaves_out_flagged_judges_gold_and_caps_shares(root: Path):
     gold = read_gold(root / "preferences" / "t")
     assert not set(table.column("task_id").to_pylist()) & set(gold)  # gold tasks measure judges: not in the data
     rows = [r for s in ("train", "val", "test") for r in pq.read_table(folder / f"{s}.parquet",
-                                                                       columns=["consensus", "consensus_judges"]
-                                                                       ).to_pylist()]
+                                                                       columns=["consensus", "consensus_ds",
+                                                                                "consensus_judges"]).to_pylist()]
     assert any(r["consensus_judges"] == 2 and r["consensus"] in ("A", "B", "tie") for r in rows)
-    assert all(r["consensus"] is None for r in rows if r["consensus_judges"] == 1)
+    assert all(r["consensus"] is None and r["consensus_ds"] is None for r in rows if r["consensus_judges"] == 1)
+    assert all(r["consensus_ds"] in ("A", "B", "tie") for r in rows if r["consensus_judges"] >= 2)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["left_out"] == out and manifest["selection"]["drop_flagged"] is True
     card = (root / "datasets" / "prefs-t" / "README.md").read_text()
