@@ -117,7 +117,9 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
     # ------------------------------------------------------------------ pages
     async def lobby(request: Request) -> Response:
         opponents = await call(arena.opponents)
-        return render(request, "lobby.html", opponents=opponents, matches=arena.matches(sid(request)))
+        champion = await call(arena.champion)
+        return render(request, "lobby.html", opponents=opponents, champion=champion,
+                      preselected=opponents[0] if champion else "baseline:greedy", matches=arena.matches(sid(request)))
 
     async def start(request: Request) -> Response:
         fields = await form(request)
