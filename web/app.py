@@ -46,6 +46,7 @@ from adapters import work
 from extrarlhf.core.echo import safe_text
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
+from extrarlhf.policies.champion import CHAMPION_NAME
 from extrarlhf.preferences import pool as prefs
 from extrarlhf.preferences.judges import VerifiedJudge, arena_judge, redeem_invite
 from extrarlhf.preferences.leaderboard import preference_leaderboard, ranks_specs
@@ -118,8 +119,9 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
     async def lobby(request: Request) -> Response:
         opponents = await call(arena.opponents)
         champion = await call(arena.champion)
-        return render(request, "lobby.html", opponents=opponents, champion=champion,
-                      preselected=opponents[0] if champion else "baseline:greedy", matches=arena.matches(sid(request)))
+        chosen = CHAMPION_NAME if champion and CHAMPION_NAME in opponents else "baseline:greedy"
+        return render(request, "lobby.html", opponents=opponents, champion=champion, preselected=chosen,
+                      matches=arena.matches(sid(request)))
 
     async def start(request: Request) -> Response:
         fields = await form(request)
