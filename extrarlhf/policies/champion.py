@@ -34,6 +34,7 @@ from ..checkpoints.registry import CheckpointExists, CheckpointRegistry, Protect
 from ..core.clock import utc_now
 from ..core.errors import InvalidArgument, NotFound, UnsupportedSchema, corrupt_record
 from ..core.fileio import atomic_write_bytes, atomic_write_json, read_json_document, writing
+from ..runtime.actors import concrete_spec
 
 CHAMPION_NAME = "champion"
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "champion"
@@ -162,7 +163,7 @@ def _what(card: dict[str, Any]) -> str:
 def publish_champion(name: str, *, checkpoints_dir: str | os.PathLike[str], made_by: str,
                      pairs: int = DEFAULT_PAIRS, seed: int = 0, workers: int = 1,
                      into: str | os.PathLike[str] = SHIPPED_DIR) -> dict[str, Any]:
-    """Make checkpoint ``name`` of ``checkpoints_dir`` the shipped champion in ``into``: its
+    """Make checkpoint ``name`` (or ``@promoted``) of ``checkpoints_dir`` the shipped champion in ``into``: its
     ONNX and its card (renamed ``champion``) are staged, registered in a fresh registry and
     benchmarked against greedy over ``pairs`` pairs (no early stop), then the folder's three files
     are replaced, the record last. Returns the record. An error before that changes nothing in
@@ -173,6 +174,7 @@ def publish_champion(name: str, *, checkpoints_dir: str | os.PathLike[str], made
 
     if not isinstance(made_by, str) or not made_by.strip():
         raise InvalidArgument("say how the network was made (--made-by: the command that trained it)")
+    name = concrete_spec(name, "champion", checkpoints_dir)  # @promoted: the promoted checkpoint's name
     source = CheckpointRegistry(checkpoints_dir).get(name)
     card = read_card(checkpoints_dir, name)  # not_found / stale_card: a champion is shipped with its own card
     if source.kind != "v5":

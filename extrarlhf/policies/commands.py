@@ -363,7 +363,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_cmd_champion)
     p = champion.add_parser("publish", help="make a registered checkpoint the shipped champion: copy it and its card "
                                             "into extrarlhf/champion/ and benchmark it against greedy")
-    p.add_argument("name", help="the registered checkpoint (it must have its model card)")
+    p.add_argument("name", help="the registered checkpoint, or @promoted (it must have its model card)")
     p.add_argument("--made-by", required=True, help="the command that made it (recorded in champion.json)")
     p.add_argument("--pairs", type=int, default=1000, help="benchmark pairs against greedy, no early stop "
                                                            "(default 1000)")

@@ -125,6 +125,9 @@ def test_an_earlier_shipped_champion_is_replaced_unless_it_is_promoted(tmp_path:
     assert kept["state"] == "kept_protected" and "promoted" in kept["message"]
     assert CheckpointRegistry(ck).get(CHAMPION_NAME).sha256 == shipped_record()["sha256"]
     assert (ck / "promoted.json").read_bytes() == promoted
+    # publish takes @promoted: the promoted checkpoint of a registry (a make improve run's)
+    record = publish_champion("@promoted", checkpoints_dir=ck, made_by="tests", pairs=2, into=tmp_path / "re" / "champion")
+    assert record["trained_as"] == CHAMPION_NAME and record["sha256"] == shipped_record()["sha256"]
 
 
 def test_publish_copies_a_checkpoint_and_records_a_benchmark_its_command_reproduces(tmp_path: Path) -> None:
