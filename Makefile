@@ -12,7 +12,10 @@ TOOLS_STAMP := $(TOOLS)/.installed
 .PHONY: run test bench setup clean golden mcp play tools ui chromium postgres prod-demo improve docs sanitize FORCE
 FORCE:
 
+# The virtual env (below), then the network shipped with the project registered in checkpoints/ as
+# `champion` (every time, a no-op when it is there; a model of your own named champion is left alone).
 setup: $(STAMP)
+	@$(PY) -m extrarlhf champion ensure
 
 # The native engine core (native/, DESIGN 16): a change to its sources rebuilds it.
 NATIVE_SOURCES := native/pyproject.toml native/CMakeLists.txt CMakeLists.txt buildsys/extrarlhf_build.py $(wildcard native/src/*.cc native/src/*.h native/engine_native/*.py)

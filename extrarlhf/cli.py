@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_runtime_parser(sub)  # demo, collect, replay, sessions list|show
     add_datasets_parser(sub)  # python -m extrarlhf datasets list|inspect|validate|materialize|...
     add_training_parser(sub)  # train
-    add_policies_parser(sub)  # benchmark, promote, pipeline, improve, ladder
+    add_policies_parser(sub)  # benchmark, promote, pipeline, improve, champion ensure|publish, ladder
     add_production_parser(sub)  # production status|export-v5|export-timestamp (opt-in)
     add_preferences_parser(sub)  # preferences pool|judge|synthetic|list|materialize|reward|export-trl
     add_gc_parser(sub)  # gc: temp folders, unfinished publications and unused locks of dead processes

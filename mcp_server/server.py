@@ -22,6 +22,7 @@ from adapters.search import DEFAULT_SIMS, MAX_SIMS, is_search_spec
 from engine import ACTION_SPACE_SIZE
 from extrarlhf.checkpoints.promoted import read_promoted
 from extrarlhf.core.errors import NotFound
+from extrarlhf.policies.champion import CHAMPION_NAME, champion_summary
 from extrarlhf.runtime import codenames
 from extrarlhf.runtime import series as core_series
 from extrarlhf.runtime.actors import concrete_spec, resolve_actor
@@ -514,17 +515,21 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         """What can play: baselines, checkpoints, the search spec form.
 
         What can play: the baseline specs, a page of the registered checkpoints (name, kind,
-        weights_hash, path...) by name, `specs` (the valid opponent / p1_model values: the baselines
-        and this page's checkpoint names), `search` (the search actor's spec form over any of them,
-        its default and maximum sims, an example) and the adapter kinds (built-in and custom) with
-        their aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor).
+        weights_hash, path...), `champion` first, `specs` (the valid opponent / p1_model values:
+        champion, the baselines, the page's names), `search` (the search actor's spec form over any
+        of them, its default and maximum sims, an example) and the adapter kinds with their
+        aliases. Paged: total (checkpoints), returned, next_cursor (pass it as cursor).
         """
         registry = default_registry()
         page = paginate(checkpoints.list(), tool="list_models", limit=limit, cursor=cursor,
-                        key=lambda entry: (entry["name"],))
+                        key=lambda entry: (int(entry["name"] != CHAMPION_NAME), entry["name"]))
         promoted = read_promoted(config.checkpoints_dir)
+        names = [entry["name"] for entry in page.items]
+        first = [CHAMPION_NAME] if CHAMPION_NAME in names else []
         return {"baselines": BASELINE_SPECS, **paged({}, "checkpoints", page),
-                "specs": BASELINE_SPECS + [entry["name"] for entry in page.items] + (["@promoted"] if promoted else []),
+                "specs": first + BASELINE_SPECS + [n for n in names if n not in first]
+                + (["@promoted"] if promoted else []),
+                "champion": champion_summary(config.checkpoints_dir) if first else None,
                 "promoted": promoted["name"] if promoted else None,
                 "search": {"form": "search:<baseline spec or checkpoint name>?sims=N[&play=<baseline spec or "
                                    "checkpoint name>]",

@@ -46,6 +46,7 @@ from adapters import work
 from extrarlhf.core.echo import safe_text
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.core.work_caps import MAX_ROLLOUTS_PER_CALL
+from extrarlhf.policies.champion import CHAMPION_NAME
 from extrarlhf.preferences import pool as prefs
 from extrarlhf.preferences.judges import VerifiedJudge, arena_judge, redeem_invite
 from extrarlhf.preferences.leaderboard import preference_leaderboard, ranks_specs
@@ -117,7 +118,10 @@ def build_app(config: ArenaConfig | None = None) -> Starlette:
     # ------------------------------------------------------------------ pages
     async def lobby(request: Request) -> Response:
         opponents = await call(arena.opponents)
-        return render(request, "lobby.html", opponents=opponents, matches=arena.matches(sid(request)))
+        champion = await call(arena.champion)
+        chosen = CHAMPION_NAME if champion and CHAMPION_NAME in opponents else "baseline:greedy"
+        return render(request, "lobby.html", opponents=opponents, champion=champion, preselected=chosen,
+                      matches=arena.matches(sid(request)))
 
     async def start(request: Request) -> Response:
         fields = await form(request)

@@ -24,6 +24,7 @@ from typing import Any
 
 from extrarlhf.core.errors import InvalidArgument, RLHFError
 from extrarlhf.core.names import check_name
+from extrarlhf.policies.champion import CHAMPION_NAME, champion_summary
 from extrarlhf.production.pseudonyms import player_pseudonym
 from extrarlhf.runtime.actors import available_specs, resolve_actor
 from extrarlhf.runtime.live import MatchRegistry
@@ -95,15 +96,22 @@ class Arena:
 
     # ------------------------------------------------------------------ listing
     def opponents(self) -> list[str]:
-        """What can play player 2: the registry's specs (baselines, checkpoints, ``@promoted`` when
-        something is promoted) and a search example; any other spec can be typed."""
+        """What can play player 2: ``champion`` first when it is registered, the registry's specs
+        (baselines, checkpoints, ``@promoted`` when something is promoted) and a search example; any
+        other spec can be typed."""
         specs = [s for s in available_specs(self.config.checkpoints_dir) if "<" not in s]
+        if CHAMPION_NAME in specs:
+            specs.insert(0, specs.pop(specs.index(CHAMPION_NAME)))
         if "@promoted" in specs:
             try:
                 resolve_actor("@promoted", "opponent", self.config.checkpoints_dir)
             except RLHFError:  # nothing promoted yet: not offered
                 specs.remove("@promoted")
         return specs + list(SEARCH_EXAMPLES)
+
+    def champion(self) -> dict[str, Any] | None:
+        """What the lobby says about ``champion`` (its benchmark when it is the shipped one), or None."""
+        return champion_summary(self.config.checkpoints_dir)
 
     def matches(self, sid: str) -> list[Played]:
         with self._lock:

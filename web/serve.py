@@ -1,7 +1,8 @@
 """``python -m extrarlhf arena``: the arena on uvicorn (``make play``).
 
 :func:`serve` checks the bind (loopback, or a token to expose it) before anything listens,
-prints the address to open (with the token once when there is one) and serves until Ctrl-C.
+registers the shipped champion when the registry lacks it (extrarlhf.policies.champion), prints
+the address to open (with the token once when there is one) and serves until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -12,12 +13,29 @@ from pathlib import Path
 
 import uvicorn
 
+from extrarlhf.core.errors import RLHFError
+from extrarlhf.policies.champion import ensure_champion
+
 from .app import build_app
 from .config import PSEUDONYM_KEY_ENV, TOKEN_ENV, ArenaConfig, check_bind
 from .security import header_timeout_protocol
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+
+
+def _register_champion(checkpoints_dir: str | os.PathLike[str]) -> None:
+    """The shipped champion is offered first in the lobby: register it in this registry when it
+    is missing (``make setup`` does the same for ``checkpoints/``); a refusal is one line, not a
+    reason not to serve."""
+    try:
+        report = ensure_champion(checkpoints_dir)
+    except (RLHFError, OSError) as exc:
+        print(f"warning: the shipped champion could not be registered in {checkpoints_dir}: {exc}", file=sys.stderr,
+              flush=True)
+        return
+    if report["state"] != "present":
+        print(f"champion: {report['message']}", file=sys.stderr, flush=True)
 
 
 def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, sessions_dir: str | os.PathLike[str] = "sessions",
@@ -36,6 +54,7 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, sessions_dir: str 
         extra["record_free_text"] = free_text
     config = ArenaConfig(sessions_dir=Path(sessions_dir), checkpoints_dir=Path(checkpoints_dir), token=token,
                          preferences_dir=Path(preferences_dir), **extra)
+    _register_champion(checkpoints_dir)
     app = build_app(config)
     if not os.environ.get(PSEUDONYM_KEY_ENV):
         print(f"warning: {PSEUDONYM_KEY_ENV} is not set: the players' pseudonym key is drawn for this start only, "

@@ -10,7 +10,9 @@ imports it.
 - ladder.py            the Elo of every promotion against its predecessor and the baselines
 - pipeline.py          collect -> materialize -> readiness -> train -> benchmark -> promote
 - improve.py           expert iteration with the search teacher (the improvement loop)
-- commands.py          ``python -m extrarlhf benchmark | promote | pipeline | improve | ladder``
+- champion.py          the network shipped with the project: ``ensure_champion`` registers it as
+                       ``champion``, ``publish_champion`` replaces it (``extrarlhf/champion/``)
+- commands.py          ``python -m extrarlhf benchmark | promote | pipeline | improve | champion | ladder``
 """
 
 from typing import Any

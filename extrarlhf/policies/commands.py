@@ -1,4 +1,4 @@
-"""``python -m extrarlhf benchmark|promote|pipeline|improve|ladder``: the L0 loop on the command line.
+"""``python -m extrarlhf benchmark|promote|pipeline|improve|ladder|champion``: the L0 loop on the command line.
 
 Each subcommand calls one core function and prints a short readable report (``--json``: the
 function's result). Business errors are printed by extrarlhf/cli.py as one ``error [code]:
@@ -17,6 +17,7 @@ are measured. ``--json``: the ladder document (also written to ``checkpoints/lad
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..core.console import percent, print_json
@@ -70,9 +71,12 @@ def _cmd_ladder(args: argparse.Namespace) -> int:
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     from .benchmarking import benchmark_models
+    from .champion import CHAMPION_NAME, ensure_champion
     from .promotion import current_incumbent
 
     incumbent = args.incumbent or current_incumbent(args.checkpoints_dir)
+    if CHAMPION_NAME in (args.candidate, incumbent):  # the shipped champion is playable in any registry
+        _say_champion(ensure_champion(args.checkpoints_dir), quiet=True)
     result = benchmark_models(args.candidate, incumbent, n_pairs=args.pairs, seed=args.seed, elo0=args.elo0,
                               elo1=args.elo1, alpha=args.alpha, beta=args.beta, baseline_pairs=args.baseline_pairs,
                               max_workers=args.workers, stop_early=not args.no_early_stop,
@@ -84,6 +88,38 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         print(result["markdown"], end="")
         print(f"report: {result['report_path']}")
     return 0 if result["passed"] else 1
+
+
+def _say_champion(report: dict[str, Any], quiet: bool = False) -> None:
+    """One line about the champion's registration: on stdout, or on stderr (``quiet``: only
+    when something was done or refused, so a benchmark's output stays its report)."""
+    if not quiet:
+        print(report["message"])
+    elif report["state"] != "present":
+        print(f"champion: {report['message']}", file=sys.stderr)
+
+
+def _cmd_champion(args: argparse.Namespace) -> int:
+    from .champion import ensure_champion, publish_champion
+
+    if args.action == "ensure":
+        report = ensure_champion(args.checkpoints_dir)
+        if args.json:
+            print_json(report)
+        else:
+            _say_champion(report)
+        return 0
+    record = publish_champion(args.name, checkpoints_dir=args.checkpoints_dir, made_by=args.made_by,
+                              pairs=args.pairs, seed=args.seed, workers=args.workers,
+                              **({"into": args.into} if args.into else {}))
+    if args.json:
+        print_json(record)
+    else:
+        b = record["benchmark"]
+        print(f"published {args.name} as the champion ({record['sha256'][:12]}): {b['score']:.4f} "
+              f"[{b['score_ci95'][0]:.4f}, {b['score_ci95'][1]:.4f}] against {b['opponent']} over {b['pairs']} pairs; "
+              f"reproduce: {b['command']}")
+    return 0
 
 
 def _cmd_promote(args: argparse.Namespace) -> int:
@@ -238,7 +274,7 @@ def _cmd_improve(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    """Add the ``benchmark``, ``promote``, ``pipeline``, ``improve`` and ``ladder`` commands to the
+    """Add the ``benchmark``, ``promote``, ``pipeline``, ``improve``, ``champion`` and ``ladder`` commands to the
     CLI's subparsers."""
     def bench_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--pairs", type=int, default=200, help="maximum pairs (2 battles each, seats swapped)")
@@ -318,6 +354,25 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     add_dir_options(p, datasets=True, sessions=True)
     p.set_defaults(func=_cmd_improve)
+
+    champion = sub.add_parser("champion", help="the network shipped with the project: register it, or publish a "
+                                               "better one").add_subparsers(dest="action", required=True)
+    p = champion.add_parser("ensure", help="register the shipped champion as 'champion' (make setup does); a model "
+                                           "of your own with that name is never overwritten")
+    add_dir_options(p)
+    p.set_defaults(func=_cmd_champion)
+    p = champion.add_parser("publish", help="make a registered checkpoint the shipped champion: copy it and its card "
+                                            "into extrarlhf/champion/ and benchmark it against greedy")
+    p.add_argument("name", help="the registered checkpoint, or @promoted (it must have its model card)")
+    p.add_argument("--made-by", required=True, help="the command that made it (recorded in champion.json)")
+    p.add_argument("--pairs", type=int, default=1000, help="benchmark pairs against greedy, no early stop "
+                                                           "(default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="base seed of the benchmark pairs (default 0)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (results do not depend on it)")
+    p.add_argument("--into", default=None, help="the folder to publish into (default: the package's "
+                                                 "extrarlhf/champion/)")
+    add_dir_options(p)
+    p.set_defaults(func=_cmd_champion)
 
     p = sub.add_parser("ladder", help="Elo of every promoted policy vs its predecessor and the baselines, with "
                                       "95%% intervals")

@@ -299,12 +299,15 @@ def _axe(page: Page, where: str) -> None:
 
 
 def test_the_battle_end_and_replay_pages_pass_axe_and_read_right(server: str, browser: Browser):
-    """axe-core (WCAG 2.1 A/AA) on the battle, end and replay pages; "Why this move?" comes before
+    """axe-core (WCAG 2.1 A/AA) on the lobby, battle, end and replay pages; "Why this move?" comes before
     the move buttons in tab order; a defeated hero reads "0/30 defeated", never a negative health."""
     if not AXE.is_file():
         pytest.skip(f"no {AXE.relative_to(REPO)}: make tools installs axe-core from npm")
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
+        page.goto(server + "/")  # the arena registered the shipped champion at start: offered first, chosen
+        assert page.locator("#opponent").input_value() == "champion" and page.locator("#champion-note").count() == 1
+        _axe(page, "lobby")
         _start(page, server, "baseline:greedy", group="arena-axe")
         _axe(page, "battle page, first move")
         # document order is tab order here (no positive tabindex): the rationale before every move button
