@@ -183,7 +183,10 @@ def _exported(context: dg.AssetExecutionContext, production: ProductionResource,
         if kept is None or retry:
             if not retry:  # the last attempt: the day's checks say why it has nothing
                 yield from _day_checks(asset, None, f"{exc.code}: {exc}")
-            raise dg.Failure(description=f"[{exc.code}] {exc}", allow_retries=transient,
+            # the last attempt fails as itself (not retryable), so that the step's final failure, the
+            # last thing on the run's page, is this error and not the retry policy's "Exceeded max_retries"
+            tried = f" (after {context.retry_number} retries)" if transient and context.retry_number else ""
+            raise dg.Failure(description=f"[{exc.code}] {exc}{tried}", allow_retries=retry,
                              metadata={"error_code": exc.code, "latest_complete": "none" if kept is None else
                                        kept["dataset_id"]}) from None
         yield from _refresh_failed(context, asset, kept, exc.code, str(exc))
