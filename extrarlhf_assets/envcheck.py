@@ -23,7 +23,7 @@ locations meet. A refusal there costs one failed run that says what to do, never
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dagster._core.run_coordinator import QueuedRunCoordinator, SubmitRunContext
