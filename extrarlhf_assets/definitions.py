@@ -14,6 +14,7 @@ from .defs.production import production_definitions
 from .defs.training import assets as training_assets
 from .defs.training import ladder as ladder_assets
 from .defs.training.jobs import EXECUTOR, campaign_loop
+from .envcheck import ENV_NAMES_KEY, env_names
 from .resources import default_resources
 
 production = production_definitions()  # only when production is opted in (RLHF_ENABLE_PRODUCTION_DATASETS)
@@ -29,4 +30,6 @@ defs = dg.Definitions(
     resources=default_resources(),
     # every run (UI materializations, automation, backfills) on the configured executor (extrarlhf_assets/executors.py)
     executor=EXECUTOR,
+    # which run-relevant variables this process has (names only): the launcher compares them (envcheck.py)
+    metadata={ENV_NAMES_KEY: env_names()},
 )

@@ -1,7 +1,9 @@
 """The run launcher of the deployed instance (deploy/dagster.yaml; issue 52, DESIGN 12.3): Dagster's
 ``DefaultRunLauncher`` (runs are processes of the code server) plus the worker health check that
 run monitoring calls, so that a STARTED run whose worker is gone is failed with its reason
-instead of staying STARTED until its max runtime.
+instead of staying STARTED until its max runtime. Before launching, a run whose code location
+here lacks its job or environment variables the creating one had is failed with the names
+(envcheck.py).
 
 Dagster 1.13's ``DefaultRunLauncher`` has no health check (``supports_check_run_worker_health``
 is False), so the monitoring daemon could not notice a worker that died with the process that
@@ -43,6 +45,8 @@ import dagster as dg
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 from dagster._core.remote_origin import GrpcServerCodeLocationOrigin
 from dagster._core.storage.tags import GRPC_INFO_TAG
+
+from .envcheck import NO_RETRY_TAG, launch_problem
 
 WORKER_HOST_TAG = "extrarlhf/worker_host"
 # "separate": a code server of its own (deploy/workspace.grpc.yaml), which comes back at the same
@@ -126,6 +130,11 @@ class WorkerCheckingRunLauncher(dg.DefaultRunLauncher):
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
+        problem = launch_problem(run, context.workspace)
+        if problem:  # the code location here cannot run it as created: fail it now, with the fix, never retried
+            self._instance.add_run_tags(run.run_id, {NO_RETRY_TAG: "0"})  # Dagster then tags it will_retry: false
+            self._instance.report_run_failed(run, problem)
+            return
         if context.workspace is not None and run.remote_job_origin is not None:
             location = context.workspace.get_code_location(
                 run.remote_job_origin.repository_origin.code_location_origin.location_name)

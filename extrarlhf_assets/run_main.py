@@ -17,6 +17,11 @@ benchmarked against the incumbent. With nothing promoted yet the incumbent is
 with a promoted policy; a second run trains a new candidate on more battles and benchmarks it
 against that promoted one.
 
+On a shared instance (a DAGSTER_HOME whose storage is PostgreSQL, deploy/dagster.yaml) it runs
+nothing: running in this process would bypass the instance's run queue, ``max_concurrent_runs``
+and the one-run-per-partition limit, so it exits with status 2 and prints the ``dagster job
+launch`` command that queues the same run for the daemon.
+
 A gate that holds (a dataset not ready, an inconclusive benchmark, a refused promotion) is a
 normal outcome: the run succeeds, the summary says what was not built and why (each reason
 once), and the exit status is 0. Dagster's full log of the run is written to
@@ -25,6 +30,7 @@ once), and the exit status is 0. Dagster's full log of the run is written to
 
 import argparse
 import datetime as _dt
+import json
 import os
 import sys
 import time
@@ -236,6 +242,28 @@ def write_log(instance, run_id: str, home: Path) -> Path:
     return path
 
 
+def shared_instance_refusal(instance, home: Path, args: argparse.Namespace) -> str | None:
+    """Why ``make run`` must not run on ``instance``, or None. It executes the job inside this
+    process, past the instance's run queue (``max_concurrent_runs``, one run per partition, the
+    production limit): fine on its own SQLite home, wrong on a shared (PostgreSQL-backed) one,
+    where other runs count on those limits. The refusal says how to queue the same run instead."""
+    from dagster._core.storage.runs import SqliteRunStorage
+
+    if isinstance(instance.run_storage, SqliteRunStorage):
+        return None
+    tags = json.dumps({"dagster/partition": args.group})
+    config = json.dumps({k: v for k, v in run_config(args).items() if k != "loggers"}, separators=(",", ":"))
+    return (f"error [shared_instance]: DAGSTER_HOME={home} is a shared instance ({type(instance.run_storage).__name__}): "
+            "make run executes campaign_loop inside this process, outside its run queue (max_concurrent_runs, one "
+            "run per partition, the pools' queue), so it does not run here. Nothing was run or written.\n"
+            "Queue the same run through the daemon instead (the group must be a session_groups partition: "
+            "session_groups_sensor adds groups found on disk, or add it on the asset's page):\n"
+            f"  dagster job launch -w deploy/workspace.grpc.yaml -j campaign_loop --tags '{tags}' "
+            f"--config-json '{config}'\n"
+            "or launch campaign_loop for that partition from the UI; for make run's own instance, unset "
+            "DAGSTER_HOME or pass --dagster-home with a new folder (SQLite).")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -249,14 +277,18 @@ def main(argv: list[str] | None = None) -> int:
     from .definitions import defs
 
     instance = dg.DagsterInstance.get()
-    print(f"[extrarlhf] DAGSTER_HOME={home}", flush=True)
-    if args.group not in instance.get_dynamic_partitions("session_groups"):
-        instance.add_dynamic_partitions("session_groups", [args.group])
     if args.battles is None:
         args.battles = held_battles(args.group) + args.more_battles
     from extrarlhf.policies.promotion import DEFAULT_INCUMBENT, current_incumbent
 
     incumbent = args.incumbent or current_incumbent(os.environ.get("RLHF_CHECKPOINTS_DIR") or "checkpoints")
+    refusal = shared_instance_refusal(instance, home, args)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
+    print(f"[extrarlhf] DAGSTER_HOME={home}", flush=True)
+    if args.group not in instance.get_dynamic_partitions("session_groups"):
+        instance.add_dynamic_partitions("session_groups", [args.group])
     if incumbent == DEFAULT_INCUMBENT and not args.incumbent:
         print(f"[extrarlhf] nothing is promoted yet: the incumbent is {DEFAULT_INCUMBENT} (the first-promotion rule: "
               f"a first policy must beat random play; each later one must beat the promoted policy)", flush=True)

@@ -169,16 +169,18 @@ def start_code_server(env: dict[str, str], port: int, log, timeout: float = 120)
 
 
 @contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path, workspace: str = "workspace.yaml") -> Iterator[Services]:
+def dagster_services(env: dict[str, str], logs: Path, workspace: str = "workspace.yaml",
+                     daemon_env: dict[str, str] | None = None) -> Iterator[Services]:
     """``dagster-daemon run`` and ``dagster-webserver`` on ``workspace`` (``workspace.yaml``: each
     loads the code itself; ``deploy/workspace.grpc.yaml``: from a running code server) with ``env``
-    (each in its own process group, logs in ``logs/daemon.log`` and ``logs/webserver.log``), once
-    the webserver answers; stops both and everything they started at the end."""
+    (the daemon with ``daemon_env`` if given; each in its own process group, logs in
+    ``logs/daemon.log`` and ``logs/webserver.log``), once the webserver answers; stops both and
+    everything they started at the end."""
     port = free_port()
     files = {name: open(logs / f"{name}.log", "w") for name in ("daemon", "webserver")}
     procs = []
     try:
-        procs.append(start_daemon(env, files["daemon"], workspace))
+        procs.append(start_daemon(env if daemon_env is None else daemon_env, files["daemon"], workspace))
         procs.append(subprocess.Popen([str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1",
                                        "-p", str(port)], cwd=ROOT, env=env, stdout=files["webserver"],
                                       stderr=subprocess.STDOUT, start_new_session=True))

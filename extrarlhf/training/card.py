@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
-import onnxruntime
 
 import engine
 
@@ -75,7 +73,10 @@ def checkpoint_block(checkpoint: dict[str, Any]) -> dict[str, Any]:
 
 
 def environment_block() -> dict[str, Any]:
-    """The card's ``environment`` block: the versions that produced the weights."""
+    """The card's ``environment`` block: the versions that produced the weights (onnx and
+    onnxruntime imported here, not with the module: ~3 s that every code location load paid)."""
+    import onnx
+    import onnxruntime
     import torch
 
     return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,

@@ -84,3 +84,20 @@ def test_gates_and_their_severity():
     assert not {"no_degraded_play", "nemesis_lite_ready"} & blocking
     assert _node("promoted_policy").partitions_def is None
     assert _node("policy_benchmark").partitions_def is not None
+
+
+def test_every_partitioned_check_says_how_the_checks_tab_aggregates_partitions():
+    """Dagster 1.13's Checks tab shows a partitioned check failed while any partition's latest
+    evaluation failed or did not run, even when its latest execution passed (issue 52: an operator
+    read ``no_raw_identifiers`` as failing): each such check's description, shown in that tab, says
+    so, the production checks included."""
+    from extrarlhf_assets.defs.production import with_production
+    from extrarlhf_assets.partitions import PER_PARTITION_NOTE
+
+    graph = with_production(defs).resolve_asset_graph()
+    partitioned = {key: graph.get_check_spec(key) for key in graph.asset_check_keys
+                   if graph.get_check_spec(key).partitions_def is not None}
+    assert {"no_raw_identifiers", "replay_verified", "trace_integrity"} <= {k.name for k in partitioned}
+    silent = [f"{k.asset_key.to_user_string()}:{k.name}" for k, spec in partitioned.items()
+              if not (spec.description or "").endswith(PER_PARTITION_NOTE)]
+    assert silent == []

@@ -415,6 +415,12 @@ def test_a_day_not_yet_settled_skips_without_connecting(world, tmp_path, monkeyp
     assert "production_unavailable" in failures["production_v5_export"] and "127.0.0.1" not in str(failures)
     # an unreachable database is transient: retried (twice) before the step fails
     assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events) == 2
+    # the step's final failure, the last error on the run's page, is the database error with its code,
+    # not the retry policy's "Exceeded max_retries of 2" (with the real error further up)
+    [last] = [e.step_failure_data for e in result.all_events if e.is_step_failure]
+    assert last.error.cls_name == "Failure" and "max_retries" not in last.error.to_string()
+    assert last.user_failure_data.description.startswith("[production_unavailable] ")
+    assert last.user_failure_data.description.endswith(" (after 2 retries)")
     # the run-failure alert says what was retried, with the project's error code, not "Exceeded max_retries"
     from extrarlhf_assets.defs.operations.sensors import failure_alert
 

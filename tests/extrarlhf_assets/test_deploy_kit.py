@@ -338,3 +338,28 @@ def test_the_hand_written_kubernetes_instance_is_gone():
     mentions = [p for p in [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "deploy").rglob("*")]
                 if p.is_file() and "dagster.k8s.yaml" in p.read_text()]
     assert mentions == []
+
+
+# How the UI's Deployment > Daemons names each daemon type (dagster-webserver 1.13's DaemonList:
+# four fixed labels, the asset daemon's row "Auto-materializing", the rest capitalized words)
+UI_DAEMON_LABELS = {"SCHEDULER": "Scheduler", "SENSOR": "Sensors", "QUEUED_RUN_COORDINATOR": "Run queue",
+                    "BACKFILL": "Backfill", "ASSET": "Auto-materializing"}
+
+
+def test_the_runbooks_daemon_list_is_the_ui_s(tmp_path):
+    """The runbook's Start step 4 names every daemon row the UI shows for deploy/dagster.yaml (the
+    daemon types Dagster requires for that instance, named as the UI names them), and no "run
+    retries" daemon (run retries are the Event Log Consumer's)."""
+    from dagster._core.test_utils import instance_for_test
+
+    config = _yaml(ROOT / "deploy" / "dagster.yaml")
+    config.pop("storage")  # the rest as deployed, on a temporary SQLite instance
+    with instance_for_test(overrides=config, temp_dir=str(tmp_path)) as instance:
+        required = instance.get_required_daemon_types()
+    assert "EVENT_LOG_CONSUMER" in required and "MONITORING" in required
+    labels = [UI_DAEMON_LABELS.get(t) or t.replace("_", " ").title() for t in required]
+    runbook = (ROOT / "docs" / "dagster.md").read_text()
+    step = re.search(r"Deployment > Daemons lists(.*?);\n", runbook, re.S).group(1)
+    named = re.findall(r"\*\*([^*]+)\*\*", step)
+    assert sorted(named) == sorted(labels), (named, labels)
+    assert 'no "run retries" row' in " ".join(step.split())

@@ -114,3 +114,45 @@ def test_defaults_make_a_policy_worth_having():
     from extrarlhf_assets.defs.training.assets import TrainConfig
 
     assert set(train) <= set(TrainConfig.model_fields)
+
+
+def test_a_shared_instance_is_refused_with_the_command_that_queues_the_run(tmp_path, monkeypatch):
+    """``make run`` pointed at a PostgreSQL-backed DAGSTER_HOME (deploy/dagster.yaml, a real server)
+    would execute in its own process, past the run queue, ``max_concurrent_runs`` and the
+    per-partition limit (issue 52 item 3): it refuses, runs and writes nothing, and prints a
+    ``dagster job launch`` command whose run config the job accepts."""
+    import dagster as dg
+
+    from extrarlhf_assets.definitions import defs
+    from tests.dagster_helpers import instance_env, tcp_postgres
+
+    with tcp_postgres() as server:
+        home = tmp_path / "home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
+        server.psql("postgres", 'CREATE DATABASE "dagster_run_main"')
+        env = {k: v for k, v in instance_env(home, server, "dagster_run_main").items() if not k.startswith("RLHF_")}
+        env.update({"RLHF_SESSIONS_DIR": str(tmp_path / "sessions"), "RLHF_DATASETS_DIR": str(tmp_path / "datasets"),
+                    "RLHF_CHECKPOINTS_DIR": str(tmp_path / "checkpoints")})
+        out = subprocess.run([sys.executable, "-m", "extrarlhf_assets.run_main", "--group", "shared-g", "--battles", "8",
+                              "--epochs", "2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "error [shared_instance]: DAGSTER_HOME=" in out.stderr and "is a shared instance (PostgresRunStorage)" \
+            in out.stderr
+        assert "Nothing was run or written." in out.stderr and "Traceback" not in out.stderr
+        assert "dagster job launch -w deploy/workspace.grpc.yaml -j campaign_loop" in out.stderr
+        assert '--tags \'{"dagster/partition": "shared-g"}\'' in out.stderr
+        assert env["DAGSTER_PG_PASSWORD"] not in out.stdout + out.stderr
+        assert "campaign summary" not in out.stdout
+        # the printed run config is the one make run would have used, and the job accepts it
+        config = json.loads(re.search(r"--config-json '([^']*)'", out.stderr).group(1))
+        assert config["ops"]["battle_sessions"]["config"]["n_battles"] == 8
+        assert dg.validate_run_config(defs.resolve_job_def("campaign_loop"), config)
+        # nothing ran, nothing was added to the instance or written on disk
+        for key in [k for k in env if k.startswith("DAGSTER_")]:
+            monkeypatch.setenv(key, env[key])
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            assert instance.get_runs() == []
+            assert "shared-g" not in instance.get_dynamic_partitions("session_groups")
+        assert not any((tmp_path / d).exists() for d in ("sessions", "datasets", "checkpoints"))
+        assert sorted(p.name for p in home.iterdir()) == ["dagster.yaml"]

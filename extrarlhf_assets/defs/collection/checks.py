@@ -15,7 +15,7 @@ from extrarlhf.datasets import dataset_readiness
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.sessions import SessionStore
 
-from ...partitions import expect_partitioned_checks, session_groups
+from ...partitions import PER_PARTITION_NOTE, expect_partitioned_checks, session_groups
 
 REPLAY_SAMPLE = 3
 
@@ -24,11 +24,11 @@ expect_partitioned_checks()
 TRACE_INTEGRITY = dg.AssetCheckSpec(
     "trace_integrity", asset="battle_sessions", partitions_def=session_groups, blocking=True,
     description="Every trace file matches its catalog sha256 and a sample of battles replays hash-for-hash on "
-                "the engine. Blocking: no dataset is built from a group that fails it.")
+                "the engine. Blocking: no dataset is built from a group that fails it." + PER_PARTITION_NOTE)
 NO_DEGRADED_PLAY = dg.AssetCheckSpec(
     "no_degraded_play", asset="battle_sessions", partitions_def=session_groups,
     description="No battle fell back to a baseline because a policy could not act (degraded). Degraded battles "
-                "are excluded from datasets anyway, so this warns.")
+                "are excluded from datasets anyway, so this warns." + PER_PARTITION_NOTE)
 
 
 def replay_sample(battle_ids: list[str], k: int = REPLAY_SAMPLE) -> list[str]:

@@ -28,7 +28,7 @@ from extrarlhf.datasets.pointers import manifest_sha256
 
 from ...metadata import (OWNERS, TRANSIENT_RETRY, bar_chart_md, column_lineage, gate_blockers, skipped, table_schema,
                          upstream)
-from ...partitions import session_groups
+from ...partitions import PER_PARTITION_NOTE, session_groups
 from ...resources import DatasetsResource, SessionsResource
 from ..collection.assets import CATALOG_COLUMNS, battle_sessions
 from ..collection.checks import NO_DEGRADED_PLAY, TRACE_INTEGRITY
@@ -173,7 +173,7 @@ def _lite_split(context: dg.AssetExecutionContext, datasets: DatasetsResource) -
     output_required=False,
     check_specs=[dg.AssetCheckSpec("nemesis_lite_ready", asset="nemesis_lite_split", partitions_def=session_groups,
                                    description="Nemesis Lite readiness (eligible battles, distinct decks). Warns: "
-                                               "not ready means the split waits for more battles.")],
+                                               "not ready means the split waits for more battles." + PER_PARTITION_NOTE)],
     description="Battle-grouped Nemesis Lite train/val/test split (opponent modelling from any eligible battle; "
                 "both seats of a battle in one split), "
                 "`datasets/<group>-nemesis-lite/vN`.",

@@ -13,17 +13,17 @@ collection/checks.py for why checks of a partition live in the asset's step).
 
 import dagster as dg
 
-from ...partitions import expect_partitioned_checks, session_groups
+from ...partitions import PER_PARTITION_NOTE, expect_partitioned_checks, session_groups
 
 expect_partitioned_checks()
 
 V5_POLICY_TRAINING_READY = dg.AssetCheckSpec(
     "v5_policy_training_ready", asset="v5_dataset", partitions_def=session_groups, blocking=True,
     description="V5 policy training readiness: enough verified, non-degraded battles and decisions. Gates "
-                "everything downstream of the dataset (warns: not ready is a normal outcome).")
+                "everything downstream of the dataset (warns: not ready is a normal outcome)." + PER_PARTITION_NOTE)
 V5_DATASET_VALID = dg.AssetCheckSpec(
     "v5_dataset_valid", asset="v5_dataset", partitions_def=session_groups, blocking=True,
-    description="The dataset re-validates: file hashes, row counts, schemas and invariants.")
+    description="The dataset re-validates: file hashes, row counts, schemas and invariants." + PER_PARTITION_NOTE)
 
 
 def _bullets(items: list[str]) -> dg.MetadataValue:

@@ -21,7 +21,7 @@ from extrarlhf.preferences.leaderboard import preference_leaderboard
 from extrarlhf.preferences.selection import judge_quality
 
 from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, gate_blockers, skipped, upstream
-from ...partitions import expect_partitioned_checks
+from ...partitions import PER_PARTITION_NOTE, expect_partitioned_checks
 from ...resources import CheckpointsResource, DatasetsResource, PreferencesResource
 
 expect_partitioned_checks()
@@ -32,15 +32,15 @@ TAGS = {"plane": "local", "domain": "preferences"}
 PREFERENCE_READY = dg.AssetCheckSpec(
     "preference_ready", asset="preference_dataset", partitions_def=preference_pools, blocking=True,
     description="Enough non-tie judgments, distinct states and distinct judges to fit a reward model (warns: "
-                "not ready means the pool needs more judging).")
+                "not ready means the pool needs more judging)." + PER_PARTITION_NOTE)
 JUDGES_TRUSTED = dg.AssetCheckSpec(
     "judges_trusted", asset="preference_dataset", partitions_def=preference_pools,
     description="No judge of the pool is flagged by the gold tasks (accuracy interval below min_gold_accuracy) or "
                 "by agreement (agrees with none of the judges it shares tasks with); warns, naming each flagged "
-                "judge's pseudonym and reason (flagged judges are left out of the dataset).")
+                "judge's pseudonym and reason (flagged judges are left out of the dataset)." + PER_PARTITION_NOTE)
 ABOVE_CHANCE = dg.AssetCheckSpec(
     "reward_model_above_chance", asset="reward_model", partitions_def=preference_pools,
-    description="The reward model's held-out accuracy has its whole 95% interval above 0.5.")
+    description="The reward model's held-out accuracy has its whole 95% interval above 0.5." + PER_PARTITION_NOTE)
 
 
 def _bullets(items: list[str]) -> dg.MetadataValue:

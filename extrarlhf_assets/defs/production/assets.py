@@ -65,7 +65,7 @@ from extrarlhf.production.export import _iso
 from extrarlhf.production.versions import latest_complete
 
 from ...metadata import OWNERS, TRANSIENT_RETRY, bar_chart_md, column_lineage, parquet_schema, skipped, table_schema
-from ...partitions import expect_partitioned_checks
+from ...partitions import PER_PARTITION_NOTE, expect_partitioned_checks
 from ...resources import DatasetsResource, ProductionResource
 from ..datasets.reuse import reusable_version, same_source_dataset
 
@@ -120,11 +120,11 @@ def refresh_check_specs(asset: str) -> list[dg.AssetCheckSpec]:
     return [dg.AssetCheckSpec("export_complete", asset=asset, blocking=True, partitions_def=production_days,
                               description="The day has a complete export (row ceiling not hit), the one the "
                                           "partition shows (`<name>.complete`); an incomplete export is never "
-                                          "shown or built on."),
+                                          "shown or built on." + PER_PARTITION_NOTE),
             dg.AssetCheckSpec("latest_refresh", asset=asset, partitions_def=production_days,
                               description="The day's last refresh ended with the export shown (published or "
                                           "reused). WARN when it failed or was incomplete while an earlier "
-                                          "complete export is still shown (named).")]
+                                          "complete export is still shown (named)." + PER_PARTITION_NOTE)]
 
 
 def _day_checks(asset: str, shown: dict[str, Any] | None, failed: str | None,
@@ -183,7 +183,10 @@ def _exported(context: dg.AssetExecutionContext, production: ProductionResource,
         if kept is None or retry:
             if not retry:  # the last attempt: the day's checks say why it has nothing
                 yield from _day_checks(asset, None, f"{exc.code}: {exc}")
-            raise dg.Failure(description=f"[{exc.code}] {exc}", allow_retries=transient,
+            # the last attempt fails as itself (not retryable), so that the step's final failure, the
+            # last thing on the run's page, is this error and not the retry policy's "Exceeded max_retries"
+            tried = f" (after {context.retry_number} retries)" if transient and context.retry_number else ""
+            raise dg.Failure(description=f"[{exc.code}] {exc}{tried}", allow_retries=retry,
                              metadata={"error_code": exc.code, "latest_complete": "none" if kept is None else
                                        kept["dataset_id"]}) from None
         yield from _refresh_failed(context, asset, kept, exc.code, str(exc))
@@ -417,7 +420,7 @@ def _nemesis_split_asset(view: str, description: str, check_description: str) ->
     spec = dg.AssetSpec(key, description=description, deps=[production_v5_export], skippable=True,
                         kinds={"parquet"}, **{k: v for k, v in CONVENTIONS.items() if k != "output_required"})
     check = dg.AssetCheckSpec(NEMESIS_VIEWS[view][0], asset=key, partitions_def=production_days,
-                              description=check_description)
+                              description=check_description + PER_PARTITION_NOTE)
     return dg.multi_asset(name=key, specs=[spec], check_specs=[check], can_subset=True)
 
 

@@ -29,7 +29,7 @@ from extrarlhf.production.export import DETAIL as EXCLUSION_REASONS
 from extrarlhf.production.leaks import scan_for_identifiers, window_identifiers
 
 from ...metadata import upstream_metadata
-from ...partitions import expect_partitioned_checks
+from ...partitions import PER_PARTITION_NOTE, expect_partitioned_checks
 from ...resources import DatasetsResource, ProductionResource
 from .assets import (POOL, production_days, production_nemesis_lite_split, production_nemesis_standard_split,
                      production_v5_export, returnclock_export, returnclock_training_split, timestamp_dataset)
@@ -41,7 +41,7 @@ REPLAY_FAILURES = frozenset(EXCLUSION_REASONS) - {"unfinished"}  # unfinished ba
 
 @dg.asset_check(asset=production_v5_export, partitions_def=production_days,
                 description="Every finished battle of the day replays to its recorded winner and turn count "
-                            "(excluded battles counted by reason; WARN: they are excluded, never kept).")
+                            "(excluded battles counted by reason; WARN: they are excluded, never kept)." + PER_PARTITION_NOTE)
 def replay_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     meta = upstream_metadata(context.op_execution_context, "production_v5_export", context.partition_key)
     by_reason = (meta.get("exclusions") or {}).get("by_reason") or {}
@@ -59,7 +59,7 @@ def _identifier_check(asset: dg.AssetsDefinition, kind: str) -> dg.AssetChecksDe
 
     @dg.asset_check(asset=asset, name="no_raw_identifiers", partitions_def=production_days, blocking=True, pool=POOL,
                     description=f"No raw player, battle, session or assignment id of the day's window in any "
-                                f"file of {name} (Parquet decoded).")
+                                f"file of {name} (Parquet decoded)." + PER_PARTITION_NOTE)
     def check(context: dg.AssetCheckExecutionContext, production: ProductionResource) -> dg.AssetCheckResult:
         meta = upstream_metadata(context.op_execution_context, name, context.partition_key)
         reason = production.skip_reason()
@@ -89,7 +89,8 @@ no_raw_identifiers = [_identifier_check(production_v5_export, "v5"), _identifier
 
 
 @dg.asset_check(asset=returnclock_training_split, partitions_def=production_days, blocking=True,
-                description="The split holds organic rows only: no session the source export marks treated.")
+                description="The split holds organic rows only: no session the source export marks treated."
+                            + PER_PARTITION_NOTE)
 def organic_only(context: dg.AssetCheckExecutionContext, datasets: DatasetsResource) -> dg.AssetCheckResult:
     meta = upstream_metadata(context.op_execution_context, "returnclock_training_split", context.partition_key)
     split_path = Path(meta["path"])

@@ -19,7 +19,7 @@ from extrarlhf.training import train_policy
 
 from ...metadata import (OWNERS, gate_blockers, line_chart_md, materialized_in_run, records_table, skipped,
                          upstream)
-from ...partitions import session_groups
+from ...partitions import PER_PARTITION_NOTE, session_groups
 from ...resources import CheckpointsResource, DatasetsResource
 from ..datasets.assets import V5_CHECKS
 
@@ -70,7 +70,7 @@ TAGS = {"plane": "local", "domain": "training"}
 BENCHMARK_PASSED = dg.AssetCheckSpec(
     "benchmark_passed", asset="policy_benchmark", partitions_def=session_groups, blocking=True,
     description="The candidate passed its SPRT against the incumbent. Gates promotion: inconclusive or lost "
-                "warns (a normal outcome), a benchmark made invalid by degraded battles is an error.")
+                "warns (a normal outcome), a benchmark made invalid by degraded battles is an error." + PER_PARTITION_NOTE)
 
 
 BENCHMARK_COLUMNS = [("match", "string"), ("pairs", "int"), ("W/D/L", "string"), ("score", "float"),
