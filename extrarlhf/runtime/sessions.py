@@ -43,14 +43,15 @@ import contextlib
 import errno
 import gc
 import hashlib
+import itertools
 import json
 import os
 import re
 import secrets
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import orjson
 
@@ -69,7 +70,8 @@ from ..core.errors import (
     RLHFError,
     UnsupportedSchema,
 )
-from ..core.fileio import append_line_locked, atomic_write_bytes, atomic_write_json, check_version, fsync_dir, locked
+from ..core.fileio import (append_line_locked, atomic_write_chunks, atomic_write_json, check_version, fsync_dir,
+                           locked)
 from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
@@ -176,6 +178,7 @@ class CatalogLine:
     entry: dict[str, Any] | None
     error: RLHFError | None  # CorruptRecord (damaged) or UnsupportedSchema (another version)
     terminated: bool  # False: the last line, without its newline
+    offset: int = 0  # where the line starts in the file (bytes)
 
 
 def _record_error(path: Path, line: int | None, exc: records.Bad, what: str) -> CorruptRecord:
@@ -221,24 +224,71 @@ def scan_catalog(path: Path) -> list[CatalogLine]:
         return list(iter_catalog(path))
 
 
+def _open_catalog(path: Path) -> BinaryIO | None:
+    """The catalog opened for reading, None when it does not exist."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
+
+
 def iter_catalog(path: Path) -> Iterator[CatalogLine]:
     """The lines of :func:`scan_catalog` one at a time: memory holds one line, whatever the
     catalog's size (a group of 10^6 battles has a catalog of about a gigabyte)."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        return
-    except IsADirectoryError:
-        raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
-    with handle:
-        for number, raw in enumerate(handle, 1):
-            terminated = raw.endswith(b"\n")  # only the last line can be unterminated
-            if terminated:
-                raw = raw[:-1]
-            if not raw.strip():
-                continue
-            entry, error = parse_catalog_line(path, number, raw, terminated)
-            yield CatalogLine(number, raw, entry, error, terminated)
+    handle = _open_catalog(path)
+    if handle is not None:
+        with handle:
+            yield from _catalog_lines(path, handle)
+
+
+def _catalog_lines(path: Path, handle: Iterable[bytes], end: int | None = None) -> Iterator[CatalogLine]:
+    """The lines of a catalog (``handle``: its lines as read, from its start), up to byte ``end``
+    (default: its end); a line cut at ``end`` is read as cut (as it was when ``end`` was its size)."""
+    pos = 0
+    for number, raw in enumerate(handle, 1):
+        if end is not None:
+            if pos >= end:
+                return
+            raw = raw[:end - pos]
+        start, pos = pos, pos + len(raw)
+        terminated = raw.endswith(b"\n")  # only the last line can be unterminated
+        if terminated:
+            raw = raw[:-1]
+        if not raw.strip():
+            continue
+        entry, error = parse_catalog_line(path, number, raw, terminated)
+        yield CatalogLine(number, raw, entry, error, terminated, start)
+
+
+def _valid(lines: Iterable[CatalogLine]) -> Iterator[CatalogLine]:
+    """The valid lines, as a reader takes them: a damaged line raises (CorruptRecord, with what
+    to do), another schema_version is UnsupportedSchema, a torn last line is skipped."""
+    for line in lines:
+        if line.error is None:
+            yield line
+        elif line.terminated or not isinstance(line.error, CorruptRecord):
+            raise _reader_error(line.error)
+
+
+def fold_offsets(path: Path, lines: Iterable[bytes]) -> dict[str, tuple[int, int]]:
+    """battle id -> (its index, the byte offset of its latest line) over a catalog's ``lines``
+    as read (checked as :func:`_valid` does): the fold without the entries."""
+    with _gc_paused():
+        return {line.entry["battle_id"]: (line.entry["index"], line.offset)  # type: ignore[index]
+                for line in _valid(_catalog_lines(path, lines))}
+
+
+def entry_at(path: Path, handle: BinaryIO, offset: int, end: int) -> dict[str, Any]:
+    """The entry (``started`` shown as ``unfinished``) of the valid line at byte ``offset`` of
+    an open catalog (from :func:`fold_offsets` over its first ``end`` bytes)."""
+    handle.seek(offset)
+    raw = handle.readline(end - offset)
+    entry, error = parse_catalog_line(path, 0, raw.rstrip(b"\n"))
+    if error is not None:  # the bytes under the offset changed: the file is not the one folded
+        raise _reader_error(error)
+    return _shown(entry)  # type: ignore[arg-type]
 
 
 def _shown(entry: dict[str, Any]) -> dict[str, Any]:
@@ -261,20 +311,52 @@ def problem(group: str | None, path: Path | str, line: int | None, field_name: s
             "repairable": repairable, "repaired": False}
 
 
-@dataclass
-class _Diagnosis:
-    """What is wrong with a group's catalog and traces, and what a repair would do."""
+# A battle in the fold of a _Diagnosis: one int packing its first and latest line numbers (34 bits
+# each), whether its trace folder is on disk, and whether its latest line is final.
+_FINAL, _ON_DISK, _LATEST_SHIFT, _FIRST_SHIFT, _LINE_MASK = 1, 2, 2, 36, (1 << 34) - 1
 
-    lines: list[CatalogLine]
-    problems: list[dict[str, Any]] = field(default_factory=list)
-    drop: list[CatalogLine] = field(default_factory=list)  # damaged lines a repair removes
-    rebuilt: dict[str, dict[str, Any]] = field(default_factory=dict)  # battle_id -> final line from its trace
-    blockers: list[str] = field(default_factory=list)  # why a repair is not provably safe
-    top_index: int = -1  # highest battle index seen (lines and folders)
+
+class _Diagnosis:
+    """What is wrong with a group's catalog and traces, and what a repair would do.
+
+    It holds no catalog entry, so its memory stays small whatever the group's size: the
+    catalog stays open and is read again for each pass (:meth:`lines`: its bytes as the first
+    pass read them, whatever is appended or renamed over it since), and the fold keeps one
+    packed int per battle. The damaged lines and the rebuilt entries are held (a repair writes
+    them)."""
+
+    def __init__(self, path: Path, handle: BinaryIO | None) -> None:
+        self.path, self.handle, self.end = path, handle, 0
+        self.fold: dict[str, int] = {}  # battle_id -> packed (see _FINAL)
+        self.problems: list[dict[str, Any]] = []
+        self.drop: list[CatalogLine] = []  # damaged lines a repair removes
+        self.rebuilt: dict[str, dict[str, Any]] = {}  # battle_id -> final line from its trace
+        self.blockers: list[str] = []  # why a repair is not provably safe
+        self.top_index = -1  # highest battle index seen (lines and folders)
 
     @property
     def needs_repair(self) -> bool:
         return bool(self.drop or self.rebuilt)
+
+    def lines(self) -> Iterator[CatalogLine]:
+        """The catalog's lines as the first pass read them (a pass over the file)."""
+        if self.handle is not None:
+            self.handle.seek(0)
+            yield from _catalog_lines(self.path, self.handle, self.end)
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """The entries of the valid lines, in catalog order (a pass over the file)."""
+        return (line.entry for line in self.lines() if line.entry is not None)
+
+
+class Passes:
+    """An iterable whose every loop is a fresh pass (``make()``): a catalog read again, not held."""
+
+    def __init__(self, make: Callable[[], Iterable[Any]]) -> None:
+        self.make = make
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.make())
 
 
 class SessionStore:
@@ -545,10 +627,7 @@ class SessionStore:
         for line in iter_catalog(self.catalog_path(group)):
             if upto is not None and line.number > upto:
                 return
-            if line.error is None:
-                yield line
-            elif line.terminated or not isinstance(line.error, CorruptRecord):
-                raise _reader_error(line.error)
+            yield from _valid((line,))
 
     def latest_lines(self, group: str) -> dict[str, tuple[int, int]]:
         """battle id -> (its index, the line number of its latest line): the catalog's fold
@@ -573,13 +652,18 @@ class SessionStore:
 
     def iter_latest(self, group: str) -> Iterator[dict[str, Any]]:
         """Each battle's latest entry (``started`` shown as ``unfinished``) in catalog order, in
-        two passes over the catalog: memory holds :meth:`latest_lines`, not the entries. Lines
-        appended after the first pass are not seen (a consistent snapshot)."""
-        latest = {number for _, number in self.latest_lines(group).values()}
-        if not latest:
-            return
-        for line in self._valid_lines(group, upto=max(latest)):
-            if line.number in latest:
+        two passes over the catalog: memory holds the fold's line numbers during the first (about
+        150 bytes a battle), a byte a line during the second, never the entries. Lines appended
+        after the first pass are not seen (a consistent snapshot)."""
+        self._require_group(group)
+        with _gc_paused():
+            latest = {line.entry["battle_id"]: line.number for line in self._valid_lines(group)}  # type: ignore
+        marks = bytearray(max(latest.values(), default=0) + 1)  # 1 at each latest line: a byte a line
+        for number in latest.values():
+            marks[number] = 1
+        del latest
+        for line in self._valid_lines(group, upto=len(marks) - 1):
+            if marks[line.number]:
                 yield _shown(line.entry)  # type: ignore[arg-type]
 
     def read_catalog(self, group: str) -> list[dict[str, Any]]:
@@ -656,11 +740,15 @@ class SessionStore:
     # ------------------------------------------------------------------ traces -> catalog lines
     def battle_folders(self, group: str) -> list[str]:
         """Names of the battle folders of a group (temp folders and stray names left out)."""
+        return sorted(self._folder_names(group))
+
+    def _folder_names(self, group: str) -> Iterator[str]:
+        """:meth:`battle_folders` unsorted, as the directory lists them (none held)."""
         try:
             with os.scandir(self.battles_path(group)) as entries:
-                return sorted(e.name for e in entries if BATTLE_ID.fullmatch(e.name))
+                yield from (e.name for e in entries if BATTLE_ID.fullmatch(e.name))
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return
 
     def _trace_records(self, path: Path, data: bytes) -> list[dict[str, Any]]:
         out = []
@@ -746,98 +834,148 @@ class SessionStore:
             "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
         }
 
-    def _diagnose(self, group: str, *, settled: bool, folders: bool = True, hashes: bool = False) -> _Diagnosis:
-        """What is wrong with a group's catalog and its trace folders (nothing is changed).
+    @contextlib.contextmanager
+    def _diagnose(self, group: str, *, settled: bool, folders: bool = True,
+                  hashes: bool = False) -> Iterator[_Diagnosis]:
+        """What is wrong with a group's catalog and its trace folders (nothing is changed); the
+        catalog stays open for the diagnosis' passes until the ``with`` block ends.
 
         ``settled``: no append can be in progress (the caller holds the locks, or nobody
         writes), so an unterminated last line that does not parse is damage. ``folders``:
         look for trace folders without a final line (off while a series writes the group).
         ``hashes``: check the trace files of final lines against their sha256."""
-        with _gc_paused():
-            return self._diagnose_paused(group, settled=settled, folders=folders, hashes=hashes)
-
-    def _diagnose_paused(self, group: str, *, settled: bool, folders: bool, hashes: bool) -> _Diagnosis:
         path = self.catalog_path(group)
-        diag = _Diagnosis(scan_catalog(path))
-        for line in diag.lines:
-            error = line.error
-            if error is None:
-                diag.top_index = max(diag.top_index, line.entry["index"])  # type: ignore[index]
-            elif isinstance(error, UnsupportedSchema):
-                diag.problems.append(problem(group, path, line.number, "schema_version", error.code, str(error), False))
-                diag.blockers.append(f"line {line.number} has a schema_version this ExtraRLHF does not read (such a "
-                                     f"line is never dropped)")
-            elif line.terminated or settled:
-                assert isinstance(error, CorruptRecord)
-                diag.drop.append(line)
-                diag.problems.append(problem(group, path, line.number, error.field, error.code, str(error), True))
-        folded: dict[str, dict[str, Any]] = {}
-        numbers: dict[str, int] = {}  # battle_id -> number of its folded line
-        seen: dict[str, list[dict[str, Any]]] = {}
-        for line in diag.lines:
-            if line.entry is not None:
-                folded[line.entry["battle_id"]] = line.entry
-                numbers[line.entry["battle_id"]] = line.number
-                seen.setdefault(line.entry["battle_id"], []).append(line.entry)
-        on_disk = set(self.battle_folders(group))
+        handle = _open_catalog(path)
+        with handle or contextlib.nullcontext():
+            diag = _Diagnosis(path, handle)
+            with _gc_paused():
+                orphans = self._fold_catalog(group, diag, settled=settled, folders=folders)
+                self._check_final_lines(group, diag, hashes)
+                self._check_orphans(group, diag, orphans)
+            if diag.blockers:
+                for item in diag.problems:
+                    if item["repairable"]:
+                        item["repairable"] = False
+                        item["message"] += f" (not repaired automatically: {'; '.join(diag.blockers)})"
+            try:
+                yield diag
+            finally:
+                diag.fold.clear()
+
+    def _fold_catalog(self, group: str, diag: _Diagnosis, *, settled: bool, folders: bool) -> list[str]:
+        """The first pass: damaged lines, the fold, the trace folders; returns the trace folders
+        without a final line (sorted; none unless ``folders``)."""
+        path, fold = diag.path, diag.fold
+        if diag.handle is not None:
+            for line in _catalog_lines(path, diag.handle):
+                error, entry = line.error, line.entry
+                if entry is not None:
+                    diag.top_index = max(diag.top_index, entry["index"])
+                    old = fold.get(entry["battle_id"])
+                    first = line.number if old is None else old >> _FIRST_SHIFT
+                    fold[entry["battle_id"]] = (first << _FIRST_SHIFT | line.number << _LATEST_SHIFT
+                                                | (entry["status"] in FINAL_STATUSES))
+                elif isinstance(error, UnsupportedSchema):
+                    diag.problems.append(problem(group, path, line.number, "schema_version", error.code, str(error),
+                                                 False))
+                    diag.blockers.append(f"line {line.number} has a schema_version this ExtraRLHF does not read "
+                                         f"(such a line is never dropped)")
+                elif line.terminated or settled:
+                    assert isinstance(error, CorruptRecord)
+                    diag.drop.append(line)
+                    diag.problems.append(problem(group, path, line.number, error.field, error.code, str(error), True))
+            diag.end = diag.handle.tell()
+        orphans = []
+        for battle_id in self._folder_names(group):
+            diag.top_index = max(diag.top_index, int(BATTLE_ID.fullmatch(battle_id).group(1)))  # type: ignore
+            packed = fold.get(battle_id)
+            if packed is not None:
+                fold[battle_id] = packed | _ON_DISK
+            if folders and (packed is None or not packed & _FINAL):
+                orphans.append(battle_id)
+        return sorted(orphans)
+
+    def _check_final_lines(self, group: str, diag: _Diagnosis, hashes: bool) -> None:
+        """Each battle's final line against its trace folder (there; with ``hashes``, its files'
+        sha256 and the line against the trace), in the order the battles first appear."""
+        def wanted(packed: int) -> bool:
+            return bool(packed & _FINAL) and (hashes or not packed & _ON_DISK)
+
+        if not any(wanted(packed) for packed in diag.fold.values()):
+            return
         battles = self.battles_path(group)
-        for battle_id, entry in folded.items():
-            if entry["status"] not in FINAL_STATUSES or (battle_id in on_disk and not hashes):
+        found: list[tuple[int, list[dict[str, Any]]]] = []  # (first line of the battle, its problems)
+        for line in diag.lines():
+            entry = line.entry
+            if entry is None:
                 continue
+            battle_id = entry["battle_id"]
+            packed = diag.fold[battle_id]
+            if packed >> _LATEST_SHIFT & _LINE_MASK != line.number or not wanted(packed):
+                continue
+            problems: list[dict[str, Any]] = []
+            found.append((packed >> _FIRST_SHIFT, problems))
             folder = battles / battle_id
             if hashes:
                 try:
                     self.battle_dir(group, battle_id)
                 except PathOutsideSessionsDir as exc:
-                    diag.problems.append(problem(group, folder, None, None, exc.code, str(exc), False))
+                    problems.append(problem(group, folder, None, None, exc.code, str(exc), False))
                     continue
-            if battle_id not in on_disk:
-                diag.problems.append(problem(
+            if not packed & _ON_DISK:
+                problems.append(problem(
                     group, folder, None, None, IntegrityError.code,
-                    f"battle {battle_id} is {entry['status']} in {path} but its trace folder {folder} is missing; "
-                    f"restore it from a backup (datasets refuse the group until then)", False))
+                    f"battle {battle_id} is {entry['status']} in {diag.path} but its trace folder {folder} is "
+                    f"missing; restore it from a backup (datasets refuse the group until then)", False))
             elif hashes:
-                self._check_trace(group, battle_id, entry, path, numbers[battle_id], folder, diag)
-        for battle_id in sorted(on_disk):
-            diag.top_index = max(diag.top_index, int(BATTLE_ID.fullmatch(battle_id).group(1)))  # type: ignore
-            if not folders or (battle_id in folded and folded[battle_id]["status"] in FINAL_STATUSES):
-                continue
-            folder = battles / battle_id
+                self._check_trace(group, battle_id, entry, diag.path, line.number, folder, problems)
+        found.sort(key=lambda item: item[0])
+        for _, problems in found:
+            diag.problems += problems
+
+    def _check_orphans(self, group: str, diag: _Diagnosis, orphans: list[str]) -> None:
+        """Trace folders without a final line: each one's line rebuilt from its intact trace
+        (a repair appends it), or why it cannot be."""
+        outcomes: list[tuple[str, dict[str, Any] | RLHFError]] = []
+        for battle_id in orphans:
             try:
-                entry = self.rebuild_entry(group, battle_id)
+                outcomes.append((battle_id, self.rebuild_entry(group, battle_id)))
             except (CorruptRecord, IntegrityError, UnsupportedSchema, PathOutsideSessionsDir) as exc:
-                where = getattr(exc, "details", None) or {}
+                outcomes.append((battle_id, exc))
+        # what the catalog's lines say of the battles rebuilt (index, seed, battle_tag): one pass, when any has lines
+        lined = {battle_id for battle_id, entry in outcomes if isinstance(entry, dict) and battle_id in diag.fold}
+        keys: dict[str, set[tuple[Any, Any, Any]]] = {}
+        for entry in diag.entries() if lined else ():
+            if entry["battle_id"] in lined:
+                keys.setdefault(entry["battle_id"], set()).add((entry["index"], entry["seed"], entry["battle_tag"]))
+        battles = self.battles_path(group)
+        for battle_id, outcome in outcomes:
+            folder = battles / battle_id
+            if not isinstance(outcome, dict):
+                where = getattr(outcome, "details", None) or {}
                 diag.problems.append(problem(
-                    group, where.get("path", folder), where.get("line"), where.get("field"), exc.code,
+                    group, where.get("path", folder), where.get("line"), where.get("field"), outcome.code,
                     f"battle {battle_id} has a trace folder but no final catalog line, and its trace is not intact: "
-                    f"{exc}", False))
+                    f"{outcome}", False))
                 diag.blockers.append(f"the trace folder {folder} has no final catalog line and is not intact "
-                                     f"({exc}): restore it from a backup, or delete that folder so that the battle "
-                                     f"is played again")
+                                     f"({outcome}): restore it from a backup, or delete that folder so that the "
+                                     f"battle is played again")
                 continue
-            clash = [e for e in seen.get(battle_id, ()) if (e["index"], e["seed"], e["battle_tag"]) !=
-                     (entry["index"], entry["seed"], entry["battle_tag"])]
-            if clash:
+            if keys.get(battle_id, set()) - {(outcome["index"], outcome["seed"], outcome["battle_tag"])}:
                 diag.blockers.append(f"the trace of battle {battle_id} disagrees with its catalog line (index, seed "
                                      f"or battle_tag)")
                 diag.problems.append(problem(group, folder, None, None, IntegrityError.code,
                                              f"the trace of battle {battle_id} disagrees with its catalog line "
                                              f"(index, seed or battle_tag); restore one of them", False))
                 continue
-            diag.rebuilt[battle_id] = entry
+            diag.rebuilt[battle_id] = outcome
             diag.problems.append(problem(
                 group, folder, None, None, "uncatalogued_trace",
-                f"battle {battle_id} has an intact trace ({entry['status']}) but no valid final line in {path}; a "
-                f"repair rebuilds the line from the trace", True))
-        if diag.blockers:
-            for item in diag.problems:
-                if item["repairable"]:
-                    item["repairable"] = False
-                    item["message"] += f" (not repaired automatically: {'; '.join(diag.blockers)})"
-        return diag
+                f"battle {battle_id} has an intact trace ({outcome['status']}) but no valid final line in "
+                f"{diag.path}; a repair rebuilds the line from the trace", True))
 
     def _check_trace(self, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
-                     folder: Path, diag: _Diagnosis) -> None:
+                     folder: Path, problems: list[dict[str, Any]]) -> None:
         """A final line against its trace: each file's sha256, then every other field against
         the line rebuilt from the trace (report only: neither is repaired)."""
         try:
@@ -860,21 +998,21 @@ class SessionStore:
             if digest != entry["files"][name]:
                 if digest is not None:
                     state = "does not match the sha256 in its catalog line"
-                diag.problems.append(problem(
+                problems.append(problem(
                     group, file, None, None, IntegrityError.code,
                     f"{file} {state} (battle {battle_id}); restore the trace from a backup (datasets refuse the "
                     f"group until then)", False))
                 return
         if rebuilt is None:  # the files are those the line describes, yet the trace does not read
             details = getattr(error, "details", None) or {}
-            diag.problems.append(problem(
+            problems.append(problem(
                 group, details.get("path", folder), details.get("line"), details.get("field"),
                 getattr(error, "code", IntegrityError.code), f"the trace of battle {battle_id} matches its recorded "
                 f"sha256 but is not a valid trace: {error}", False))
             return
         for key, value in rebuilt.items():
             if key != "files" and entry.get(key, 0 if key == "omniscient_peeks" else None) != value:
-                diag.problems.append(problem(
+                problems.append(problem(
                     group, catalog, number, key, IntegrityError.code,
                     f"{catalog} line {number}: field {key!r} of battle {battle_id} is {entry.get(key)!r}, but its "
                     f"trace (which matches the recorded sha256) says {value!r}; the line was altered after it was "
@@ -893,44 +1031,55 @@ class SessionStore:
                 "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "dropped",
                 "line": line.number, "problem": str(line.error), "text": line.raw.decode("utf-8", "replace")},
                 ensure_ascii=False, separators=(",", ":")), fsync=True)
-        for battle_id, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"]):
+        rebuilt = sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"])
+        for battle_id, entry in rebuilt:
             append_line_locked(log, json.dumps({
                 "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "rebuilt_from_trace",
                 "battle_id": battle_id, "entry": entry}, ensure_ascii=False, separators=(",", ":")), fsync=True)
-        kept = [line.raw + b"\n" for line in diag.lines if line.entry is not None]
-        rebuilt = [json.dumps({"schema_version": SESSIONS_SCHEMA_VERSION, **entry}, separators=(",", ":"),
-                              ensure_ascii=False).encode() + b"\n"
-                   for _, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"])]
-        atomic_write_bytes(path, b"".join(kept + rebuilt))
+        kept = (line.raw + b"\n" for line in diag.lines() if line.entry is not None)
+        added = (json.dumps({"schema_version": SESSIONS_SCHEMA_VERSION, **entry}, separators=(",", ":"),
+                            ensure_ascii=False).encode() + b"\n" for _, entry in rebuilt)
+        atomic_write_chunks(path, itertools.chain(kept, added))  # streamed: the catalog is never held
 
-    def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: list[dict[str, Any]],
+    def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: Iterable[dict[str, Any]],
                                  sample: int | None = None) -> list[tuple[str, str, Any, Any]]:
         """``(battle_id, field, manifest value, trace value)``, at most one per battle, for the
         final battles among ``entries`` (catalog entries) whose catalog line or trace meta record
         disagrees with ``configuration`` (the manifest's). Every line is compared; the meta
         records of all the battles, or of ``sample`` of them evenly spaced. A trace that cannot
-        be read is left out here (it is reported, and refused, on its own)."""
-        final = [e for e in entries if e["status"] in FINAL_STATUSES]
-        found: dict[str, tuple[str, str, Any, Any]] = {}
-        for entry in final:
+        be read is left out here (it is reported, and refused, on its own). ``entries`` is
+        looped over once, twice with ``sample`` (a list, or a :class:`Passes`), and not held."""
+        picked = None
+        if sample is not None:
+            picked = set(consistency.evenly(range(sum(1 for e in entries if e["status"] in FINAL_STATUSES)),
+                                            sample))
+        by_line: dict[str, tuple[str, str, Any, Any]] = {}  # a line's mismatch wins over its trace's
+        by_meta: dict[str, tuple[str, str, Any, Any]] = {}
+        position = -1
+        for entry in entries:
+            if entry["status"] not in FINAL_STATUSES:
+                continue
+            position += 1
+            battle_id = entry["battle_id"]
             mismatch = consistency.entry_mismatch(configuration, entry)
             if mismatch is not None:
-                found[entry["battle_id"]] = (entry["battle_id"], *mismatch)
-        for entry in final if sample is None else consistency.evenly(final, sample):
-            if entry["battle_id"] in found:
+                by_line[battle_id] = (battle_id, *mismatch)
+                continue
+            if battle_id in by_line or battle_id in by_meta or (picked is not None and position not in picked):
                 continue
             try:
-                meta = read_meta(self.battle_dir(group, entry["battle_id"]))
+                meta = read_meta(self.battle_dir(group, battle_id))
             except (ValueError, OSError):  # RLHFError is a ValueError
                 continue
             mismatch = consistency.meta_mismatch(configuration, meta)
             if mismatch is not None:
-                found[entry["battle_id"]] = (entry["battle_id"], *mismatch)
-        return sorted(found.values(), key=lambda m: m[0])
+                by_meta[battle_id] = (battle_id, *mismatch)
+        return sorted({**by_meta, **by_line}.values(), key=lambda m: m[0])
 
-    def require_agreeing_manifest(self, group: str, entries: list[dict[str, Any]], consequence: str) -> None:
+    def require_agreeing_manifest(self, group: str, entries: Iterable[dict[str, Any]], consequence: str) -> None:
         """ManifestMismatch (``consequence`` says what was not done) when the group's manifest
-        disagrees with the actors its battles record (``entries``: catalog entries; the trace meta
+        disagrees with the actors its battles record (``entries``: catalog entries, as for
+        :meth:`configuration_mismatches`; the trace meta
         records of up to consistency.RESUME_SAMPLE of them are read): whatever adds battles to the
         group, or publishes them under its configuration, must not."""
         found = self.configuration_mismatches(group, self.read_manifest(group)["configuration"], entries,
@@ -950,8 +1099,7 @@ class SessionStore:
         one by one). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line numbers],
         "next_index": int}``."""
         path = self.catalog_path(group)
-        with locked(path):
-            diag = self._diagnose(group, settled=True)
+        with locked(path), self._diagnose(group, settled=True) as diag:
             if diag.blockers:
                 first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
                                                                           "unsupported_schema")), None)
@@ -963,8 +1111,7 @@ class SessionStore:
                     first["path"] if first else path, first["line"] if first else None,
                     first["field"] if first else None)
             self.require_agreeing_manifest(
-                group, [line.entry for line in diag.lines if line.entry is not None] + list(diag.rebuilt.values()),
-                "nothing was played")
+                group, Passes(lambda: itertools.chain(diag.entries(), diag.rebuilt.values())), "nothing was played")
             if diag.needs_repair:
                 self._apply_repair(group, diag)
         return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
@@ -1053,16 +1200,15 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
         found.append(problem(group, store.lease_path(group), None, getattr(exc, "field", None), exc.code, str(exc),
                              False))
     try:
-        diag = store._diagnose(group, settled=busy is None, folders=busy is None, hashes=hashes)
+        with store._diagnose(group, settled=busy is None, folders=busy is None, hashes=hashes) as diag:
+            mismatches = (store.configuration_mismatches(group, configuration, diag.entries())
+                          if configuration is not None and hashes else [])
     except RLHFError as exc:
         return found + [problem(group, catalog, None, None, exc.code, str(exc), False)]
     found += diag.problems
-    if configuration is not None and hashes:
-        mismatches = store.configuration_mismatches(
-            group, configuration, [line.entry for line in diag.lines if line.entry is not None])
-        if mismatches:
-            error = manifest_mismatch(store, group, mismatches, "a resume refuses the group until then")
-            found.append(problem(group, manifest, None, error.field, error.code, str(error), False))
+    if mismatches:
+        error = manifest_mismatch(store, group, mismatches, "a resume refuses the group until then")
+        found.append(problem(group, manifest, None, error.field, error.code, str(error), False))
     summary_path = store.summary_path(group)
     summary_bad = None
     if summary_path.exists():
