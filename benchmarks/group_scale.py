@@ -1,6 +1,7 @@
 """How a session group's tools scale with its size; prints one JSON object.
 
     .venv/bin/python -m benchmarks.group_scale [--sizes 1000,10000] [--workers 1] [--dir DIR] [--plain-traces]
+                                               [--steps collect,resume_noop,...]
 
 One group (``baseline:greedy`` vs ``baseline:random``, the cheapest battles, as issue 50 allows
 for size figures) grows through ``--sizes``: each size is reached by resuming the same series.
@@ -12,9 +13,12 @@ wall seconds, CPU seconds (the process and its worker processes) and peak RSS:
 - ``list_sessions``: the MCP tool's core (``list_groups``, each group's manifest and ``summary.json``);
 - ``inspect_session``: manifest, summary and the first catalog page (the MCP tool's core);
 - ``check``: ``check_sessions`` with every trace file's sha256 (``extrarlhf check``);
+- ``check_catalog``: ``check_sessions(hashes=False)``: the catalog and the trace folders, not the files;
 - ``materialize``: ``materialize_v5_dataset`` of the whole group (default workers).
 
-plus the group's disk bytes (all files) and per battle. ``--dir`` keeps the sessions and
+plus the group's disk bytes (all files) and per battle. ``--steps`` runs some of the steps only
+(default: all but ``check_catalog``), on a group in ``--dir`` that already has the size when
+``collect`` is left out. ``--dir`` keeps the sessions and
 datasets (default: a temp dir removed at the end). Progress goes to stderr.
 """
 
@@ -34,6 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = "scale"
+STEPS = ("collect", "resume_noop", "list_sessions", "inspect_session", "check", "materialize")
 
 
 def _cpu() -> float:
@@ -62,8 +67,8 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
         out["catalog_total"] = len(keys)
         out["page"] = len(store.entries_at(GROUP, latest, [b for _, b in keys[:10]]))
         store.compute_summary(GROUP)
-    elif kind == "check":
-        out["problems"] = len(check_sessions(sessions))
+    elif kind in ("check", "check_catalog"):
+        out["problems"] = len(check_sessions(sessions, hashes=kind == "check"))
     elif kind == "materialize":
         from extrarlhf.datasets.materialize import materialize_v5_dataset
 
@@ -100,6 +105,8 @@ def main() -> None:
                              "workers are not counted in the CPU figures)")
     parser.add_argument("--dir", default=None, help="keep the sessions and datasets here (default: a temp dir)")
     parser.add_argument("--plain-traces", action="store_true", help="collect plain .jsonl (default: compact)")
+    parser.add_argument("--steps", default=",".join(STEPS), help="the steps to run, comma-separated (default: %(default)s; "
+                        "also check_catalog)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -107,6 +114,10 @@ def main() -> None:
         print(json.dumps(_step(kind, sessions, datasets, int(n), int(workers), compact == "1")))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
+    steps = args.steps.split(",")
+    unknown = sorted(set(steps) - {*STEPS, "check_catalog"})
+    if unknown:
+        parser.error(f"unknown steps {unknown}")
     tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="bench-scale-")
     base = Path(args.dir or tmp.name)  # type: ignore[union-attr]
     sessions, datasets = base / "sessions", base / "datasets"
@@ -114,12 +125,13 @@ def main() -> None:
     try:
         for n in sizes:
             row: dict[str, Any] = {"battles": n}
-            for kind in ("collect", "resume_noop", "list_sessions", "inspect_session", "check", "materialize"):
+            for kind in steps:
                 print(f"[group_scale] {n:,} battles: {kind}", file=sys.stderr, flush=True)
                 row[kind] = _run(kind, sessions, datasets, n, args.workers, not args.plain_traces)
             row["group_disk_bytes"] = _disk(sessions / GROUP)
             row["group_disk_bytes_per_battle"] = row["group_disk_bytes"] // n
-            row["dataset_disk_bytes"] = _disk(datasets / GROUP / "v1")
+            if "materialize" in steps:
+                row["dataset_disk_bytes"] = _disk(datasets / GROUP / "v1")
             rows.append(row)
             print(f"[group_scale] {json.dumps(row)}", file=sys.stderr, flush=True)
     finally:

@@ -4,8 +4,10 @@
 Streaming: battles are read one at a time (three small trace files each), their rows are
 appended to column buffers, and the buffers become one Parquet row group per table once
 ``row_group_rows`` decisions have accumulated (always at a battle boundary). Memory holds
-one row group and a bounded window of battles being read, plus a few hundred bytes per
-battle of folded catalog. Reading and feature computation (battles.py) run on ``workers``
+one row group and a bounded window of battles being read; what grows with the battles is
+small: the offset of each battle's catalog line (8 bytes; the fold that finds them, about 200
+bytes a battle, lives while the catalog is read), the distinct deck ids, and the validation's
+row count per battle id (the battles table is checked against the decisions). Reading and feature computation (battles.py) run on ``workers``
 processes, this one included (default: one per core up to 4, for 64 battles or more); the
 rows are written in catalog order whatever the number of workers, so the Parquet files are
 byte-identical. The decisions checks of validation run on the batches as they are written,
