@@ -47,7 +47,8 @@ import engine
 from ..core.errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
 from ..core.names import check_name
 from ..core.readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import Passes, SessionStore, entry_at, fold_offsets, read_meta
+from ..runtime.catalog_lines import entry_at, fold_offsets
+from ..runtime.sessions import Passes, SessionStore, read_meta
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep

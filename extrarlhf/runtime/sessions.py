@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import hashlib
 import itertools
 import json
@@ -51,7 +50,7 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -70,23 +69,18 @@ from ..core.errors import (
     RLHFError,
     UnsupportedSchema,
 )
-from ..core.fileio import (append_line_locked, atomic_write_chunks, atomic_write_json, check_version, fsync_dir,
-                           locked)
+from ..core.fileio import append_line_locked, atomic_write_json, check_version, fsync_dir, locked
 from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
 from . import consistency, ownership, records, trace_files
+from .catalog_lines import (REPAIRS_LOG, SESSIONS_SCHEMA_VERSION, CatalogLine, gc_paused, iter_catalog, problem,
+                            record_error, shown, valid_lines)
+from .catalog_lines import scan_catalog  # noqa: F401 - readers import it from here
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
 
-SESSIONS_SCHEMA_VERSION = 1
-REPAIRS_LOG = "catalog-repairs.jsonl"
 LEASE_NAME = "lease.json"
-# What a message about a damaged catalog tells the user to do.
-REPAIR_HINT = ("resume the series (it rebuilds a battle's line from its intact trace) or run `extrarlhf check "
-               "--repair` (extrarlhf.runtime.sessions.check_sessions(sessions_dir, repair=True)); the damaged lines "
-               f"are kept in {REPAIRS_LOG}. Or restore the file from a backup")
-
 
 def battle_id_for(group: str, index: int, seed: int) -> str:
     """Deterministic, globally distinct battle id: ``b<index>-<10 hex of sha256(group, index, seed)>``."""
@@ -166,187 +160,6 @@ def _within(path: str, root: str) -> bool:
     """True when ``path`` is ``root`` or inside it (both absolute and normalized)."""
     root = root.rstrip(os.sep) or os.sep
     return path == root or path.startswith(root if root.endswith(os.sep) else root + os.sep)
-
-
-# --------------------------------------------------------------------------- catalog lines
-@dataclass
-class CatalogLine:
-    """One non-blank line of a catalog as read: its valid entry, or the error that makes it damaged."""
-
-    number: int  # 1-based
-    raw: bytes  # without its newline
-    entry: dict[str, Any] | None
-    error: RLHFError | None  # CorruptRecord (damaged) or UnsupportedSchema (another version)
-    terminated: bool  # False: the last line, without its newline
-    offset: int = 0  # where the line starts in the file (bytes)
-
-
-def _record_error(path: Path, line: int | None, exc: records.Bad, what: str) -> CorruptRecord:
-    where = f"{path} line {line}" if line is not None else str(path)
-    subject = f"field {exc.field!r}" if exc.field else f"the {what}"
-    return CorruptRecord(f"{where}: {subject} {exc.why}", path, line, exc.field)
-
-
-def parse_catalog_line(path: Path, number: int, raw: bytes, terminated: bool = True) \
-        -> tuple[dict[str, Any] | None, RLHFError | None]:
-    """(entry, None) for a valid catalog line, else (None, the error naming file, line and field)."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        tail = "" if terminated else (" (the file ends in the middle of this line: a writer was killed while "
-                                      "appending it, or is appending it right now)")
-        return None, CorruptRecord(f"{path} line {number}: the line is not valid JSON ({exc}){tail}", path, number)
-    try:
-        return records.check_catalog_entry(doc, SESSIONS_SCHEMA_VERSION), None
-    except records.OtherVersion as exc:
-        return None, UnsupportedSchema(f"{path} line {number}: {exc}; upgrade ExtraRLHF to read it")
-    except records.Bad as exc:
-        return None, _record_error(path, number, exc, "line")
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while many acyclic objects (parsed lines) are built:
-    its repeated full passes over the growing list would otherwise triple the time of reading
-    a large catalog."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def scan_catalog(path: Path) -> list[CatalogLine]:
-    """Every non-blank line of a catalog file, parsed and checked (nothing raised for a bad line)."""
-    with _gc_paused():
-        return list(iter_catalog(path))
-
-
-def _open_catalog(path: Path) -> BinaryIO | None:
-    """The catalog opened for reading, None when it does not exist."""
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
-
-
-def iter_catalog(path: Path) -> Iterator[CatalogLine]:
-    """The lines of :func:`scan_catalog` one at a time: memory holds one line, whatever the
-    catalog's size (a group of 10^6 battles has a catalog of about a gigabyte)."""
-    handle = _open_catalog(path)
-    if handle is not None:
-        with handle:
-            yield from _catalog_lines(path, handle)
-
-
-def _catalog_lines(path: Path, handle: Iterable[bytes], end: int | None = None) -> Iterator[CatalogLine]:
-    """The lines of a catalog (``handle``: its lines as read, from its start), up to byte ``end``
-    (default: its end); a line cut at ``end`` is read as cut (as it was when ``end`` was its size)."""
-    pos = 0
-    for number, raw in enumerate(handle, 1):
-        if end is not None:
-            if pos >= end:
-                return
-            raw = raw[:end - pos]
-        start, pos = pos, pos + len(raw)
-        terminated = raw.endswith(b"\n")  # only the last line can be unterminated
-        if terminated:
-            raw = raw[:-1]
-        if not raw.strip():
-            continue
-        entry, error = parse_catalog_line(path, number, raw, terminated)
-        yield CatalogLine(number, raw, entry, error, terminated, start)
-
-
-def _valid(lines: Iterable[CatalogLine]) -> Iterator[CatalogLine]:
-    """The valid lines, as a reader takes them: a damaged line raises (CorruptRecord, with what
-    to do), another schema_version is UnsupportedSchema, a torn last line is skipped."""
-    for line in lines:
-        if line.error is None:
-            yield line
-        elif line.terminated or not isinstance(line.error, CorruptRecord):
-            raise _reader_error(line.error)
-
-
-def fold_offsets(path: Path, lines: Iterable[bytes]) -> dict[str, tuple[int, int]]:
-    """battle id -> (its index, the byte offset of its latest line) over a catalog's ``lines``
-    as read (checked as :func:`_valid` does): the fold without the entries."""
-    with _gc_paused():
-        return {line.entry["battle_id"]: (line.entry["index"], line.offset)  # type: ignore[index]
-                for line in _valid(_catalog_lines(path, lines))}
-
-
-def entry_at(path: Path, handle: BinaryIO, offset: int, end: int) -> dict[str, Any]:
-    """The entry (``started`` shown as ``unfinished``) of the valid line at byte ``offset`` of
-    an open catalog (from :func:`fold_offsets` over its first ``end`` bytes)."""
-    handle.seek(offset)
-    raw = handle.readline(end - offset)
-    entry, error = parse_catalog_line(path, 0, raw.rstrip(b"\n"))
-    if error is not None:  # the bytes under the offset changed: the file is not the one folded
-        raise _reader_error(error)
-    return _shown(entry)  # type: ignore[arg-type]
-
-
-def _shown(entry: dict[str, Any]) -> dict[str, Any]:
-    """A battle's latest entry as readers see it: ``started`` (no final line yet) is ``unfinished``."""
-    return {**entry, "status": "unfinished"} if entry["status"] == "started" else entry
-
-
-def _reader_error(error: RLHFError) -> RLHFError:
-    """The error a reader raises for a bad catalog line: with what to do about it."""
-    if isinstance(error, CorruptRecord):
-        return CorruptRecord(f"{error}. The catalog is damaged and was not read: {REPAIR_HINT}", error.path,
-                             error.line, error.field)
-    return error
-
-
-def problem(group: str | None, path: Path | str, line: int | None, field_name: str | None, code: str, message: str,
-            repairable: bool) -> dict[str, Any]:
-    """One entry of :func:`check_sessions`' list."""
-    return {"group": group, "path": str(path), "line": line, "field": field_name, "code": code, "message": message,
-            "repairable": repairable, "repaired": False}
-
-
-# A battle in the fold of a _Diagnosis: one int packing its first and latest line numbers (34 bits
-# each), whether its trace folder is on disk, and whether its latest line is final.
-_FINAL, _ON_DISK, _LATEST_SHIFT, _FIRST_SHIFT, _LINE_MASK = 1, 2, 2, 36, (1 << 34) - 1
-
-
-class _Diagnosis:
-    """What is wrong with a group's catalog and traces, and what a repair would do.
-
-    It holds no catalog entry, so its memory stays small whatever the group's size: the
-    catalog stays open and is read again for each pass (:meth:`lines`: its bytes as the first
-    pass read them, whatever is appended or renamed over it since), and the fold keeps one
-    packed int per battle. The damaged lines and the rebuilt entries are held (a repair writes
-    them)."""
-
-    def __init__(self, path: Path, handle: BinaryIO | None) -> None:
-        self.path, self.handle, self.end = path, handle, 0
-        self.fold: dict[str, int] = {}  # battle_id -> packed (see _FINAL)
-        self.problems: list[dict[str, Any]] = []
-        self.drop: list[CatalogLine] = []  # damaged lines a repair removes
-        self.rebuilt: dict[str, dict[str, Any]] = {}  # battle_id -> final line from its trace
-        self.blockers: list[str] = []  # why a repair is not provably safe
-        self.top_index = -1  # highest battle index seen (lines and folders)
-
-    @property
-    def needs_repair(self) -> bool:
-        return bool(self.drop or self.rebuilt)
-
-    def lines(self) -> Iterator[CatalogLine]:
-        """The catalog's lines as the first pass read them (a pass over the file)."""
-        if self.handle is not None:
-            self.handle.seek(0)
-            yield from _catalog_lines(self.path, self.handle, self.end)
-
-    def entries(self) -> Iterator[dict[str, Any]]:
-        """The entries of the valid lines, in catalog order (a pass over the file)."""
-        return (line.entry for line in self.lines() if line.entry is not None)
 
 
 class Passes:
@@ -458,7 +271,7 @@ class SessionStore:
         except records.OtherVersion as exc:
             raise UnsupportedSchema(f"{path}: {exc}; upgrade ExtraRLHF to read it") from None
         except records.Bad as exc:
-            error = _record_error(path, None, exc, what)
+            error = record_error(path, None, exc, what)
             raise CorruptRecord(f"{error}; {fix}", path, None, exc.field) from None
 
     def _read_manifest_file(self, path: Path) -> dict[str, Any]:
@@ -627,13 +440,13 @@ class SessionStore:
         for line in iter_catalog(self.catalog_path(group)):
             if upto is not None and line.number > upto:
                 return
-            yield from _valid((line,))
+            yield from valid_lines((line,))
 
     def latest_lines(self, group: str) -> dict[str, tuple[int, int]]:
         """battle id -> (its index, the line number of its latest line): the catalog's fold
         without the entries (about a hundred bytes a battle, whatever the catalog's size)."""
         self._require_group(group)
-        with _gc_paused():
+        with gc_paused():
             return {line.entry["battle_id"]: (line.entry["index"], line.number)  # type: ignore[index]
                     for line in self._valid_lines(group)}
 
@@ -647,7 +460,7 @@ class SessionStore:
             return out
         for line in self._valid_lines(group, upto=max(wanted)):
             if line.number in wanted:
-                out[wanted[line.number]] = _shown(line.entry)  # type: ignore[arg-type]
+                out[wanted[line.number]] = shown(line.entry)  # type: ignore[arg-type]
         return out
 
     def iter_latest(self, group: str) -> Iterator[dict[str, Any]]:
@@ -656,7 +469,7 @@ class SessionStore:
         150 bytes a battle), a byte a line during the second, never the entries. Lines appended
         after the first pass are not seen (a consistent snapshot)."""
         self._require_group(group)
-        with _gc_paused():
+        with gc_paused():
             latest = {line.entry["battle_id"]: line.number for line in self._valid_lines(group)}  # type: ignore
         marks = bytearray(max(latest.values(), default=0) + 1)  # 1 at each latest line: a byte a line
         for number in latest.values():
@@ -664,11 +477,11 @@ class SessionStore:
         del latest
         for line in self._valid_lines(group, upto=len(marks) - 1):
             if marks[line.number]:
-                yield _shown(line.entry)  # type: ignore[arg-type]
+                yield shown(line.entry)  # type: ignore[arg-type]
 
     def read_catalog(self, group: str) -> list[dict[str, Any]]:
         """One entry per battle (its latest line), ``started`` shown as ``unfinished``; by index."""
-        with _gc_paused():
+        with gc_paused():
             return self._read_catalog(group)
 
     def _read_catalog(self, group: str) -> list[dict[str, Any]]:
@@ -676,7 +489,7 @@ class SessionStore:
         folded: dict[str, dict[str, Any]] = {}
         for entry in self.iter_catalog_raw(group):  # folded as read: a battle's started line is dropped
             folded[entry["battle_id"]] = entry
-        return sorted(map(_shown, folded.values()), key=lambda e: (e["index"], e["battle_id"]))
+        return sorted(map(shown, folded.values()), key=lambda e: (e["index"], e["battle_id"]))
 
     def battles(self, group: str, statuses: tuple[str, ...] = FINAL_STATUSES) -> Iterator[BattleRef]:
         """Battles of a group with a trace on disk (by default every final status), lazily."""
@@ -765,7 +578,7 @@ class SessionStore:
             except records.OtherVersion as exc:
                 raise UnsupportedSchema(f"{path} line {number}: {exc}") from None
             except records.Bad as exc:
-                raise _record_error(path, number, exc, "record") from None
+                raise record_error(path, number, exc, "record") from None
         return out
 
     def rebuild_entry(self, group: str, battle_id: str) -> dict[str, Any]:
@@ -793,7 +606,7 @@ class SessionStore:
         try:
             meta = records.check_meta(metas[0], V5_SCHEMA_VERSION)
         except records.Bad as exc:
-            raise _record_error(meta_path, 1, exc, "record") from None
+            raise record_error(meta_path, 1, exc, "record") from None
         for key, expected in (("battle_id", battle_id), ("group", group)):
             if meta[key] != expected:
                 raise IntegrityError(f"{meta_path} line 1: field {key!r} is {meta[key]!r}, not {expected!r} (the "
@@ -833,213 +646,6 @@ class SessionStore:
             "deck_ids": [meta["deck_ids"]["p1"], meta["deck_ids"]["p2"]],
             "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
         }
-
-    @contextlib.contextmanager
-    def _diagnose(self, group: str, *, settled: bool, folders: bool = True,
-                  hashes: bool = False) -> Iterator[_Diagnosis]:
-        """What is wrong with a group's catalog and its trace folders (nothing is changed); the
-        catalog stays open for the diagnosis' passes until the ``with`` block ends.
-
-        ``settled``: no append can be in progress (the caller holds the locks, or nobody
-        writes), so an unterminated last line that does not parse is damage. ``folders``:
-        look for trace folders without a final line (off while a series writes the group).
-        ``hashes``: check the trace files of final lines against their sha256."""
-        path = self.catalog_path(group)
-        handle = _open_catalog(path)
-        with handle or contextlib.nullcontext():
-            diag = _Diagnosis(path, handle)
-            with _gc_paused():
-                orphans = self._fold_catalog(group, diag, settled=settled, folders=folders)
-                self._check_final_lines(group, diag, hashes)
-                self._check_orphans(group, diag, orphans)
-            if diag.blockers:
-                for item in diag.problems:
-                    if item["repairable"]:
-                        item["repairable"] = False
-                        item["message"] += f" (not repaired automatically: {'; '.join(diag.blockers)})"
-            try:
-                yield diag
-            finally:
-                diag.fold.clear()
-
-    def _fold_catalog(self, group: str, diag: _Diagnosis, *, settled: bool, folders: bool) -> list[str]:
-        """The first pass: damaged lines, the fold, the trace folders; returns the trace folders
-        without a final line (sorted; none unless ``folders``)."""
-        path, fold = diag.path, diag.fold
-        if diag.handle is not None:
-            for line in _catalog_lines(path, diag.handle):
-                error, entry = line.error, line.entry
-                if entry is not None:
-                    diag.top_index = max(diag.top_index, entry["index"])
-                    old = fold.get(entry["battle_id"])
-                    first = line.number if old is None else old >> _FIRST_SHIFT
-                    fold[entry["battle_id"]] = (first << _FIRST_SHIFT | line.number << _LATEST_SHIFT
-                                                | (entry["status"] in FINAL_STATUSES))
-                elif isinstance(error, UnsupportedSchema):
-                    diag.problems.append(problem(group, path, line.number, "schema_version", error.code, str(error),
-                                                 False))
-                    diag.blockers.append(f"line {line.number} has a schema_version this ExtraRLHF does not read "
-                                         f"(such a line is never dropped)")
-                elif line.terminated or settled:
-                    assert isinstance(error, CorruptRecord)
-                    diag.drop.append(line)
-                    diag.problems.append(problem(group, path, line.number, error.field, error.code, str(error), True))
-            diag.end = diag.handle.tell()
-        orphans = []
-        for battle_id in self._folder_names(group):
-            diag.top_index = max(diag.top_index, int(BATTLE_ID.fullmatch(battle_id).group(1)))  # type: ignore
-            packed = fold.get(battle_id)
-            if packed is not None:
-                fold[battle_id] = packed | _ON_DISK
-            if folders and (packed is None or not packed & _FINAL):
-                orphans.append(battle_id)
-        return sorted(orphans)
-
-    def _check_final_lines(self, group: str, diag: _Diagnosis, hashes: bool) -> None:
-        """Each battle's final line against its trace folder (there; with ``hashes``, its files'
-        sha256 and the line against the trace), in the order the battles first appear."""
-        def wanted(packed: int) -> bool:
-            return bool(packed & _FINAL) and (hashes or not packed & _ON_DISK)
-
-        if not any(wanted(packed) for packed in diag.fold.values()):
-            return
-        battles = self.battles_path(group)
-        found: list[tuple[int, list[dict[str, Any]]]] = []  # (first line of the battle, its problems)
-        for line in diag.lines():
-            entry = line.entry
-            if entry is None:
-                continue
-            battle_id = entry["battle_id"]
-            packed = diag.fold[battle_id]
-            if packed >> _LATEST_SHIFT & _LINE_MASK != line.number or not wanted(packed):
-                continue
-            problems: list[dict[str, Any]] = []
-            found.append((packed >> _FIRST_SHIFT, problems))
-            folder = battles / battle_id
-            if hashes:
-                try:
-                    self.battle_dir(group, battle_id)
-                except PathOutsideSessionsDir as exc:
-                    problems.append(problem(group, folder, None, None, exc.code, str(exc), False))
-                    continue
-            if not packed & _ON_DISK:
-                problems.append(problem(
-                    group, folder, None, None, IntegrityError.code,
-                    f"battle {battle_id} is {entry['status']} in {diag.path} but its trace folder {folder} is "
-                    f"missing; restore it from a backup (datasets refuse the group until then)", False))
-            elif hashes:
-                self._check_trace(group, battle_id, entry, diag.path, line.number, folder, problems)
-        found.sort(key=lambda item: item[0])
-        for _, problems in found:
-            diag.problems += problems
-
-    def _check_orphans(self, group: str, diag: _Diagnosis, orphans: list[str]) -> None:
-        """Trace folders without a final line: each one's line rebuilt from its intact trace
-        (a repair appends it), or why it cannot be."""
-        outcomes: list[tuple[str, dict[str, Any] | RLHFError]] = []
-        for battle_id in orphans:
-            try:
-                outcomes.append((battle_id, self.rebuild_entry(group, battle_id)))
-            except (CorruptRecord, IntegrityError, UnsupportedSchema, PathOutsideSessionsDir) as exc:
-                outcomes.append((battle_id, exc))
-        # what the catalog's lines say of the battles rebuilt (index, seed, battle_tag): one pass, when any has lines
-        lined = {battle_id for battle_id, entry in outcomes if isinstance(entry, dict) and battle_id in diag.fold}
-        keys: dict[str, set[tuple[Any, Any, Any]]] = {}
-        for entry in diag.entries() if lined else ():
-            if entry["battle_id"] in lined:
-                keys.setdefault(entry["battle_id"], set()).add((entry["index"], entry["seed"], entry["battle_tag"]))
-        battles = self.battles_path(group)
-        for battle_id, outcome in outcomes:
-            folder = battles / battle_id
-            if not isinstance(outcome, dict):
-                where = getattr(outcome, "details", None) or {}
-                diag.problems.append(problem(
-                    group, where.get("path", folder), where.get("line"), where.get("field"), outcome.code,
-                    f"battle {battle_id} has a trace folder but no final catalog line, and its trace is not intact: "
-                    f"{outcome}", False))
-                diag.blockers.append(f"the trace folder {folder} has no final catalog line and is not intact "
-                                     f"({outcome}): restore it from a backup, or delete that folder so that the "
-                                     f"battle is played again")
-                continue
-            if keys.get(battle_id, set()) - {(outcome["index"], outcome["seed"], outcome["battle_tag"])}:
-                diag.blockers.append(f"the trace of battle {battle_id} disagrees with its catalog line (index, seed "
-                                     f"or battle_tag)")
-                diag.problems.append(problem(group, folder, None, None, IntegrityError.code,
-                                             f"the trace of battle {battle_id} disagrees with its catalog line "
-                                             f"(index, seed or battle_tag); restore one of them", False))
-                continue
-            diag.rebuilt[battle_id] = outcome
-            diag.problems.append(problem(
-                group, folder, None, None, "uncatalogued_trace",
-                f"battle {battle_id} has an intact trace ({outcome['status']}) but no valid final line in "
-                f"{diag.path}; a repair rebuilds the line from the trace", True))
-
-    def _check_trace(self, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
-                     folder: Path, problems: list[dict[str, Any]]) -> None:
-        """A final line against its trace: each file's sha256, then every other field against
-        the line rebuilt from the trace (report only: neither is repaired)."""
-        try:
-            rebuilt: dict[str, Any] | None = self.rebuild_entry(group, battle_id)
-            error: RLHFError | None = None
-        except (CorruptRecord, IntegrityError, UnsupportedSchema) as exc:
-            rebuilt, error = None, exc
-        for name in TRACE_FILES:
-            file = trace_files.find(folder / "v5", name) or folder / "v5" / name
-            state = "is missing"
-            if rebuilt is not None:
-                digest = rebuilt["files"][name]
-            else:
-                try:
-                    digest = hashlib.sha256(trace_files.read(file.parent, name)).hexdigest()
-                except OSError:
-                    digest = None
-                except trace_files.CompactFileError:
-                    digest, state = None, "is stored compact but does not decompress"
-            if digest != entry["files"][name]:
-                if digest is not None:
-                    state = "does not match the sha256 in its catalog line"
-                problems.append(problem(
-                    group, file, None, None, IntegrityError.code,
-                    f"{file} {state} (battle {battle_id}); restore the trace from a backup (datasets refuse the "
-                    f"group until then)", False))
-                return
-        if rebuilt is None:  # the files are those the line describes, yet the trace does not read
-            details = getattr(error, "details", None) or {}
-            problems.append(problem(
-                group, details.get("path", folder), details.get("line"), details.get("field"),
-                getattr(error, "code", IntegrityError.code), f"the trace of battle {battle_id} matches its recorded "
-                f"sha256 but is not a valid trace: {error}", False))
-            return
-        for key, value in rebuilt.items():
-            if key != "files" and entry.get(key, 0 if key == "omniscient_peeks" else None) != value:
-                problems.append(problem(
-                    group, catalog, number, key, IntegrityError.code,
-                    f"{catalog} line {number}: field {key!r} of battle {battle_id} is {entry.get(key)!r}, but its "
-                    f"trace (which matches the recorded sha256) says {value!r}; the line was altered after it was "
-                    f"written: restore the catalog from a backup", False))
-                return
-
-    def _apply_repair(self, group: str, diag: _Diagnosis) -> None:
-        """Rewrite the catalog without the damaged lines, plus the rebuilt final lines (callers
-        hold the group's locks and checked there are no blockers). What is dropped or rebuilt
-        is appended to ``catalog-repairs.jsonl`` first."""
-        path = self.catalog_path(group)
-        log = self.repairs_path(group)
-        now = utc_now()
-        for line in diag.drop:
-            append_line_locked(log, json.dumps({
-                "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "dropped",
-                "line": line.number, "problem": str(line.error), "text": line.raw.decode("utf-8", "replace")},
-                ensure_ascii=False, separators=(",", ":")), fsync=True)
-        rebuilt = sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"])
-        for battle_id, entry in rebuilt:
-            append_line_locked(log, json.dumps({
-                "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "rebuilt_from_trace",
-                "battle_id": battle_id, "entry": entry}, ensure_ascii=False, separators=(",", ":")), fsync=True)
-        kept = (line.raw + b"\n" for line in diag.lines() if line.entry is not None)
-        added = (json.dumps({"schema_version": SESSIONS_SCHEMA_VERSION, **entry}, separators=(",", ":"),
-                            ensure_ascii=False).encode() + b"\n" for _, entry in rebuilt)
-        atomic_write_chunks(path, itertools.chain(kept, added))  # streamed: the catalog is never held
 
     def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: Iterable[dict[str, Any]],
                                  sample: int | None = None) -> list[tuple[str, str, Any, Any]]:
@@ -1098,8 +704,10 @@ class SessionStore:
         Callers own the group (its lease, or its allocation lock for battles started
         one by one). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line numbers],
         "next_index": int}``."""
+        from . import diagnosis  # diagnosis imports this module
+
         path = self.catalog_path(group)
-        with locked(path), self._diagnose(group, settled=True) as diag:
+        with locked(path), diagnosis.diagnose(self, group, settled=True) as diag:
             if diag.blockers:
                 first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
                                                                           "unsupported_schema")), None)
@@ -1113,7 +721,7 @@ class SessionStore:
             self.require_agreeing_manifest(
                 group, Passes(lambda: itertools.chain(diag.entries(), diag.rebuilt.values())), "nothing was played")
             if diag.needs_repair:
-                self._apply_repair(group, diag)
+                diagnosis.apply_repair(self, group, diag)
         return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
                 "next_index": diag.top_index + 1}
 
@@ -1176,6 +784,8 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
 
 
 def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) -> list[dict[str, Any]]:
+    from . import diagnosis  # diagnosis imports this module
+
     try:
         store.confine_group(group)
     except PathOutsideSessionsDir as exc:
@@ -1200,7 +810,7 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
         found.append(problem(group, store.lease_path(group), None, getattr(exc, "field", None), exc.code, str(exc),
                              False))
     try:
-        with store._diagnose(group, settled=busy is None, folders=busy is None, hashes=hashes) as diag:
+        with diagnosis.diagnose(store, group, settled=busy is None, folders=busy is None, hashes=hashes) as diag:
             mismatches = (store.configuration_mismatches(group, configuration, diag.entries())
                           if configuration is not None and hashes else [])
     except RLHFError as exc:
