@@ -1,6 +1,7 @@
 """How a session group's tools scale with its size; prints one JSON object.
 
     .venv/bin/python -m benchmarks.group_scale [--sizes 1000,10000] [--workers 1] [--dir DIR] [--plain-traces]
+                                               [--steps collect,resume_noop,...] [--synthetic-from SESSIONS]
 
 One group (``baseline:greedy`` vs ``baseline:random``, the cheapest battles, as issue 50 allows
 for size figures) grows through ``--sizes``: each size is reached by resuming the same series.
@@ -12,9 +13,21 @@ wall seconds, CPU seconds (the process and its worker processes) and peak RSS:
 - ``list_sessions``: the MCP tool's core (``list_groups``, each group's manifest and ``summary.json``);
 - ``inspect_session``: manifest, summary and the first catalog page (the MCP tool's core);
 - ``check``: ``check_sessions`` with every trace file's sha256 (``extrarlhf check``);
+- ``check_catalog``: ``check_sessions(hashes=False)``: the catalog and the trace folders, not the files;
 - ``materialize``: ``materialize_v5_dataset`` of the whole group (default workers).
 
-plus the group's disk bytes (all files) and per battle. ``--dir`` keeps the sessions and
+plus the group's disk bytes (all files) and per battle. ``--steps`` runs some of the steps only
+(default: all but ``check_catalog``), on a group in ``--dir`` that already has the size when
+``collect`` is left out.
+
+``--synthetic-from SESSIONS`` (one size, a new ``--dir``) first makes a synthetic group of that
+size for the steps that read the catalog and the trace folders but not the traces
+(``resume_noop``, ``list_sessions``, ``inspect_session``, ``check_catalog``): the ``scale`` group of
+SESSIONS (made by this script; its size must divide the size asked) repeated under new indexes
+and battle ids, its catalog lines otherwise as they are, each final battle's folder a symlink to
+one of 100 real trace folders hard-linked into ``<dir>/sessions/.real``. Its catalog, fold and
+folder listing are those of a real group of that size; its traces are not (``check`` with
+hashes would report every battle, and materialize would read 100 traces over and over). ``--dir`` keeps the sessions and
 datasets (default: a temp dir removed at the end). Progress goes to stderr.
 """
 
@@ -25,6 +38,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +48,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = "scale"
+STEPS = ("collect", "resume_noop", "list_sessions", "inspect_session", "check", "materialize")
 
 
 def _cpu() -> float:
@@ -62,8 +77,8 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
         out["catalog_total"] = len(keys)
         out["page"] = len(store.entries_at(GROUP, latest, [b for _, b in keys[:10]]))
         store.compute_summary(GROUP)
-    elif kind == "check":
-        out["problems"] = len(check_sessions(sessions))
+    elif kind in ("check", "check_catalog"):
+        out["problems"] = len(check_sessions(sessions, hashes=kind == "check"))
     elif kind == "materialize":
         from extrarlhf.datasets.materialize import materialize_v5_dataset
 
@@ -88,6 +103,37 @@ def _run(kind: str, sessions: Path, datasets: Path, n: int, workers: int, compac
     return {**json.loads(proc.stdout), "process_cpu_seconds": round(kids.ru_utime + kids.ru_stime - before, 3)}
 
 
+def _synthesize(source: Path, sessions: Path, battles: int) -> None:
+    """The synthetic group of ``--synthetic-from`` (see the module docstring)."""
+    import orjson
+
+    from extrarlhf.runtime.sessions import battle_id_for
+
+    src = source / GROUP
+    lines = (src / "catalog.jsonl").read_bytes().splitlines()
+    size = len({orjson.loads(raw)["battle_id"] for raw in lines})
+    if battles % size:
+        raise SystemExit(f"{battles} battles is not a multiple of the {size} battles of {src}")
+    group = sessions / GROUP
+    (group / "battles").mkdir(parents=True)  # fails on an existing group: nothing is overwritten
+    shutil.copy(src / "manifest.json", group / "manifest.json")
+    names = sorted(os.listdir(src / "battles"))[:100]
+    for name in names:
+        (sessions / ".real" / name / "v5").mkdir(parents=True)
+        for file in os.listdir(src / "battles" / name / "v5"):
+            os.link(src / "battles" / name / "v5" / file, sessions / ".real" / name / "v5" / file)
+    with open(group / "catalog.jsonl", "wb") as out:
+        for rep in range(battles // size):
+            for raw in lines:
+                entry = orjson.loads(raw)
+                entry["index"] += rep * size
+                entry["battle_id"] = battle_id_for(GROUP, entry["index"], entry["seed"])
+                out.write(orjson.dumps(entry) + b"\n")
+                if entry["status"] != "started":
+                    target = f"../../.real/{names[entry['index'] % len(names)]}"
+                    os.symlink(target, group / "battles" / entry["battle_id"])
+
+
 def _disk(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -100,26 +146,48 @@ def main() -> None:
                              "workers are not counted in the CPU figures)")
     parser.add_argument("--dir", default=None, help="keep the sessions and datasets here (default: a temp dir)")
     parser.add_argument("--plain-traces", action="store_true", help="collect plain .jsonl (default: compact)")
+    parser.add_argument("--steps", default=",".join(STEPS), help="the steps to run, comma-separated (default: %(default)s; "
+                        "also check_catalog)")
+    parser.add_argument("--synthetic-from", default=None,
+                        help="make a synthetic group of the one size from this sessions dir's group (see above)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--synthesize", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.synthesize:
+        source, sessions, n = args.synthesize
+        _synthesize(Path(source), Path(sessions), int(n))
+        return
     if args.child:
         kind, sessions, datasets, n, workers, compact = args.child
         print(json.dumps(_step(kind, sessions, datasets, int(n), int(workers), compact == "1")))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
+    steps = args.steps.split(",")
+    unknown = sorted(set(steps) - {*STEPS, "check_catalog"})
+    if unknown:
+        parser.error(f"unknown steps {unknown}")
     tmp = None if args.dir else tempfile.TemporaryDirectory(prefix="bench-scale-")
     base = Path(args.dir or tmp.name)  # type: ignore[union-attr]
     sessions, datasets = base / "sessions", base / "datasets"
+    if args.synthetic_from:
+        if len(sizes) != 1:
+            parser.error("--synthetic-from makes a group of one size: give one --sizes")
+        print(f"[group_scale] a synthetic group of {sizes[0]:,} battles", file=sys.stderr, flush=True)
+        # in a child process: Linux keeps a process's peak RSS across exec, so what this one held
+        # would show in the peak of every step started from it
+        subprocess.run([sys.executable, "-m", "benchmarks.group_scale", "--synthesize", args.synthetic_from,
+                        str(sessions), str(sizes[0])], cwd=ROOT, check=True)
     rows = []
     try:
         for n in sizes:
             row: dict[str, Any] = {"battles": n}
-            for kind in ("collect", "resume_noop", "list_sessions", "inspect_session", "check", "materialize"):
+            for kind in steps:
                 print(f"[group_scale] {n:,} battles: {kind}", file=sys.stderr, flush=True)
                 row[kind] = _run(kind, sessions, datasets, n, args.workers, not args.plain_traces)
             row["group_disk_bytes"] = _disk(sessions / GROUP)
             row["group_disk_bytes_per_battle"] = row["group_disk_bytes"] // n
-            row["dataset_disk_bytes"] = _disk(datasets / GROUP / "v1")
+            if "materialize" in steps:
+                row["dataset_disk_bytes"] = _disk(datasets / GROUP / "v1")
             rows.append(row)
             print(f"[group_scale] {json.dumps(row)}", file=sys.stderr, flush=True)
     finally:

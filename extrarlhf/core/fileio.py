@@ -27,7 +27,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +83,25 @@ def atomic_write_bytes(path: StrPath, data: bytes) -> None:
     file gets ``0o666 & ~umask`` (like ``open``). Nothing half-written is ever visible,
     and no temp file is left behind on error.
     """
+    payload = memoryview(data).cast("B")  # fail early (before creating anything) on non-bytes
+    atomic_write_chunks(path, (payload,))
+
+
+_WRITE_BUFFER = 1 << 20
+
+
+def _write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    with memoryview(data) as view:
+        written = 0
+        while written < len(view):
+            written += os.write(fd, view[written:])
+
+
+def atomic_write_chunks(path: StrPath, chunks: Iterable[bytes | memoryview]) -> None:
+    """:func:`atomic_write_bytes` of the concatenation of ``chunks``, written as they come (a
+    file of any size in bounded memory); an error while they are made leaves ``path`` as it was."""
     target = Path(path)
     directory = target.parent
-    payload = memoryview(data).cast("B")  # fail early (before creating anything) on non-bytes
     with writing(directory, f"writing {target.name}"):
         try:
             mode = os.stat(target).st_mode & 0o7777
@@ -96,9 +112,18 @@ def atomic_write_bytes(path: StrPath, data: bytes) -> None:
         try:
             try:
                 os.fchmod(fd, mode)
-                written = 0
-                while written < len(payload):
-                    written += os.write(fd, payload[written:])
+                buffer = bytearray()  # small chunks (lines) are written a megabyte at a time
+                for chunk in chunks:
+                    if len(chunk) >= _WRITE_BUFFER:
+                        _write_all(fd, buffer)
+                        _write_all(fd, chunk)
+                    else:
+                        buffer += chunk
+                        if len(buffer) < _WRITE_BUFFER:
+                            continue
+                        _write_all(fd, buffer)
+                    buffer.clear()
+                _write_all(fd, buffer)
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -27,7 +27,7 @@ from ..core.readiness import ReadinessPolicy, contour_readiness
 from ..runtime import trace_files
 from ..runtime.sessions import SessionStore
 from .manifest import read_manifest
-from .materialize import arena_think_times, snapshot_group
+from .materialize import GroupSnapshot, arena_think_times, snapshot_group
 from .paths import DatasetsDir
 from .pointers import resolve
 from .validate import validate_dir
@@ -40,6 +40,14 @@ MAX_LISTED = 5
 def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """(evidence, source) of a session group."""
     snap = snapshot_group(store, group)
+    try:
+        return _evidence(store, group, snap, verify)
+    finally:
+        snap.close()
+
+
+def _evidence(store: SessionStore, group: str, snap: GroupSnapshot, verify: bool) \
+        -> tuple[dict[str, Any], dict[str, Any]]:
     eligible = decisions = 0
     decks: set[str] = set()
     problems: list[str] = []
@@ -49,8 +57,9 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
     unverified = arena_labels = 0
     configuration = snap.manifest.get("configuration") or {}
     human = configuration.get("p1_actor_type") == "human"  # only a human's think times are ever observed
-    for battle_id, _index, status, n_decisions, degraded, files, deck_ids, peeks in snap.battles:
-        if status != "finished" or degraded or peeks:
+    for entry in snap.entries():  # read again from the open catalog: never all held
+        battle_id, files = entry["battle_id"], entry.get("files")
+        if entry["status"] != "finished" or entry.get("degraded") or entry.get("omniscient_peeks"):
             continue
         if verify:
             bad = _bad_files(store.battle_dir(group, battle_id) / "v5", files or {})
@@ -60,8 +69,8 @@ def group_evidence(store: SessionStore, group: str, *, verify: bool = True) -> t
                     problems.append(f"battle {battle_id}: {bad} does not match its catalog digest")
                 continue
         eligible += 1
-        decisions += n_decisions or 0
-        decks.update(deck_ids)
+        decisions += entry.get("decisions") or 0
+        decks.update(entry.get("deck_ids") or ())
         if human:
             arena_labels += arena_think_times(store.battle_dir(group, battle_id))
     if unverified > MAX_LISTED:

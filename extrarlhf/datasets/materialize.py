@@ -4,8 +4,10 @@
 Streaming: battles are read one at a time (three small trace files each), their rows are
 appended to column buffers, and the buffers become one Parquet row group per table once
 ``row_group_rows`` decisions have accumulated (always at a battle boundary). Memory holds
-one row group and a bounded window of battles being read, plus a few hundred bytes per
-battle of folded catalog. Reading and feature computation (battles.py) run on ``workers``
+one row group and a bounded window of battles being read; what grows with the battles is
+small: the offset of each battle's catalog line (8 bytes; the fold that finds them, about 200
+bytes a battle, lives while the catalog is read), the distinct deck ids, and the validation's
+row count per battle id (the battles table is checked against the decisions). Reading and feature computation (battles.py) run on ``workers``
 processes, this one included (default: one per core up to 4, for 64 battles or more); the
 rows are written in catalog order whatever the number of workers, so the Parquet files are
 byte-identical. The decisions checks of validation run on the batches as they are written,
@@ -28,12 +30,15 @@ version) falls back to ``State.from_dict(state_before)`` per decision and is mar
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
+from array import array
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -42,7 +47,8 @@ import engine
 from ..core.errors import Cancelled, IntegrityError, InvalidArgument, RLHFError, UnsupportedSchema
 from ..core.names import check_name
 from ..core.readiness import ReadinessPolicy, contour_readiness
-from ..runtime.sessions import SessionStore, read_meta
+from ..runtime.catalog_lines import entry_at, fold_offsets
+from ..runtime.sessions import Passes, SessionStore, read_meta
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep
@@ -59,42 +65,92 @@ DEFAULT_ROW_GROUP_ROWS = 4096
 
 @dataclass
 class GroupSnapshot:
-    """A session group's catalog as read once: its hash, and one compact row per battle."""
+    """A session group's catalog as read once: its hash, and where each battle's latest line is.
+
+    The catalog stays open until :meth:`close` (the file as hashed, whatever is appended or
+    renamed over it since) and the entries are read again at their offsets for each pass
+    (:meth:`entries`): memory holds 8 bytes a battle, not its entry."""
 
     group: str
     manifest: dict[str, Any]
     catalog_sha256: str
     catalog_lines: int
-    battles: list[tuple]  # (battle_id, index, status, decisions, degraded, files, deck_ids, omniscient_peeks)
+    catalog_bytes: int
+    path: Path
+    handle: BinaryIO
+    offsets: array  # of each battle's latest line, in (index, battle_id) order
+    by_status: dict[str, int]
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """Each battle's entry (``started`` shown as ``unfinished``), by index."""
+        return (entry_at(self.path, self.handle, offset, self.catalog_bytes) for offset in self.offsets)
+
+    def close(self) -> None:
+        self.handle.close()
 
     def source(self) -> dict[str, Any]:
-        by_status = Counter(b[2] for b in self.battles)
         return {"group": self.group, "catalog_sha256": self.catalog_sha256, "catalog_lines": self.catalog_lines,
-                "battles": len(self.battles), "by_status": dict(sorted(by_status.items())),
+                "battles": len(self.offsets), "by_status": self.by_status,
                 "created_at": self.manifest.get("created_at"), "configuration": self.manifest.get("configuration"),
                 "obs_version": self.manifest.get("obs_version"), "engine_version": self.manifest.get("engine_version"),
                 "seeds": self.manifest.get("seeds")}
 
 
+class _Hashed:
+    """A catalog's lines as they are read, hashed on the way (sha256, bytes, non-blank lines)."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle, self.sha256, self.bytes, self.lines = handle, hashlib.sha256(), 0, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for raw in self.handle:
+            self.sha256.update(raw)
+            self.bytes += len(raw)
+            self.lines += sum(1 for part in raw.splitlines() if part.strip())
+            yield raw
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    if path.exists():
+        with open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def snapshot_group(store: SessionStore, group: str) -> GroupSnapshot:
-    """Read a group's catalog consistently (re-read until it did not change while folding)."""
+    """Read a group's catalog consistently (re-read until it did not change while folding);
+    the caller closes the snapshot."""
     manifest = store.read_manifest(group)
     path = store.group_dir(group) / "catalog.jsonl"
     for _ in range(20):
-        before = path.read_bytes() if path.exists() else b""
-        entries = store.read_catalog(group)
-        after = path.read_bytes() if path.exists() else b""
-        if before == after:
-            break
+        handle: BinaryIO = open(path, "rb") if path.exists() else io.BytesIO()
+        try:
+            read = _Hashed(handle)
+            latest = fold_offsets(path, read)
+            if read.sha256.hexdigest() == _file_sha256(path):
+                break
+        except BaseException:
+            handle.close()
+            raise
+        handle.close()
     else:
         raise RLHFError(f"session group {group!r} kept changing while its catalog was read; materialize it when "
                         f"its series is done", "group_busy")
-    # one dataset records one configuration per group: a manifest edited after its battles were played is refused
-    store.require_agreeing_manifest(group, entries, "nothing was materialized")
-    battles = [(e["battle_id"], e["index"], e["status"], e.get("decisions"), e.get("degraded"), e.get("files"),
-                tuple(e.get("deck_ids") or ()), e.get("omniscient_peeks") or 0) for e in entries]
-    return GroupSnapshot(group, manifest, hashlib.sha256(before).hexdigest(),
-                         sum(1 for line in before.splitlines() if line.strip()), battles)
+    order = sorted((index, battle_id, offset) for battle_id, (index, offset) in latest.items())
+    del latest
+    snap = GroupSnapshot(group, manifest, read.sha256.hexdigest(), read.lines, read.bytes, path, handle,
+                         array("q", (offset for _, _, offset in order)), {})
+    del order
+    try:
+        snap.by_status = dict(sorted(Counter(e["status"] for e in snap.entries()).items()))
+        # one dataset records one configuration per group: a manifest edited after its battles were played is refused
+        store.require_agreeing_manifest(group, Passes(snap.entries), "nothing was materialized")
+    except BaseException:
+        snap.close()
+        raise
+    return snap
 
 
 def _check_groups(groups: Any) -> list[str]:
@@ -262,13 +318,29 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
     dirs = datasets_dir if isinstance(datasets_dir, DatasetsDir) else DatasetsDir(datasets_dir)
     pointer = PointerStep(dirs, promote, name) if promote else None  # its place is checked before any work
     store = SessionStore(sessions_dir)
-    snapshots = [snapshot_group(store, g) for g in groups]
+    with contextlib.ExitStack() as stack:
+        snapshots = []
+        for group in groups:
+            snapshots.append(snapshot_group(store, group))
+            stack.callback(snapshots[-1].close)
+        result = _materialize(snapshots, name, store, dirs, version, overwrite, pointer, policy, exclude_corrupt,
+                              row_group_rows, workers, progress, cancel)
+    result["pointer"] = pointer.doc if pointer else None
+    return result
+
+
+def _materialize(snapshots: list[GroupSnapshot], name: str, store: SessionStore, dirs: DatasetsDir,
+                 version: int | None, overwrite: bool, pointer: PointerStep | None, policy: ReadinessPolicy,
+                 exclude_corrupt: bool, row_group_rows: int, workers: int | None,
+                 progress: Callable[[int, int], None] | None, cancel: Callable[[], bool] | None) -> dict[str, Any]:
+    """:func:`materialize_v5_dataset` of checked arguments and open snapshots."""
+    sessions_dir = store.root
     for snap in snapshots:
         if snap.manifest.get("obs_version") != engine.OBS_VERSION:
             raise UnsupportedSchema(f"session group {snap.group!r} records obs_version "
                                     f"{snap.manifest.get('obs_version')!r}; this engine computes layout "
                                     f"{engine.OBS_VERSION}, and one dataset holds one layout")
-    total = sum(len(s.battles) for s in snapshots)
+    total = sum(len(s.offsets) for s in snapshots)
 
     checks = DecisionChecks(engine.OBS_VERSION)  # run on the batches as written: no read-back before publishing
 
@@ -276,17 +348,19 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
         with TableBuilder(folder, row_group_rows, checks) as builder:  # a failure aborts its writers
             done = 0
             for snap in snapshots:
-                for battle_id, index, status, decisions, degraded, _files, _decks, peeks in snap.battles:
-                    reason = _exclusion(status, degraded, peeks)
+                for e in snap.entries():
+                    reason = _exclusion(e["status"], e.get("degraded"), e.get("omniscient_peeks") or 0)
                     if reason is not None:
-                        builder.exclude({"battle_id": battle_id, "group": snap.group, "battle_index": index,
-                                         "status": status, "decisions": decisions, "reason": reason,
+                        builder.exclude({"battle_id": e["battle_id"], "group": snap.group, "battle_index": e["index"],
+                                         "status": e["status"], "decisions": e.get("decisions"), "reason": reason,
                                          "detail": _EXCLUDE_DETAIL[reason]})
                         done += 1
             if progress and done:
                 progress(done, total)
-            tasks = ((snap.group, b[0], b[1], str(store.battle_dir(snap.group, b[0])), b[5])
-                     for snap in snapshots for b in snap.battles if _exclusion(b[2], b[4], b[7]) is None)
+            tasks = ((snap.group, e["battle_id"], e["index"], str(store.battle_dir(snap.group, e["battle_id"])),
+                      e.get("files"))
+                     for snap in snapshots for e in snap.entries()
+                     if _exclusion(e["status"], e.get("degraded"), e.get("omniscient_peeks") or 0) is None)
             for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES):
                 for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
                     if state == "ok":
@@ -329,10 +403,8 @@ def materialize_v5_dataset(groups: str | Iterable[str], name: str, *, sessions_d
         return {"kind": "v5_decisions", "row_counts": manifest["row_counts"], "exclusions": exclusions,
                 "readiness": short_readiness(readiness)}
 
-    result = publish_version(dirs, name, build, version=version, overwrite=overwrite,
-                             validate=lambda folder: validate_dir(folder, decisions=checks), before_commit=pointer)
-    result["pointer"] = pointer.doc if pointer else None
-    return result
+    return publish_version(dirs, name, build, version=version, overwrite=overwrite,
+                           validate=lambda folder: validate_dir(folder, decisions=checks), before_commit=pointer)
 
 
 def short_readiness(readiness: dict[str, Any]) -> dict[str, Any]:

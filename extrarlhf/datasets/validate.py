@@ -102,7 +102,6 @@ class DecisionChecks:
         self.rows_per_battle: dict[str, int] = {}
         self._current: str | None = None
         self._next_index = 0
-        self._finished: set[str] = set()
 
     def report_into(self, report: _Report) -> None:
         for failure in self.report.failures:
@@ -157,9 +156,7 @@ class DecisionChecks:
         rows = self.rows_per_battle
         for bid, di in zip(ids, dec_index):
             if bid != self._current:
-                if self._current is not None:
-                    self._finished.add(self._current)
-                if bid in self._finished:
+                if bid in rows:  # seen before, and not the battle just read: it reappears
                     report.add("decision_index_not_contiguous", f"battle {bid}: its decisions are not in one run "
                                                                 f"(the battle reappears after others)", battle_id=bid)
                 self._current, self._next_index = bid, 0

@@ -158,7 +158,7 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             # series stops with the reason): a battle with a trace is never played again
             repair = store.reconcile(group)
             done = _finished(store, group, n_battles)
-            todo = n_battles - len(done)
+            todo = n_battles - sum(done)
             started = time.perf_counter()
             plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
                     "p1_model": p1_actor.spec, "opponent": opponent_actor.spec, "codename": codename,
@@ -197,17 +197,21 @@ def _precheck_search_work(store: SessionStore, group: str, specs: list[str], n_b
     check_series_work(specs, n_battles, len(finished))
 
 
-def _finished(store: SessionStore, group: str, n_battles: int) -> set[int]:
-    """Indexes below ``n_battles`` the group's catalog has a final line for (none in a new group)."""
-    if not store.catalog_path(group).exists():
-        return set()
-    return {e["index"] for e in store.read_catalog(group) if e["status"] in FINAL_STATUSES and e["index"] < n_battles}
+def _finished(store: SessionStore, group: str, n_battles: int) -> bytearray:
+    """1 at each index below ``n_battles`` the group's catalog has a final line for (none in a
+    new group): a byte per battle, the catalog streamed (:meth:`SessionStore.iter_latest`)."""
+    done = bytearray(n_battles)
+    if store.catalog_path(group).exists():
+        for e in store.iter_latest(group):
+            if e["status"] in FINAL_STATUSES and e["index"] < n_battles:
+                done[e["index"]] = 1
+    return done
 
 
-def _chunks(seed: int, n_battles: int, done: set[int]) -> Iterator[list[tuple[int, int]]]:
+def _chunks(seed: int, n_battles: int, done: bytearray) -> Iterator[list[tuple[int, int]]]:
     """The (index, seed) battles still to play, CHUNK at a time, made as they are taken (a
     million-battle series holds no million-entry list)."""
-    todo = (i for i in range(n_battles) if i not in done)
+    todo = (i for i in range(n_battles) if not done[i])
     while chunk := [(i, series_seed(seed, i)) for i in itertools.islice(todo, CHUNK)]:
         yield chunk
 

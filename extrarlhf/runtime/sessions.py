@@ -41,16 +41,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import hashlib
+import itertools
 import json
 import os
 import re
 import secrets
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -69,22 +69,18 @@ from ..core.errors import (
     RLHFError,
     UnsupportedSchema,
 )
-from ..core.fileio import append_line_locked, atomic_write_bytes, atomic_write_json, check_version, fsync_dir, locked
+from ..core.fileio import append_line_locked, atomic_write_json, check_version, fsync_dir, locked
 from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
 from . import consistency, ownership, records, trace_files
+from .catalog_lines import (REPAIRS_LOG, SESSIONS_SCHEMA_VERSION, CatalogLine, gc_paused, iter_catalog, problem,
+                            record_error, shown, valid_lines)
+from .catalog_lines import scan_catalog  # noqa: F401 - readers import it from here
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
 
-SESSIONS_SCHEMA_VERSION = 1
-REPAIRS_LOG = "catalog-repairs.jsonl"
 LEASE_NAME = "lease.json"
-# What a message about a damaged catalog tells the user to do.
-REPAIR_HINT = ("resume the series (it rebuilds a battle's line from its intact trace) or run `extrarlhf check "
-               "--repair` (extrarlhf.runtime.sessions.check_sessions(sessions_dir, repair=True)); the damaged lines "
-               f"are kept in {REPAIRS_LOG}. Or restore the file from a backup")
-
 
 def battle_id_for(group: str, index: int, seed: int) -> str:
     """Deterministic, globally distinct battle id: ``b<index>-<10 hex of sha256(group, index, seed)>``."""
@@ -166,115 +162,14 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root if root.endswith(os.sep) else root + os.sep)
 
 
-# --------------------------------------------------------------------------- catalog lines
-@dataclass
-class CatalogLine:
-    """One non-blank line of a catalog as read: its valid entry, or the error that makes it damaged."""
+class Passes:
+    """An iterable whose every loop is a fresh pass (``make()``): a catalog read again, not held."""
 
-    number: int  # 1-based
-    raw: bytes  # without its newline
-    entry: dict[str, Any] | None
-    error: RLHFError | None  # CorruptRecord (damaged) or UnsupportedSchema (another version)
-    terminated: bool  # False: the last line, without its newline
+    def __init__(self, make: Callable[[], Iterable[Any]]) -> None:
+        self.make = make
 
-
-def _record_error(path: Path, line: int | None, exc: records.Bad, what: str) -> CorruptRecord:
-    where = f"{path} line {line}" if line is not None else str(path)
-    subject = f"field {exc.field!r}" if exc.field else f"the {what}"
-    return CorruptRecord(f"{where}: {subject} {exc.why}", path, line, exc.field)
-
-
-def parse_catalog_line(path: Path, number: int, raw: bytes, terminated: bool = True) \
-        -> tuple[dict[str, Any] | None, RLHFError | None]:
-    """(entry, None) for a valid catalog line, else (None, the error naming file, line and field)."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        tail = "" if terminated else (" (the file ends in the middle of this line: a writer was killed while "
-                                      "appending it, or is appending it right now)")
-        return None, CorruptRecord(f"{path} line {number}: the line is not valid JSON ({exc}){tail}", path, number)
-    try:
-        return records.check_catalog_entry(doc, SESSIONS_SCHEMA_VERSION), None
-    except records.OtherVersion as exc:
-        return None, UnsupportedSchema(f"{path} line {number}: {exc}; upgrade ExtraRLHF to read it")
-    except records.Bad as exc:
-        return None, _record_error(path, number, exc, "line")
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while many acyclic objects (parsed lines) are built:
-    its repeated full passes over the growing list would otherwise triple the time of reading
-    a large catalog."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def scan_catalog(path: Path) -> list[CatalogLine]:
-    """Every non-blank line of a catalog file, parsed and checked (nothing raised for a bad line)."""
-    with _gc_paused():
-        return list(iter_catalog(path))
-
-
-def iter_catalog(path: Path) -> Iterator[CatalogLine]:
-    """The lines of :func:`scan_catalog` one at a time: memory holds one line, whatever the
-    catalog's size (a group of 10^6 battles has a catalog of about a gigabyte)."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        return
-    except IsADirectoryError:
-        raise CorruptRecord(f"{path} is a directory, not a catalog; move it aside", path) from None
-    with handle:
-        for number, raw in enumerate(handle, 1):
-            terminated = raw.endswith(b"\n")  # only the last line can be unterminated
-            if terminated:
-                raw = raw[:-1]
-            if not raw.strip():
-                continue
-            entry, error = parse_catalog_line(path, number, raw, terminated)
-            yield CatalogLine(number, raw, entry, error, terminated)
-
-
-def _shown(entry: dict[str, Any]) -> dict[str, Any]:
-    """A battle's latest entry as readers see it: ``started`` (no final line yet) is ``unfinished``."""
-    return {**entry, "status": "unfinished"} if entry["status"] == "started" else entry
-
-
-def _reader_error(error: RLHFError) -> RLHFError:
-    """The error a reader raises for a bad catalog line: with what to do about it."""
-    if isinstance(error, CorruptRecord):
-        return CorruptRecord(f"{error}. The catalog is damaged and was not read: {REPAIR_HINT}", error.path,
-                             error.line, error.field)
-    return error
-
-
-def problem(group: str | None, path: Path | str, line: int | None, field_name: str | None, code: str, message: str,
-            repairable: bool) -> dict[str, Any]:
-    """One entry of :func:`check_sessions`' list."""
-    return {"group": group, "path": str(path), "line": line, "field": field_name, "code": code, "message": message,
-            "repairable": repairable, "repaired": False}
-
-
-@dataclass
-class _Diagnosis:
-    """What is wrong with a group's catalog and traces, and what a repair would do."""
-
-    lines: list[CatalogLine]
-    problems: list[dict[str, Any]] = field(default_factory=list)
-    drop: list[CatalogLine] = field(default_factory=list)  # damaged lines a repair removes
-    rebuilt: dict[str, dict[str, Any]] = field(default_factory=dict)  # battle_id -> final line from its trace
-    blockers: list[str] = field(default_factory=list)  # why a repair is not provably safe
-    top_index: int = -1  # highest battle index seen (lines and folders)
-
-    @property
-    def needs_repair(self) -> bool:
-        return bool(self.drop or self.rebuilt)
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.make())
 
 
 class SessionStore:
@@ -376,7 +271,7 @@ class SessionStore:
         except records.OtherVersion as exc:
             raise UnsupportedSchema(f"{path}: {exc}; upgrade ExtraRLHF to read it") from None
         except records.Bad as exc:
-            error = _record_error(path, None, exc, what)
+            error = record_error(path, None, exc, what)
             raise CorruptRecord(f"{error}; {fix}", path, None, exc.field) from None
 
     def _read_manifest_file(self, path: Path) -> dict[str, Any]:
@@ -545,16 +440,13 @@ class SessionStore:
         for line in iter_catalog(self.catalog_path(group)):
             if upto is not None and line.number > upto:
                 return
-            if line.error is None:
-                yield line
-            elif line.terminated or not isinstance(line.error, CorruptRecord):
-                raise _reader_error(line.error)
+            yield from valid_lines((line,))
 
     def latest_lines(self, group: str) -> dict[str, tuple[int, int]]:
         """battle id -> (its index, the line number of its latest line): the catalog's fold
         without the entries (about a hundred bytes a battle, whatever the catalog's size)."""
         self._require_group(group)
-        with _gc_paused():
+        with gc_paused():
             return {line.entry["battle_id"]: (line.entry["index"], line.number)  # type: ignore[index]
                     for line in self._valid_lines(group)}
 
@@ -568,23 +460,28 @@ class SessionStore:
             return out
         for line in self._valid_lines(group, upto=max(wanted)):
             if line.number in wanted:
-                out[wanted[line.number]] = _shown(line.entry)  # type: ignore[arg-type]
+                out[wanted[line.number]] = shown(line.entry)  # type: ignore[arg-type]
         return out
 
     def iter_latest(self, group: str) -> Iterator[dict[str, Any]]:
         """Each battle's latest entry (``started`` shown as ``unfinished``) in catalog order, in
-        two passes over the catalog: memory holds :meth:`latest_lines`, not the entries. Lines
-        appended after the first pass are not seen (a consistent snapshot)."""
-        latest = {number for _, number in self.latest_lines(group).values()}
-        if not latest:
-            return
-        for line in self._valid_lines(group, upto=max(latest)):
-            if line.number in latest:
-                yield _shown(line.entry)  # type: ignore[arg-type]
+        two passes over the catalog: memory holds the fold's line numbers during the first (about
+        150 bytes a battle), a byte a line during the second, never the entries. Lines appended
+        after the first pass are not seen (a consistent snapshot)."""
+        self._require_group(group)
+        with gc_paused():
+            latest = {line.entry["battle_id"]: line.number for line in self._valid_lines(group)}  # type: ignore
+        marks = bytearray(max(latest.values(), default=0) + 1)  # 1 at each latest line: a byte a line
+        for number in latest.values():
+            marks[number] = 1
+        del latest
+        for line in self._valid_lines(group, upto=len(marks) - 1):
+            if marks[line.number]:
+                yield shown(line.entry)  # type: ignore[arg-type]
 
     def read_catalog(self, group: str) -> list[dict[str, Any]]:
         """One entry per battle (its latest line), ``started`` shown as ``unfinished``; by index."""
-        with _gc_paused():
+        with gc_paused():
             return self._read_catalog(group)
 
     def _read_catalog(self, group: str) -> list[dict[str, Any]]:
@@ -592,7 +489,7 @@ class SessionStore:
         folded: dict[str, dict[str, Any]] = {}
         for entry in self.iter_catalog_raw(group):  # folded as read: a battle's started line is dropped
             folded[entry["battle_id"]] = entry
-        return sorted(map(_shown, folded.values()), key=lambda e: (e["index"], e["battle_id"]))
+        return sorted(map(shown, folded.values()), key=lambda e: (e["index"], e["battle_id"]))
 
     def battles(self, group: str, statuses: tuple[str, ...] = FINAL_STATUSES) -> Iterator[BattleRef]:
         """Battles of a group with a trace on disk (by default every final status), lazily."""
@@ -656,11 +553,15 @@ class SessionStore:
     # ------------------------------------------------------------------ traces -> catalog lines
     def battle_folders(self, group: str) -> list[str]:
         """Names of the battle folders of a group (temp folders and stray names left out)."""
+        return sorted(self._folder_names(group))
+
+    def _folder_names(self, group: str) -> Iterator[str]:
+        """:meth:`battle_folders` unsorted, as the directory lists them (none held)."""
         try:
             with os.scandir(self.battles_path(group)) as entries:
-                return sorted(e.name for e in entries if BATTLE_ID.fullmatch(e.name))
+                yield from (e.name for e in entries if BATTLE_ID.fullmatch(e.name))
         except (FileNotFoundError, NotADirectoryError):
-            return []
+            return
 
     def _trace_records(self, path: Path, data: bytes) -> list[dict[str, Any]]:
         out = []
@@ -677,7 +578,7 @@ class SessionStore:
             except records.OtherVersion as exc:
                 raise UnsupportedSchema(f"{path} line {number}: {exc}") from None
             except records.Bad as exc:
-                raise _record_error(path, number, exc, "record") from None
+                raise record_error(path, number, exc, "record") from None
         return out
 
     def rebuild_entry(self, group: str, battle_id: str) -> dict[str, Any]:
@@ -705,7 +606,7 @@ class SessionStore:
         try:
             meta = records.check_meta(metas[0], V5_SCHEMA_VERSION)
         except records.Bad as exc:
-            raise _record_error(meta_path, 1, exc, "record") from None
+            raise record_error(meta_path, 1, exc, "record") from None
         for key, expected in (("battle_id", battle_id), ("group", group)):
             if meta[key] != expected:
                 raise IntegrityError(f"{meta_path} line 1: field {key!r} is {meta[key]!r}, not {expected!r} (the "
@@ -746,191 +647,45 @@ class SessionStore:
             "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
         }
 
-    def _diagnose(self, group: str, *, settled: bool, folders: bool = True, hashes: bool = False) -> _Diagnosis:
-        """What is wrong with a group's catalog and its trace folders (nothing is changed).
-
-        ``settled``: no append can be in progress (the caller holds the locks, or nobody
-        writes), so an unterminated last line that does not parse is damage. ``folders``:
-        look for trace folders without a final line (off while a series writes the group).
-        ``hashes``: check the trace files of final lines against their sha256."""
-        with _gc_paused():
-            return self._diagnose_paused(group, settled=settled, folders=folders, hashes=hashes)
-
-    def _diagnose_paused(self, group: str, *, settled: bool, folders: bool, hashes: bool) -> _Diagnosis:
-        path = self.catalog_path(group)
-        diag = _Diagnosis(scan_catalog(path))
-        for line in diag.lines:
-            error = line.error
-            if error is None:
-                diag.top_index = max(diag.top_index, line.entry["index"])  # type: ignore[index]
-            elif isinstance(error, UnsupportedSchema):
-                diag.problems.append(problem(group, path, line.number, "schema_version", error.code, str(error), False))
-                diag.blockers.append(f"line {line.number} has a schema_version this ExtraRLHF does not read (such a "
-                                     f"line is never dropped)")
-            elif line.terminated or settled:
-                assert isinstance(error, CorruptRecord)
-                diag.drop.append(line)
-                diag.problems.append(problem(group, path, line.number, error.field, error.code, str(error), True))
-        folded: dict[str, dict[str, Any]] = {}
-        numbers: dict[str, int] = {}  # battle_id -> number of its folded line
-        seen: dict[str, list[dict[str, Any]]] = {}
-        for line in diag.lines:
-            if line.entry is not None:
-                folded[line.entry["battle_id"]] = line.entry
-                numbers[line.entry["battle_id"]] = line.number
-                seen.setdefault(line.entry["battle_id"], []).append(line.entry)
-        on_disk = set(self.battle_folders(group))
-        battles = self.battles_path(group)
-        for battle_id, entry in folded.items():
-            if entry["status"] not in FINAL_STATUSES or (battle_id in on_disk and not hashes):
-                continue
-            folder = battles / battle_id
-            if hashes:
-                try:
-                    self.battle_dir(group, battle_id)
-                except PathOutsideSessionsDir as exc:
-                    diag.problems.append(problem(group, folder, None, None, exc.code, str(exc), False))
-                    continue
-            if battle_id not in on_disk:
-                diag.problems.append(problem(
-                    group, folder, None, None, IntegrityError.code,
-                    f"battle {battle_id} is {entry['status']} in {path} but its trace folder {folder} is missing; "
-                    f"restore it from a backup (datasets refuse the group until then)", False))
-            elif hashes:
-                self._check_trace(group, battle_id, entry, path, numbers[battle_id], folder, diag)
-        for battle_id in sorted(on_disk):
-            diag.top_index = max(diag.top_index, int(BATTLE_ID.fullmatch(battle_id).group(1)))  # type: ignore
-            if not folders or (battle_id in folded and folded[battle_id]["status"] in FINAL_STATUSES):
-                continue
-            folder = battles / battle_id
-            try:
-                entry = self.rebuild_entry(group, battle_id)
-            except (CorruptRecord, IntegrityError, UnsupportedSchema, PathOutsideSessionsDir) as exc:
-                where = getattr(exc, "details", None) or {}
-                diag.problems.append(problem(
-                    group, where.get("path", folder), where.get("line"), where.get("field"), exc.code,
-                    f"battle {battle_id} has a trace folder but no final catalog line, and its trace is not intact: "
-                    f"{exc}", False))
-                diag.blockers.append(f"the trace folder {folder} has no final catalog line and is not intact "
-                                     f"({exc}): restore it from a backup, or delete that folder so that the battle "
-                                     f"is played again")
-                continue
-            clash = [e for e in seen.get(battle_id, ()) if (e["index"], e["seed"], e["battle_tag"]) !=
-                     (entry["index"], entry["seed"], entry["battle_tag"])]
-            if clash:
-                diag.blockers.append(f"the trace of battle {battle_id} disagrees with its catalog line (index, seed "
-                                     f"or battle_tag)")
-                diag.problems.append(problem(group, folder, None, None, IntegrityError.code,
-                                             f"the trace of battle {battle_id} disagrees with its catalog line "
-                                             f"(index, seed or battle_tag); restore one of them", False))
-                continue
-            diag.rebuilt[battle_id] = entry
-            diag.problems.append(problem(
-                group, folder, None, None, "uncatalogued_trace",
-                f"battle {battle_id} has an intact trace ({entry['status']}) but no valid final line in {path}; a "
-                f"repair rebuilds the line from the trace", True))
-        if diag.blockers:
-            for item in diag.problems:
-                if item["repairable"]:
-                    item["repairable"] = False
-                    item["message"] += f" (not repaired automatically: {'; '.join(diag.blockers)})"
-        return diag
-
-    def _check_trace(self, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
-                     folder: Path, diag: _Diagnosis) -> None:
-        """A final line against its trace: each file's sha256, then every other field against
-        the line rebuilt from the trace (report only: neither is repaired)."""
-        try:
-            rebuilt: dict[str, Any] | None = self.rebuild_entry(group, battle_id)
-            error: RLHFError | None = None
-        except (CorruptRecord, IntegrityError, UnsupportedSchema) as exc:
-            rebuilt, error = None, exc
-        for name in TRACE_FILES:
-            file = trace_files.find(folder / "v5", name) or folder / "v5" / name
-            state = "is missing"
-            if rebuilt is not None:
-                digest = rebuilt["files"][name]
-            else:
-                try:
-                    digest = hashlib.sha256(trace_files.read(file.parent, name)).hexdigest()
-                except OSError:
-                    digest = None
-                except trace_files.CompactFileError:
-                    digest, state = None, "is stored compact but does not decompress"
-            if digest != entry["files"][name]:
-                if digest is not None:
-                    state = "does not match the sha256 in its catalog line"
-                diag.problems.append(problem(
-                    group, file, None, None, IntegrityError.code,
-                    f"{file} {state} (battle {battle_id}); restore the trace from a backup (datasets refuse the "
-                    f"group until then)", False))
-                return
-        if rebuilt is None:  # the files are those the line describes, yet the trace does not read
-            details = getattr(error, "details", None) or {}
-            diag.problems.append(problem(
-                group, details.get("path", folder), details.get("line"), details.get("field"),
-                getattr(error, "code", IntegrityError.code), f"the trace of battle {battle_id} matches its recorded "
-                f"sha256 but is not a valid trace: {error}", False))
-            return
-        for key, value in rebuilt.items():
-            if key != "files" and entry.get(key, 0 if key == "omniscient_peeks" else None) != value:
-                diag.problems.append(problem(
-                    group, catalog, number, key, IntegrityError.code,
-                    f"{catalog} line {number}: field {key!r} of battle {battle_id} is {entry.get(key)!r}, but its "
-                    f"trace (which matches the recorded sha256) says {value!r}; the line was altered after it was "
-                    f"written: restore the catalog from a backup", False))
-                return
-
-    def _apply_repair(self, group: str, diag: _Diagnosis) -> None:
-        """Rewrite the catalog without the damaged lines, plus the rebuilt final lines (callers
-        hold the group's locks and checked there are no blockers). What is dropped or rebuilt
-        is appended to ``catalog-repairs.jsonl`` first."""
-        path = self.catalog_path(group)
-        log = self.repairs_path(group)
-        now = utc_now()
-        for line in diag.drop:
-            append_line_locked(log, json.dumps({
-                "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "dropped",
-                "line": line.number, "problem": str(line.error), "text": line.raw.decode("utf-8", "replace")},
-                ensure_ascii=False, separators=(",", ":")), fsync=True)
-        for battle_id, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"]):
-            append_line_locked(log, json.dumps({
-                "schema_version": SESSIONS_SCHEMA_VERSION, "repaired_at": now, "action": "rebuilt_from_trace",
-                "battle_id": battle_id, "entry": entry}, ensure_ascii=False, separators=(",", ":")), fsync=True)
-        kept = [line.raw + b"\n" for line in diag.lines if line.entry is not None]
-        rebuilt = [json.dumps({"schema_version": SESSIONS_SCHEMA_VERSION, **entry}, separators=(",", ":"),
-                              ensure_ascii=False).encode() + b"\n"
-                   for _, entry in sorted(diag.rebuilt.items(), key=lambda kv: kv[1]["index"])]
-        atomic_write_bytes(path, b"".join(kept + rebuilt))
-
-    def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: list[dict[str, Any]],
+    def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: Iterable[dict[str, Any]],
                                  sample: int | None = None) -> list[tuple[str, str, Any, Any]]:
         """``(battle_id, field, manifest value, trace value)``, at most one per battle, for the
         final battles among ``entries`` (catalog entries) whose catalog line or trace meta record
         disagrees with ``configuration`` (the manifest's). Every line is compared; the meta
         records of all the battles, or of ``sample`` of them evenly spaced. A trace that cannot
-        be read is left out here (it is reported, and refused, on its own)."""
-        final = [e for e in entries if e["status"] in FINAL_STATUSES]
-        found: dict[str, tuple[str, str, Any, Any]] = {}
-        for entry in final:
+        be read is left out here (it is reported, and refused, on its own). ``entries`` is
+        looped over once, twice with ``sample`` (a list, or a :class:`Passes`), and not held."""
+        picked = None
+        if sample is not None:
+            picked = set(consistency.evenly(range(sum(1 for e in entries if e["status"] in FINAL_STATUSES)),
+                                            sample))
+        by_line: dict[str, tuple[str, str, Any, Any]] = {}  # a line's mismatch wins over its trace's
+        by_meta: dict[str, tuple[str, str, Any, Any]] = {}
+        position = -1
+        for entry in entries:
+            if entry["status"] not in FINAL_STATUSES:
+                continue
+            position += 1
+            battle_id = entry["battle_id"]
             mismatch = consistency.entry_mismatch(configuration, entry)
             if mismatch is not None:
-                found[entry["battle_id"]] = (entry["battle_id"], *mismatch)
-        for entry in final if sample is None else consistency.evenly(final, sample):
-            if entry["battle_id"] in found:
+                by_line[battle_id] = (battle_id, *mismatch)
+                continue
+            if battle_id in by_line or battle_id in by_meta or (picked is not None and position not in picked):
                 continue
             try:
-                meta = read_meta(self.battle_dir(group, entry["battle_id"]))
+                meta = read_meta(self.battle_dir(group, battle_id))
             except (ValueError, OSError):  # RLHFError is a ValueError
                 continue
             mismatch = consistency.meta_mismatch(configuration, meta)
             if mismatch is not None:
-                found[entry["battle_id"]] = (entry["battle_id"], *mismatch)
-        return sorted(found.values(), key=lambda m: m[0])
+                by_meta[battle_id] = (battle_id, *mismatch)
+        return sorted({**by_meta, **by_line}.values(), key=lambda m: m[0])
 
-    def require_agreeing_manifest(self, group: str, entries: list[dict[str, Any]], consequence: str) -> None:
+    def require_agreeing_manifest(self, group: str, entries: Iterable[dict[str, Any]], consequence: str) -> None:
         """ManifestMismatch (``consequence`` says what was not done) when the group's manifest
-        disagrees with the actors its battles record (``entries``: catalog entries; the trace meta
+        disagrees with the actors its battles record (``entries``: catalog entries, as for
+        :meth:`configuration_mismatches`; the trace meta
         records of up to consistency.RESUME_SAMPLE of them are read): whatever adds battles to the
         group, or publishes them under its configuration, must not."""
         found = self.configuration_mismatches(group, self.read_manifest(group)["configuration"], entries,
@@ -949,9 +704,10 @@ class SessionStore:
         Callers own the group (its lease, or its allocation lock for battles started
         one by one). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line numbers],
         "next_index": int}``."""
+        from . import diagnosis  # diagnosis imports this module
+
         path = self.catalog_path(group)
-        with locked(path):
-            diag = self._diagnose(group, settled=True)
+        with locked(path), diagnosis.diagnose(self, group, settled=True) as diag:
             if diag.blockers:
                 first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
                                                                           "unsupported_schema")), None)
@@ -963,10 +719,9 @@ class SessionStore:
                     first["path"] if first else path, first["line"] if first else None,
                     first["field"] if first else None)
             self.require_agreeing_manifest(
-                group, [line.entry for line in diag.lines if line.entry is not None] + list(diag.rebuilt.values()),
-                "nothing was played")
+                group, Passes(lambda: itertools.chain(diag.entries(), diag.rebuilt.values())), "nothing was played")
             if diag.needs_repair:
-                self._apply_repair(group, diag)
+                diagnosis.apply_repair(self, group, diag)
         return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
                 "next_index": diag.top_index + 1}
 
@@ -1029,6 +784,8 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
 
 
 def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) -> list[dict[str, Any]]:
+    from . import diagnosis  # diagnosis imports this module
+
     try:
         store.confine_group(group)
     except PathOutsideSessionsDir as exc:
@@ -1053,16 +810,15 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
         found.append(problem(group, store.lease_path(group), None, getattr(exc, "field", None), exc.code, str(exc),
                              False))
     try:
-        diag = store._diagnose(group, settled=busy is None, folders=busy is None, hashes=hashes)
+        with diagnosis.diagnose(store, group, settled=busy is None, folders=busy is None, hashes=hashes) as diag:
+            mismatches = (store.configuration_mismatches(group, configuration, diag.entries())
+                          if configuration is not None and hashes else [])
     except RLHFError as exc:
         return found + [problem(group, catalog, None, None, exc.code, str(exc), False)]
     found += diag.problems
-    if configuration is not None and hashes:
-        mismatches = store.configuration_mismatches(
-            group, configuration, [line.entry for line in diag.lines if line.entry is not None])
-        if mismatches:
-            error = manifest_mismatch(store, group, mismatches, "a resume refuses the group until then")
-            found.append(problem(group, manifest, None, error.field, error.code, str(error), False))
+    if mismatches:
+        error = manifest_mismatch(store, group, mismatches, "a resume refuses the group until then")
+        found.append(problem(group, manifest, None, error.field, error.code, str(error), False))
     summary_path = store.summary_path(group)
     summary_bad = None
     if summary_path.exists():

@@ -471,3 +471,19 @@ def test_append_line_locked_heals_a_torn_tail_and_rejects_multiline(tmp_path: Pa
     with pytest.raises(ValueError):
         fileio.append_line_locked(target, "a\nb")
     assert target.read_bytes().endswith(b'{"n": 4}\n')
+
+
+def test_atomic_write_chunks_writes_the_concatenation_or_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "lines"
+    small, large = [b"x" * 700 + b"\n"] * 3000, b"y" * (3 << 20)  # several buffers' worth, and one over a buffer
+    fileio.atomic_write_chunks(target, iter(small + [large] + small))
+    assert target.read_bytes() == b"".join(small) + large + b"".join(small)
+
+    def failing():
+        yield from small
+        raise OSError("the catalog could not be read")
+
+    with pytest.raises(OSError, match="could not be read"):
+        fileio.atomic_write_chunks(target, failing())
+    assert target.read_bytes() == b"".join(small) + large + b"".join(small)
+    assert [p.name for p in tmp_path.iterdir()] == ["lines"]

@@ -457,3 +457,23 @@ def test_check_sessions_finds_a_valid_line_that_disagrees_with_its_trace(tmp_pat
                                                                                "decisions", False)
     assert f"is {entry['decisions']}" in item["message"] and f"says {entry['decisions'] - 1}" in item["message"]
     assert check_sessions(root, hashes=False) == []  # only the trace check reads the traces
+
+
+def test_check_sessions_lists_final_lines_in_the_order_their_battles_first_appear(tmp_path: Path) -> None:
+    """The check reads the catalog twice (it holds no entry): the problems of final lines still
+    come in the order the battles first appear, not the order of their final lines."""
+    root = tmp_path / "s"
+    series(root, n=3)
+    lines = catalog_lines(root, "g")
+    started = [line for line in lines if json.loads(line)["status"] == "started"]
+    final = [line for line in lines if json.loads(line)["status"] != "started"]
+    final.sort(key=lambda line: -json.loads(line)["index"])
+    started.sort(key=lambda line: json.loads(line)["index"])
+    write_lines(root, "g", started + final)  # battle 0 starts first and ends last
+    ids = [json.loads(line)["battle_id"] for line in started]
+    for battle_id in (ids[0], ids[2]):
+        (root / "g" / "battles" / battle_id).rename(tmp_path / battle_id)
+    for hashes in (True, False):
+        problems = check_sessions(root, hashes=hashes)
+        assert [p["path"] for p in problems] == [str(root / "g" / "battles" / ids[0]),
+                                                 str(root / "g" / "battles" / ids[2])]
