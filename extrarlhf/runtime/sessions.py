@@ -45,7 +45,6 @@ import hashlib
 import itertools
 import json
 import os
-import re
 import secrets
 import shutil
 from dataclasses import dataclass
@@ -62,7 +61,6 @@ from ..core.errors import (
     GroupConflict,
     GroupMissing,
     IntegrityError,
-    InvalidArgument,
     ManifestMismatch,
     NotFound,
     PathOutsideSessionsDir,
