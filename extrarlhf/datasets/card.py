@@ -98,18 +98,27 @@ def _configs(version: int, manifest: dict[str, Any],
 def _table_sizes(folder: Path, manifest: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """Table -> (``num_bytes``, file bytes) of one version. ``num_bytes`` as ``datasets`` means it:
     the uncompressed Arrow size of the rows (``datasets`` sums ``Table.nbytes`` of the batches it
-    writes to its cache, one per row group), not the Parquet file's size (that is the config's
-    ``download_size``); read one row group at a time, so memory stays bounded. ``datasets``
-    checks only ``num_examples`` against what it loads; its own cast of a fixed-size list adds a
-    validity bitmap (ceil(rows / 8) bytes per such column), so the size it records can exceed
-    this by that much. A file that cannot be read is an ``integrity_error``."""
+    writes to its cache), not the Parquet file's size (that is the config's ``download_size``).
+    A manifest that records a table's ``arrow_bytes`` (the rows' Arrow size as they were written)
+    gives it without reading the file; an older one's tables are read one row group at a time
+    (memory stays bounded). The two differ only by the validity bitmaps Parquet's reader gives
+    nested columns (about 3% of a decisions table), and ``datasets`` adds its own for fixed-size
+    lists: ``datasets`` checks only ``num_examples`` against what it loads. A file that cannot be
+    read, or whose size is not the manifest's, is an ``integrity_error``."""
     sizes = {}
     for table, info in manifest["tables"].items():
         path = folder / info["file"]
         try:
+            written, size = info.get("arrow_bytes"), path.stat().st_size
+            if isinstance(written, int) and not isinstance(written, bool) and written >= 0:
+                if size != info.get("bytes"):  # cheap, where the sizes are not read from the file
+                    raise IntegrityError(f"{folder.name}/{info['file']} is {size} bytes where its manifest records "
+                                         f"{info.get('bytes')} (it changed after publication); run `python -m "
+                                         f"extrarlhf datasets validate` on this version")
+                sizes[table] = (written, size)
+                continue
             file = pq.ParquetFile(path)
-            sizes[table] = (sum(file.read_row_group(i).nbytes for i in range(file.metadata.num_row_groups)),
-                            path.stat().st_size)
+            sizes[table] = (sum(file.read_row_group(i).nbytes for i in range(file.metadata.num_row_groups)), size)
         except (OSError, pa.ArrowException) as exc:
             raise IntegrityError(f"{folder.name}/{info['file']} cannot be read as Parquet ({type(exc).__name__}); "
                                  f"run `python -m extrarlhf datasets validate` on this version") from None

@@ -66,7 +66,8 @@ def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, ki
     """Hash every file of the folder's tables and write ``manifest.json`` (returns it).
 
     ``tables`` maps a logical name (``decisions``, ``train``...) to ``{"file", "rows",
-    "row_groups", "table"}`` where ``table`` names its column layout in tables.TABLES.
+    "row_groups", "table"}`` where ``table`` names its column layout in tables.TABLES, and
+    ``arrow_bytes`` (the rows' Arrow size as written, :class:`StreamingTable`) when known.
     """
     described = {}
     files = {}
@@ -79,6 +80,8 @@ def write_manifest(folder: Path, *, dataset_id: str, name: str, version: int, ki
             "row_groups": pq.ParquetFile(path).metadata.num_row_groups, "bytes": path.stat().st_size,
             "sha256": sha, "columns": describe_columns(TABLES[info["table"]]),
         }
+        if isinstance(info.get("arrow_bytes"), int):
+            described[logical]["arrow_bytes"] = info["arrow_bytes"]
     manifest = {
         "schema_version": DATASET_SCHEMA_VERSION,
         "dataset_id": dataset_id,

@@ -357,7 +357,8 @@ def _materialize(snapshots: list[GroupSnapshot], name: str, store: SessionStore,
                         done += 1
             if progress and done:
                 progress(done, total)
-            tasks = ((snap.group, e["battle_id"], e["index"], str(store.battle_dir(snap.group, e["battle_id"])),
+            battle_dirs = {snap.group: store.battle_dirs(snap.group) for snap in snapshots}
+            tasks = ((snap.group, e["battle_id"], e["index"], str(battle_dirs[snap.group](e["battle_id"])),
                       e.get("files"))
                      for snap in snapshots for e in snap.entries()
                      if _exclusion(e["status"], e.get("degraded"), e.get("omniscient_peeks") or 0) is None)

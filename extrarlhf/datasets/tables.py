@@ -400,6 +400,7 @@ class StreamingTable:
             raise
         self.rows = 0
         self.row_groups = 0
+        self.arrow_bytes = 0  # Table.nbytes of the row groups as written: the card's num_bytes
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         with _OPEN_LOCK:
@@ -410,6 +411,7 @@ class StreamingTable:
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         if batch.num_rows:
             self.writer.write_batch(batch, row_group_size=batch.num_rows)
+            self.arrow_bytes += batch.nbytes
             self.rows += batch.num_rows
             self.row_groups += 1
 
@@ -432,6 +434,7 @@ class StreamingTable:
             if not table.schema.equals(self.schema):  # a cast copies nested columns: only when needed
                 table = table.cast(self.schema)
             self.writer.write_table(table, row_group_size=table.num_rows)
+            self.arrow_bytes += table.nbytes
             self.rows += table.num_rows
             self.row_groups += 1
 
@@ -454,7 +457,8 @@ class StreamingTable:
             raise
         with _OPEN_LOCK:
             _OPEN_WRITERS.discard(self)
-        return {"file": self.path.name, "rows": self.rows, "row_groups": self.row_groups}
+        return {"file": self.path.name, "rows": self.rows, "row_groups": self.row_groups,
+                "arrow_bytes": self.arrow_bytes}
 
     def abort(self) -> None:
         """Release the file without caring about its content (a failed build, whose folder is

@@ -181,10 +181,11 @@ class SessionStore:
         self.fsync = os.environ.get("RLHF_FSYNC") == "1" if fsync is None else fsync
 
     # ------------------------------------------------------------------ paths (confined)
-    def _confine(self, path: Path, what: str) -> Path:
+    def _confine(self, path: Path, what: str, root: str | None = None) -> Path:
         """``path`` when its real path (symlinks followed; missing components appended as they
-        are) lies inside the real sessions dir, else PathOutsideSessionsDir."""
-        root = os.path.realpath(self.root)
+        are) lies inside the real sessions dir (``root``, when the caller resolved it), else
+        PathOutsideSessionsDir."""
+        root = os.path.realpath(self.root) if root is None else root
         real = os.path.realpath(path)
         if not _within(real, root):
             raise PathOutsideSessionsDir(
@@ -220,6 +221,17 @@ class SessionStore:
 
     def battle_dir(self, group: str, battle_id: str) -> Path:
         return self._in_group(group, "battles", check_name(battle_id, "battle"))
+
+    def battle_dirs(self, group: str) -> Callable[[str], Path]:
+        """:meth:`battle_dir` for many battles of one group: the sessions dir and the group folder
+        are resolved once, then each battle's folder once (where each battle_dir resolves four
+        paths), with the same confinement."""
+        folder, root = self.group_dir(group) / "battles", os.path.realpath(self.root)
+
+        def battle_dir(battle_id: str) -> Path:
+            name = check_name(battle_id, "battle")
+            return self._confine(folder / name, f"battles/{name} of session group {group!r}", root)
+        return battle_dir
 
     def confine_group(self, group: str) -> Path:
         """Check the group folder and every file and folder of it that ExtraRLHF uses (before a

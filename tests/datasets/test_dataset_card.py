@@ -52,6 +52,15 @@ def _card(path: Path) -> tuple[dict, str]:
     return yaml.safe_load(meta), body
 
 
+def _assert_arrow_size(num_bytes: int, table: dict, path: Path) -> None:
+    """The card's num_bytes is the Arrow size of the rows as written (the manifest's
+    arrow_bytes): the file read back is that plus the validity bitmaps the reader gives nested
+    columns (a bit per float of a fixed-size list: within 5%), never less."""
+    read_back = pq.read_table(path).nbytes
+    assert num_bytes == table["arrow_bytes"] > 0 and 0 <= read_back - num_bytes <= 0.05 * num_bytes, \
+        (num_bytes, read_back)
+
+
 def test_card_metadata_is_what_the_files_hold(datasets: Path) -> None:
     result = write_dataset_card("src-v5split", datasets_dir=datasets)
     assert result["versions"] == [1] and Path(result["path"]) == datasets / "src-v5split" / "README.md"
@@ -71,7 +80,8 @@ def test_card_metadata_is_what_the_files_hold(datasets: Path) -> None:
         path = datasets / "src-v5split" / entry["path"]
         assert path.is_file() and split["name"] == entry["split"]
         assert split["num_examples"] == pq.ParquetFile(path).metadata.num_rows
-        assert split["num_bytes"] == pq.read_table(path).nbytes  # Arrow bytes, not the file's
+        table = next(t for t, info in manifest["tables"].items() if info["file"] == path.name)
+        _assert_arrow_size(split["num_bytes"], manifest["tables"][table], path)
         assert [f["name"] for f in info["features"]] == pq.read_schema(path).names
     assert info["download_size"] == sum((datasets / "src-v5split" / e["path"]).stat().st_size
                                          for e in config["data_files"])
@@ -102,6 +112,20 @@ def test_card_of_a_v5_dataset_has_one_config_per_table_newest_first_and_no_local
     assert str(shared_sessions()) not in body and "sessions_dir" not in body
 
 
+def test_an_older_manifest_without_arrow_bytes_is_sized_by_reading_its_files(datasets: Path) -> None:
+    from extrarlhf.datasets.card import _table_sizes
+
+    folder = datasets / "src" / "v1"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    written = _table_sizes(folder, manifest)
+    for info in manifest["tables"].values():
+        del info["arrow_bytes"]
+    read = _table_sizes(folder, manifest)
+    assert set(read) == set(written) and read["decisions"][0] > written["decisions"][0]
+    for table, info in manifest["tables"].items():
+        assert read[table] == (pq.read_table(folder / info["file"]).nbytes, (folder / info["file"]).stat().st_size)
+
+
 def test_card_cli_and_errors(datasets: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "extrarlhf", "datasets", "card", "src", "--datasets-dir",
                           str(datasets), "--json"], capture_output=True, text=True, timeout=120)
@@ -129,8 +153,10 @@ def test_every_publication_writes_the_card_beside_its_versions(tmp_path: Path) -
     [decisions] = [i for i in meta["dataset_info"] if i["config_name"] == "v2-decisions"]
     path = root / "pub" / "v2" / "decisions.parquet"
     assert decisions["features"] == [_expected_feature(f) for f in pq.read_schema(path)]
-    assert decisions["splits"] == [{"name": "train", "num_bytes": pq.read_table(path).nbytes,
-                                    "num_examples": pq.ParquetFile(path).metadata.num_rows}]
+    [split] = decisions["splits"]
+    assert split["name"] == "train" and split["num_examples"] == pq.ParquetFile(path).metadata.num_rows
+    _assert_arrow_size(split["num_bytes"], json.loads((path.parent / "manifest.json").read_text())["tables"]["decisions"],
+                       path)
     for version in (1, 2):  # the card ties itself to the checksums: every manifest's sha256 and every file's
         manifest = json.loads((root / "pub" / f"v{version}" / "manifest.json").read_text())
         assert f"`v{version}/manifest.json` sha256 `{sha256(root / 'pub' / f'v{version}' / 'manifest.json')}`" in body
@@ -195,7 +221,9 @@ def test_a_version_whose_parquet_is_damaged_is_named_not_described(tmp_path: Pat
     damaged = root / "pub" / "v1" / "turns.parquet"
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # its sizes cannot be read
     result = write_dataset_card("pub", datasets_dir=root)
-    assert result["versions"] == [1, 2] and "v1/turns.parquet cannot be read as Parquet" in result["unreadable"][1]
+    assert result["versions"] == [1, 2]
+    assert "v1/turns.parquet is " in result["unreadable"][1]
+    assert "bytes where its manifest records" in result["unreadable"][1]
     assert "datasets validate" in result["unreadable"][1] and str(root) not in result["unreadable"][1]
     meta, body = _card(Path(result["path"]))
     assert {c["config_name"].split("-")[0] for c in meta["configs"]} == {"v2"}
