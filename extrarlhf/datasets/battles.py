@@ -152,25 +152,38 @@ def _state(state_json: bytes) -> engine.State:
 def _features(first_state: bytes, records: list[_Decision], legal: list[list[int]],
               final_hash: str) -> tuple[list[bytes], bool]:
     """Features of every legal set as float32 pieces (joined: the rows in order): by replay from the
-    first recorded state (checked against every recorded legal set and the final state hash),
-    else from each recorded state."""
+    first recorded state (checked against every recorded legal set and the final state hash; in
+    one call on the native core), else from each recorded state."""
     state = _state(first_state)
+    replay = getattr(getattr(state, "_core", None), "replay_features", None)
+    if replay is not None:
+        data, seen, after = replay([r.action_id for r in records])
+        if seen == legal and after.state_hash() == final_hash:
+            return [data], True
+    else:
+        parts = _replayed(state, records, legal, final_hash)
+        if parts is not None:
+            return parts, True
+    parts = []
+    for r, ids in zip(records, legal):  # every state was verified against its hash by the caller
+        action_feature_parts(_state(_verified_state(r.state_before, r.state_hash_before)), ids, parts)
+    return parts, False
+
+
+def _replayed(state: engine.State, records: list[_Decision], legal: list[list[int]],
+              final_hash: str) -> list[bytes] | None:
+    """The replay of :func:`_features` step by step (the Python engine); None where it departs
+    from the trace."""
     parts: list[bytes] = []
     try:
         for record, ids in zip(records, legal):
             if state.legal_actions() != ids:
-                break
+                return None
             action_feature_parts(state, ids, parts)
             state.apply(record.action_id)
-        else:
-            if state.state_hash() == final_hash:
-                return parts, True
     except engine.EngineError:
-        pass
-    parts.clear()
-    for r, ids in zip(records, legal):  # every state was verified against its hash by the caller
-        action_feature_parts(_state(_verified_state(r.state_before, r.state_hash_before)), ids, parts)
-    return parts, False
+        return None
+    return parts if state.state_hash() == final_hash else None
 
 
 def _number(x: Any) -> bool:

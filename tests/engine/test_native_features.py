@@ -128,3 +128,30 @@ def test_bad_action_ids_are_refused(ids: list) -> None:
     with pytest.raises(ValueError, match=r"action_features: .* is not an action id \(an integer 0\.\.162\)"):
         nat.action_features(ids)
     assert nat.action_features(np.array([0, 162])).shape == (2, ACTION_FEATURE_DIM)  # numpy ids are fine
+
+
+def test_replay_features_is_the_step_by_step_replay_in_one_call(python_engine: None) -> None:
+    """State.replay_features (materialize's replay): the legal sets and the feature bytes of
+    the Python engine stepping the same actions, the final state's hash, the start left as it
+    was; it stops before an action that is not legal there, and a non-int ends it the same way."""
+    for seed in range(40):
+        py, rng = reference.new_battle(seed), SplitMix64(seed)
+        start = engine_native.new_battle(seed)
+        actions, legal, parts = [], [], []
+        while not py.is_terminal:
+            ids = py.legal_actions()
+            legal.append(ids)
+            parts.append(features.action_features(py, ids).tobytes())
+            actions.append(ids[rng.below(len(ids))])
+            py.apply(actions[-1])
+        before = start.state_hash()
+        data, seen, after = start.replay_features(actions)
+        assert seen == legal and data == b"".join(parts) and after.state_hash() == py.state_hash()
+        assert start.state_hash() == before and start.version == 0
+        cut = len(actions) // 2
+        illegal = next(a for a in range(ACTION_SPACE_SIZE) if a not in legal[cut])
+        for bad in (illegal, -1, ACTION_SPACE_SIZE, True, 2.0, np.int64(actions[cut])):
+            data, seen, after = start.replay_features(actions[:cut] + [bad] + actions[cut + 1:])
+            assert seen == legal[:cut] and data == b"".join(parts[:cut]), bad
+    with pytest.raises(TypeError, match="actions must be a list"):
+        start.replay_features((0, 1))
