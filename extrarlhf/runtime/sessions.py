@@ -193,13 +193,14 @@ class SessionStore:
                 f"groups are confined to the sessions dir: remove the link, or move the group's folder inside")
         return path
 
-    def group_dir(self, group: str) -> Path:
+    def group_dir(self, group: str, root: str | None = None) -> Path:
         name = check_name(group, "group")
-        return self._confine(self.root / name, f"session group {name!r}")
+        return self._confine(self.root / name, f"session group {name!r}", root)
 
     def _in_group(self, group: str, *parts: str) -> Path:
-        path = self.group_dir(group).joinpath(*parts)
-        return self._confine(path, f"{'/'.join(parts)} of session group {group!r}")
+        root = os.path.realpath(self.root)  # resolved once for both checks
+        path = self.group_dir(group, root).joinpath(*parts)
+        return self._confine(path, f"{'/'.join(parts)} of session group {group!r}", root)
 
     def manifest_path(self, group: str) -> Path:
         return self._in_group(group, "manifest.json")
@@ -226,7 +227,8 @@ class SessionStore:
         """:meth:`battle_dir` for many battles of one group: the sessions dir and the group folder
         are resolved once, then each battle's folder once (where each battle_dir resolves four
         paths), with the same confinement."""
-        folder, root = self.group_dir(group) / "battles", os.path.realpath(self.root)
+        root = os.path.realpath(self.root)
+        folder = self.group_dir(group, root) / "battles"
 
         def battle_dir(battle_id: str) -> Path:
             name = check_name(battle_id, "battle")
