@@ -230,7 +230,7 @@ def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
             (target / name).write_text(json.dumps(data))
     rng = random.Random(0)
     ids = [t["task_id"] for t in doc["tasks"]]
-    judges = max(2, n // min(len(ids), 500))
+    judges = max(2, -(-n // min(len(ids), 500)))  # rounded up: enough (judge, task) pairs for n lines
     lines, seen = [], set()
     while len(lines) < n:
         judge, task = f"judge-{rng.randrange(judges):016x}", rng.choice(ids)
