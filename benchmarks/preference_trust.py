@@ -64,7 +64,8 @@ SPECS = (SEARCH, "baseline:greedy", "baseline:random")
 SOURCES = [f"{SEARCH} vs baseline:greedy", "baseline:greedy vs baseline:random", f"{SEARCH} vs baseline:random"]
 REWARD_FRACTIONS = (0.6, 0.1, 0.3)  # a larger test split than the default, for a tighter interval
 PANEL = (("search", "search", 4), ("random", "random", 2), ("prefers:baseline:random", "steer", 1))
-DEFAULT_REWARD_MODEL = "scratch"
+SCRATCH = "scratch"  # --reward-model's name for a fresh network (no base)
+DEFAULT_REWARD_MODEL = SCRATCH
 
 
 def _log(*parts: Any) -> None:
@@ -252,9 +253,6 @@ def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
     return out
 
 
-SCRATCH = "scratch"
-
-
 def _variant(text: str) -> dict[str, Any]:
     """``--reward-model`` ``BASE[,lr=X][,epochs=N]``: BASE ``scratch`` (a fresh network) or a v5
     checkpoint name (``champion``: the shipped champion, registered in the benchmark's
@@ -285,8 +283,8 @@ def _reward_pool(seed: int, n_tasks: int, variants: list[dict[str, Any]], where_
                                   gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
     values: dict = {}
     _judge_panel(pool, 100 + seed, where, values)
-    row: dict[str, Any] = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"], "datasets": {},
-                           "models": {}}
+    row: dict[str, Any] = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"],
+                           "datasets": {}, "models": {}}
     # the ceiling: the same tasks (same seed) judged once each by the truth itself (a search
     # judge without noise: the values the truth is read from)
     create_preference_pool(truth_pool, "bench", sources=SOURCES, n_tasks=n_tasks, seed=100 + seed,
@@ -294,8 +292,8 @@ def _reward_pool(seed: int, n_tasks: int, variants: list[dict[str, Any]], where_
     judge_synthetically(truth_pool, judges=1, kind="search", prefix="truth", noise=0.0, seed=100 + seed,
                         values=values, **where)
     datasets = {}
-    for label, judged, policy in (("kept", pool, None), ("all", pool, {"drop_flagged": False, "max_judge_share": 1.0}),
-                                  ("truth_labels", truth_pool, None)):
+    everyone = {"drop_flagged": False, "max_judge_share": 1.0}
+    for label, judged, policy in (("kept", pool, None), ("all", pool, everyone), ("truth_labels", truth_pool, None)):
         made = materialize_preference_dataset(judged, name=f"prefs-{pool}-{label}", policy=policy,
                                               fractions=REWARD_FRACTIONS, **where)
         datasets[label] = made["dataset_id"]
@@ -305,16 +303,16 @@ def _reward_pool(seed: int, n_tasks: int, variants: list[dict[str, Any]], where_
         got: dict[str, Any] = {}
         if variant["base"] is not None:  # the starting network's own scores, before any judgment
             alone = _truth_accuracy(variant["base"], where["preferences_dir"] / pool, values, 100 + seed, where_rm)
-            got["base_alone"] = {"test_vs_truth": {k: v for k, v in alone.items() if k != "right"}}
+            got["base_alone"] = {"test_vs_truth": {key: v for key, v in alone.items() if key != "right"}}
         for label, dataset in datasets.items():
             model = f"rm-{pool}-{label}-{k}"
-            trained = train_reward_model(dataset, model, seed=0, base=variant["base"], epochs=variant["epochs"], lr=variant["lr"], require_ready=False,
-                                         datasets_dir=where["datasets_dir"],
+            trained = train_reward_model(dataset, model, seed=0, base=variant["base"], epochs=variant["epochs"],
+                                         lr=variant["lr"], require_ready=False, datasets_dir=where["datasets_dir"],
                                          checkpoints_dir=where_rm["checkpoints_dir"], overwrite=True)
             got[label] = {"best_epoch": trained["final"]["best_epoch"],
                           "test_vs_judges": trained["final"]["test"]["accuracy"],
-                          "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
-                                                           where_rm),
+                          "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values,
+                                                           100 + seed, where_rm),
                           "train_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values,
                                                             100 + seed, where_rm, "train")}
         got["gain"] = round(got["kept"]["test_vs_truth"]["accuracy"] - got["all"]["test_vs_truth"]["accuracy"], 4)
