@@ -1,7 +1,8 @@
 """Judgments you can trust (issue 54): prints one JSON object.
 
     .venv/bin/python -m benchmarks.preference_trust [--battles 300] [--tasks 600] [--seeds 10]
-        [--reward-seeds 3] [--reward-tasks 2000] [--engine-games 20] [--speed-judgments 100000] [--out DIR]
+        [--reward-seeds 3] [--reward-tasks 2000] [--reward-model BASE[,lr=X][,epochs=N] ...]
+        [--engine-games 20] [--speed-judgments 100000] [--only reward] [--out DIR]
 
 One V5 dataset of ``--battles`` battles (``--p1`` against ``--opponent``, default
 ``baseline:greedy`` both: even battles, so most positions are not already won and the search
@@ -17,13 +18,17 @@ on the tasks (not gold) two judges or more answered, majority against Dawid-Sken
 truth (the higher search value), over the kept judgments and over all of them.
 
 - **reward**: for ``--reward-seeds`` pools of ``--reward-tasks`` tasks (seeds 100...), judged by
-  the same panel, a reward model (20 epochs, seed 0) on the kept judgments (the default
-  selection), one on all of them (flagged judges kept, no share cap) and, for the ceiling, one
-  on the same tasks judged once each by the truth itself (a search judge without noise), each
-  scored on the same held-out set: every non-gold task of the test split's battles whose
-  candidates' noise-free search values differ, truth = the higher value (the search judges'
-  own values, without noise), with Wilson 95% intervals, the tasks one model gets right and the
-  other not (paired), and how often each dataset's decisive labels agree with the truth;
+  the same panel, for each ``--reward-model`` (default ``scratch``: a fresh network, 20 epochs,
+  lr 1e-3; ``champion`` or another v5 checkpoint: started from its action scorer, the shipped
+  champion registered in the benchmark's checkpoints; repeat the option to compare several on
+  the same pools) a reward model (seed 0) on the kept judgments (the default selection), one on
+  all of them (flagged judges kept, no share cap) and, for the ceiling, one on the same tasks
+  judged once each by the truth itself (a search judge without noise), each scored on the same
+  held-out set (and, for a started model, the starting network's own logits, ``base_alone``):
+  every non-gold task of the test split's battles whose candidates' noise-free search values
+  differ, truth = the higher value (the search judges' own values, without noise), with Wilson
+  95% intervals, the tasks one model gets right and the other not (paired), and how often each
+  dataset's decisive labels agree with the truth;
 - **leaderboard**: on the first seed, the ratings from the kept judgments (the search judges),
   whether neighbours' intervals are apart, and the engine's order of the same specs
   (``--engine-games`` battle pairs per spec pair); then a pool of the same seed judged by the 4
@@ -34,6 +39,9 @@ truth (the higher search value), over the kept judgments and over all of them.
   ones too) kept at the cap;
 - **speed**: ``judge_quality`` and ``preference_leaderboard`` (1,000 resamples) on a pool log of
   ``--speed-judgments`` judgments (the first seed's tasks, judges drawn to answer at random).
+
+``--only reward`` builds the dataset and runs the reward pools only (5 minutes for three pools
+and five models each on this 2-core machine).
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ SPECS = (SEARCH, "baseline:greedy", "baseline:random")
 SOURCES = [f"{SEARCH} vs baseline:greedy", "baseline:greedy vs baseline:random", f"{SEARCH} vs baseline:random"]
 REWARD_FRACTIONS = (0.6, 0.1, 0.3)  # a larger test split than the default, for a tighter interval
 PANEL = (("search", "search", 4), ("random", "random", 2), ("prefers:baseline:random", "steer", 1))
+SCRATCH = "scratch"  # --reward-model's name for a fresh network (no base)
+DEFAULT_REWARD_MODEL = SCRATCH
 
 
 def _log(*parts: Any) -> None:
@@ -128,8 +138,8 @@ def _truth(pool_folder: Path, tasks: list[dict], values: dict, seed: int, where:
 
 def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, where: dict[str, Path],
                     split: str = "test") -> dict:
-    """The reward model's agreement with the noise-free search values on the split's battles'
-    tasks (``right``: the task ids it gets right, for a paired comparison)."""
+    """The reward model's (or a v5 policy's logits') agreement with the noise-free search values
+    on the split's battles' tasks (``right``: the task ids it gets right, for a paired comparison)."""
     from adapters.onnx_models import new_session
     from extrarlhf.datasets.assign import DEFAULT_SPLIT_KEY, bucket, split_of
     from extrarlhf.checkpoints import CheckpointRegistry
@@ -142,12 +152,14 @@ def _truth_accuracy(model: str, pool_folder: Path, values: dict, seed: int, wher
              and split_of(bucket(DEFAULT_SPLIT_KEY, "preferences", t["battle_id"]), REWARD_FRACTIONS) == split]
     truth, states = _truth(pool_folder, tasks, values, seed, where)
     tasks = [t for t in tasks if truth[t["task_id"]] is not None]
-    session = new_session(CheckpointRegistry(where["checkpoints_dir"]).get(model).path.read_bytes())
+    checkpoint = CheckpointRegistry(where["checkpoints_dir"]).get(model)
+    output = "scores" if checkpoint.kind == "action_onnx" else "logits"  # a reward model, or a v5 policy's scorer
+    session = new_session(checkpoint.path.read_bytes())
     right = set()
     for t in tasks:
         state = states[(t["battle_id"], t["decision_index"])]
         a, b = t["candidates"]["A"]["action_id"], t["candidates"]["B"]["action_id"]
-        scores = session.run(["scores"], {"obs": state.observation(t["player"])[None].astype(np.float32),
+        scores = session.run([output], {"obs": state.observation(t["player"])[None].astype(np.float32),
                                           "action_features": state.action_features([a, b])[None].astype(np.float32),
                                           "action_mask": np.ones((1, 2), np.float32)})[0][0]
         if ("A" if scores[0] > scores[1] else "B") == truth[t["task_id"]]:
@@ -219,7 +231,7 @@ def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
             (target / name).write_text(json.dumps(data))
     rng = random.Random(0)
     ids = [t["task_id"] for t in doc["tasks"]]
-    judges = max(2, n // min(len(ids), 500))
+    judges = max(2, -(-n // min(len(ids), 500)))  # rounded up: enough (judge, task) pairs for n lines
     lines, seen = [], set()
     while len(lines) < n:
         judge, task = f"judge-{rng.randrange(judges):016x}", rng.choice(ids)
@@ -241,43 +253,89 @@ def _speed(pool_folder: Path, prefs: Path, n: int) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--battles", type=int, default=300)
-    parser.add_argument("--tasks", type=int, default=600)
-    parser.add_argument("--p1", default="baseline:greedy", help="player 1 of the dataset's battles")
-    parser.add_argument("--opponent", default="baseline:greedy", help="player 2 of the dataset's battles")
-    parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--reward-seeds", type=int, default=3)
-    parser.add_argument("--reward-tasks", type=int, default=2000)
-    parser.add_argument("--engine-games", type=int, default=20)
-    parser.add_argument("--speed-judgments", type=int, default=100000)
-    parser.add_argument("--out", help="keep the data here (default: a temporary folder)")
-    args = parser.parse_args(argv)
-    os.environ["RLHF_JUDGE_KEY"] = "benchmark-preference-trust-judges"  # repeatable gold places and pseudonyms
+def _variant(text: str) -> dict[str, Any]:
+    """``--reward-model`` ``BASE[,lr=X][,epochs=N]``: BASE ``scratch`` (a fresh network) or a v5
+    checkpoint name (``champion``: the shipped champion, registered in the benchmark's
+    checkpoints); lr default 1e-3, epochs default 20."""
+    base, *options = text.split(",")
+    out: dict[str, Any] = {"label": text, "base": None if base == SCRATCH else base, "lr": 1e-3, "epochs": 20}
+    for option in options:
+        key, _, value = option.partition("=")
+        if key not in ("lr", "epochs") or not value:
+            raise argparse.ArgumentTypeError(f"{option!r}: a reward model option is lr=X or epochs=N")
+        try:
+            out[key] = int(value) if key == "epochs" else float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option!r}: {key} must be a number") from None
+    return out
 
-    from extrarlhf.datasets import materialize_v5_dataset
+
+def _reward_pool(seed: int, n_tasks: int, variants: list[dict[str, Any]], where_rm: dict[str, Path]) -> dict:
+    """One reward pool (module docstring): judged by the panel, and by the truth once each; three
+    preference datasets (kept, all, truth_labels) and, per variant, a reward model on each, scored
+    against the noise-free truth on the same held-out tasks."""
     from extrarlhf.preferences import (create_preference_pool, judge_synthetically, materialize_preference_dataset,
                                        train_reward_model)
-    from extrarlhf.preferences.leaderboard import preference_leaderboard
-    from extrarlhf.preferences.gold import read_gold
-    from extrarlhf.preferences.selection import judge_quality, pool_judgments
-    from extrarlhf.runtime.series import run_series
 
-    tmp = tempfile.TemporaryDirectory() if args.out is None else None
-    root = Path(args.out or tmp.name)  # type: ignore[union-attr]
-    where = {"datasets_dir": root / "datasets", "preferences_dir": root / "preferences"}
-    started = time.perf_counter()
-    run_series(root / "sessions", "bench", args.battles, p1_model=args.p1, opponent=args.opponent, seed=11)
-    materialize_v5_dataset("bench", "bench", sessions_dir=root / "sessions", datasets_dir=where["datasets_dir"])
-    report: dict[str, Any] = {"battles": args.battles, "players": [args.p1, args.opponent], "tasks": args.tasks,
-                              "sources": SOURCES,
-                              "panel": {p: n for _, p, n in PANEL}, "seeds": [], "data_s": 0.0}
-    report["data_s"] = round(time.perf_counter() - started, 1)
-    for seed in range(args.seeds):
+    where = {k: where_rm[k] for k in ("datasets_dir", "preferences_dir")}
+    pool, truth_pool = f"reward-{seed}", f"truth-{seed}"
+    made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=n_tasks, seed=100 + seed,
+                                  gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
+    values: dict = {}
+    _judge_panel(pool, 100 + seed, where, values)
+    row: dict[str, Any] = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"],
+                           "datasets": {}, "models": {}}
+    # the ceiling: the same tasks (same seed) judged once each by the truth itself (a search
+    # judge without noise: the values the truth is read from)
+    create_preference_pool(truth_pool, "bench", sources=SOURCES, n_tasks=n_tasks, seed=100 + seed,
+                           gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
+    judge_synthetically(truth_pool, judges=1, kind="search", prefix="truth", noise=0.0, seed=100 + seed,
+                        values=values, **where)
+    datasets = {}
+    everyone = {"drop_flagged": False, "max_judge_share": 1.0}
+    for label, judged, policy in (("kept", pool, None), ("all", pool, everyone), ("truth_labels", truth_pool, None)):
+        made = materialize_preference_dataset(judged, name=f"prefs-{pool}-{label}", policy=policy,
+                                              fractions=REWARD_FRACTIONS, **where)
+        datasets[label] = made["dataset_id"]
+        row["datasets"][label] = {"judgments": made["left_out"]["kept"]["judgments"],
+                                  "labels_vs_truth": _labels_vs_truth(judged, policy, 100 + seed, where, values)}
+    for k, variant in enumerate(variants):
+        got: dict[str, Any] = {}
+        if variant["base"] is not None:  # the starting network's own scores, before any judgment
+            alone = _truth_accuracy(variant["base"], where["preferences_dir"] / pool, values, 100 + seed, where_rm)
+            got["base_alone"] = {"test_vs_truth": {key: v for key, v in alone.items() if key != "right"}}
+        for label, dataset in datasets.items():
+            model = f"rm-{pool}-{label}-{k}"
+            trained = train_reward_model(dataset, model, seed=0, base=variant["base"], epochs=variant["epochs"],
+                                         lr=variant["lr"], require_ready=False, datasets_dir=where["datasets_dir"],
+                                         checkpoints_dir=where_rm["checkpoints_dir"], overwrite=True)
+            got[label] = {"best_epoch": trained["final"]["best_epoch"],
+                          "test_vs_judges": trained["final"]["test"]["accuracy"],
+                          "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values,
+                                                           100 + seed, where_rm),
+                          "train_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values,
+                                                            100 + seed, where_rm, "train")}
+        got["gain"] = round(got["kept"]["test_vs_truth"]["accuracy"] - got["all"]["test_vs_truth"]["accuracy"], 4)
+        kept_right, all_right = got["kept"]["test_vs_truth"]["right"], got["all"]["test_vs_truth"]["right"]
+        got["paired"] = {"kept_right_all_wrong": len(kept_right - all_right),
+                         "all_right_kept_wrong": len(all_right - kept_right)}
+        for label in datasets:
+            got[label]["test_vs_truth"].pop("right")
+            got[label]["train_vs_truth"].pop("right")
+        row["models"][variant["label"]] = got
+        _log(json.dumps({"seed": 100 + seed, "model": variant["label"], **got}))
+    return row
+
+
+def _trust_seeds(report: dict[str, Any], seeds: int, tasks: int, where: dict[str, Path]) -> None:
+    """The judge-quality and consensus rows of ``seeds`` pools of ``tasks`` tasks (module docstring)."""
+    from extrarlhf.preferences import create_preference_pool
+    from extrarlhf.preferences.selection import judge_quality
+
+    for seed in range(seeds):
         t0 = time.perf_counter()
         pool = f"trust-{seed}"
-        made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=args.tasks, seed=seed, gold_share=0.1,
+        made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=tasks, seed=seed, gold_share=0.1,
                                       overlap_share=0.2, overlap_judges=3, **where)
         values: dict = {}
         _judge_panel(pool, seed, where, values)
@@ -319,50 +377,63 @@ def main(argv: list[str] | None = None) -> int:
                                        for r in report["seeds"])}
                            for label in ("kept", "all")}
 
+
+def main(argv: list[str] | None = None) -> int:
+    from extrarlhf.policies.champion import CHAMPION_NAME, ensure_champion
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--battles", type=int, default=300)
+    parser.add_argument("--tasks", type=int, default=600)
+    parser.add_argument("--p1", default="baseline:greedy", help="player 1 of the dataset's battles")
+    parser.add_argument("--opponent", default="baseline:greedy", help="player 2 of the dataset's battles")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--reward-seeds", type=int, default=3)
+    parser.add_argument("--reward-tasks", type=int, default=2000)
+    parser.add_argument("--engine-games", type=int, default=20)
+    parser.add_argument("--speed-judgments", type=int, default=100000)
+    parser.add_argument("--reward-model", action="append", type=_variant, metavar="BASE[,lr=X][,epochs=N]",
+                        help=f"a reward model to train on each reward pool's datasets (repeat to compare): BASE is "
+                             f"{SCRATCH} or a v5 checkpoint ({CHAMPION_NAME}: the shipped champion); default "
+                             f"{DEFAULT_REWARD_MODEL}")
+    parser.add_argument("--only", choices=["reward"], help="run only this part (the dataset, then the reward pools)")
+    parser.add_argument("--out", help="keep the data here (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    variants = args.reward_model or [_variant(DEFAULT_REWARD_MODEL)]
+    os.environ["RLHF_JUDGE_KEY"] = "benchmark-preference-trust-judges"  # repeatable gold places and pseudonyms
+
+    from extrarlhf.datasets import materialize_v5_dataset
+    from extrarlhf.preferences import create_preference_pool
+    from extrarlhf.preferences.leaderboard import preference_leaderboard
+    from extrarlhf.preferences.gold import read_gold
+    from extrarlhf.preferences.selection import pool_judgments
+    from extrarlhf.runtime.series import run_series
+
+    tmp = tempfile.TemporaryDirectory() if args.out is None else None
+    root = Path(args.out or tmp.name)  # type: ignore[union-attr]
+    where = {"datasets_dir": root / "datasets", "preferences_dir": root / "preferences"}
+    started = time.perf_counter()
+    run_series(root / "sessions", "bench", args.battles, p1_model=args.p1, opponent=args.opponent, seed=11)
+    materialize_v5_dataset("bench", "bench", sessions_dir=root / "sessions", datasets_dir=where["datasets_dir"])
+    report: dict[str, Any] = {"battles": args.battles, "players": [args.p1, args.opponent], "tasks": args.tasks,
+                              "sources": SOURCES,
+                              "panel": {p: n for _, p, n in PANEL}, "seeds": [], "data_s": 0.0}
+    report["data_s"] = round(time.perf_counter() - started, 1)
+    if args.only is None:
+        _trust_seeds(report, args.seeds, args.tasks, where)
+
     where_rm = {**where, "checkpoints_dir": root / "checkpoints"}
+    if any(v["base"] == CHAMPION_NAME for v in variants):
+        ensure_champion(where_rm["checkpoints_dir"])
+    report["reward_models"] = [v["label"] for v in variants]
     report["reward"] = []
     for seed in range(args.reward_seeds):
-        pool = f"reward-{seed}"
-        made = create_preference_pool(pool, "bench", sources=SOURCES, n_tasks=args.reward_tasks, seed=100 + seed,
-                                      gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
-        values = {}
-        _judge_panel(pool, 100 + seed, where, values)
-        row = {"seed": 100 + seed, "tasks": made["tasks"], "shortfall": made["shortfall"]}
-        # the ceiling: the same tasks (same seed) judged once each by the truth itself (a search
-        # judge without noise: the values the truth is read from)
-        create_preference_pool(f"truth-{seed}", "bench", sources=SOURCES, n_tasks=args.reward_tasks, seed=100 + seed,
-                               gold_share=0.1, overlap_share=0.2, overlap_judges=3, **where)
-        judge_synthetically(f"truth-{seed}", judges=1, kind="search", prefix="truth", noise=0.0, seed=100 + seed,
-                            values=values, **where)
-        for label, judged, policy in (("kept", pool, None), ("all", pool, {"drop_flagged": False, "max_judge_share": 1.0}),
-                                      ("truth_labels", f"truth-{seed}", None)):
-            made = materialize_preference_dataset(judged, name=f"prefs-{pool}-{label}", policy=policy,
-                                                  fractions=REWARD_FRACTIONS, **where)
-            model = f"rm-{pool}-{label}"
-            trained = train_reward_model(made["dataset_id"], model, seed=0, epochs=20, require_ready=False,
-                                         datasets_dir=where["datasets_dir"], checkpoints_dir=where_rm["checkpoints_dir"],
-                                         overwrite=True)
-            row[label] = {"judgments": made["left_out"]["kept"]["judgments"],
-                          "labels_vs_truth": _labels_vs_truth(judged, policy, 100 + seed, where, values),
-                          "best_epoch": trained["final"]["best_epoch"],
-                          "test_vs_judges": trained["final"]["test"]["accuracy"],
-                          "test_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
-                                                           where_rm),
-                          "train_vs_truth": _truth_accuracy(model, where["preferences_dir"] / pool, values, 100 + seed,
-                                                            where_rm, "train")}
-        row["gain"] = round(row["kept"]["test_vs_truth"]["accuracy"] - row["all"]["test_vs_truth"]["accuracy"], 4)
-        kept_right, all_right = row["kept"]["test_vs_truth"].pop("right"), row["all"]["test_vs_truth"].pop("right")
-        row["paired"] = {"kept_right_all_wrong": len(kept_right - all_right),
-                         "all_right_kept_wrong": len(all_right - kept_right)}
-        for label in ("kept", "all", "truth_labels"):
-            row[label]["train_vs_truth"].pop("right")
-        row["truth_labels"]["test_vs_truth"].pop("right")
-        report["reward"].append(row)
-        _log(json.dumps(row))
-
-    report["reward_gain"] = {"mean": _mean([r["gain"] for r in report["reward"]]),
-                             "pools_at_least_0.05": sum(r["gain"] >= 0.05 for r in report["reward"]),
-                             "pools": len(report["reward"])}
+        report["reward"].append(_reward_pool(seed, args.reward_tasks, variants, where_rm))
+    report["reward_gain"] = {v["label"]: {"mean": _mean([r["models"][v["label"]]["gain"] for r in report["reward"]]),
+                                          "pools_at_least_0.05": sum(r["models"][v["label"]]["gain"] >= 0.05
+                                                                     for r in report["reward"]),
+                                          "pools": len(report["reward"])} for v in variants}
+    if args.only == "reward":
+        return _finish(report, started, tmp)
 
     board = preference_leaderboard("trust-0", resamples=1000, games=args.engine_games, seed=0,
                                    preferences_dir=where["preferences_dir"], checkpoints_dir=where_rm["checkpoints_dir"])
@@ -399,6 +470,10 @@ def main(argv: list[str] | None = None) -> int:
     _log(json.dumps(report["leaderboard"]))
     if args.speed_judgments:
         report["speed"] = _speed(where["preferences_dir"] / "trust-0", where["preferences_dir"], args.speed_judgments)
+    return _finish(report, started, tmp)
+
+
+def _finish(report: dict[str, Any], started: float, tmp: Any) -> int:
     report["total_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=1))
     if tmp is not None:

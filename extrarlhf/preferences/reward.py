@@ -150,8 +150,8 @@ def train_reward_model(dataset: str, name: str, seed: int = 0, *, base: str | No
                          "seed": seed, "base": None if parent is None else {"name": parent.name,
                                                                              "weights_hash": parent.weights_hash},
                          "library": "torch", "torch": runtime["torch"], "threads": runtime["threads"],
-                         "hyperparameters": {"epochs": epochs, "hidden": hidden, "hidden2": hidden2, "lr": lr,
-                                             "weight_decay": weight_decay, "batch_size": batch_size},
+                         "hyperparameters": {"epochs": epochs, "hidden": arch.hidden, "hidden2": arch.hidden2,
+                                             "lr": lr, "weight_decay": weight_decay, "batch_size": batch_size},
                          "seconds": round(time.perf_counter() - started, 3)},
             "metrics": {"per_epoch": history, "final": final,
                         "accuracy_definition": "share of non-tie judgments whose preferred action has the higher "

@@ -158,6 +158,41 @@ def test_the_reward_model_agrees_with_held_out_synthetic_judgments(data):
         train_reward_model("prefs-main", "rm2", datasets_dir=data["datasets"], checkpoints_dir=data["checkpoints"])
 
 
+def test_a_reward_model_started_from_the_champion_keeps_its_sets_encoder_and_records_the_base(data):
+    """``base=`` with the shipped champion (a sets-encoder v5 network): epoch 0 is the champion
+    itself (its logits score the held-out pairs as the reward model's epoch 0 does), the export is
+    checked in onnxruntime, and the card names the base and its sizes."""
+    import numpy as np
+
+    from adapters.onnx_models import new_session
+    from extrarlhf.checkpoints import CheckpointRegistry
+    from extrarlhf.policies.champion import ensure_champion
+    from extrarlhf.preferences.dataset import load_pairs
+
+    ensure_champion(data["checkpoints"])
+    champion = CheckpointRegistry(data["checkpoints"]).get("champion")
+    materialize_preference_dataset("main", name="prefs-rm-base", datasets_dir=data["datasets"],
+                                   preferences_dir=data["preferences"], policy={"min_judges": 1})
+    result = train_reward_model("prefs-rm-base", "rm-champion", seed=0, base="champion", epochs=2, lr=1e-4,
+                                datasets_dir=data["datasets"], checkpoints_dir=data["checkpoints"],
+                                policy={"min_judges": 1})
+    val = load_pairs("prefs-rm-base", datasets_dir=data["datasets"], require_ready=False)[0]["val"]
+    obs, feats = val["obs"], np.stack([val["a"], val["b"]], axis=1)
+    logits = new_session(champion.path.read_bytes()).run(["logits"], {
+        "obs": obs, "action_features": feats, "action_mask": np.ones((len(obs), 2), np.float32)})[0]
+    champion_right = int(((logits[:, 0] > logits[:, 1]) == (val["y"] > 0.5)).sum())
+    assert result["history"][0]["val"]["correct"] == champion_right  # epoch 0: the champion's own scores
+    assert result["kind"] == "action_onnx" and result["export_verification"]["max_abs_score_diff"] < 1e-4
+    card = __import__("json").loads(Path(result["card_path"]).read_text())
+    assert card["training"]["base"] == {"name": "champion", "weights_hash": champion.weights_hash}
+    assert card["model"]["encoder"] == "sets" and card["model"]["hidden"] == 256
+    assert card["training"]["hyperparameters"]["hidden"] == 256 and card["training"]["hyperparameters"]["lr"] == 1e-4
+    reward = CheckpointRegistry(data["checkpoints"]).get("rm-champion")
+    scores = new_session(reward.path.read_bytes()).run(["scores"], {
+        "obs": obs[:8], "action_features": feats[:8], "action_mask": np.ones((8, 2), np.float32)})[0]
+    assert scores.shape == (8, 2) and np.isfinite(scores).all()
+
+
 def test_the_trl_export_loads_with_hugging_face_datasets(data, tmp_path):
     materialize_preference_dataset("main", name="prefs-trl", datasets_dir=data["datasets"],
                                    preferences_dir=data["preferences"])
