@@ -1,9 +1,10 @@
 """How a session group's tools scale with its size; prints one JSON object.
 
     .venv/bin/python -m benchmarks.group_scale [--sizes 1000,10000] [--workers 1] [--dir DIR] [--plain-traces]
+                                               [--p1 SPEC] [--opponent SPEC]
                                                [--steps collect,resume_noop,...] [--synthetic-from SESSIONS]
 
-One group (``baseline:greedy`` vs ``baseline:random``, the cheapest battles, as issue 50 allows
+One group (by default ``baseline:greedy`` vs ``baseline:random``, the cheapest battles, as issue 50 allows
 for size figures) grows through ``--sizes``: each size is reached by resuming the same series.
 At each size, every step runs in a fresh subprocess (so its peak RSS is its own) and reports
 wall seconds, CPU seconds (the process and its worker processes) and peak RSS:
@@ -56,7 +57,8 @@ def _cpu() -> float:
     return self_.ru_utime + self_.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact: bool) -> dict[str, Any]:
+def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact: bool, p1: str,
+          opponent: str) -> dict[str, Any]:
     from extrarlhf.runtime.series import run_series
     from extrarlhf.runtime.sessions import SessionStore, check_sessions
 
@@ -64,18 +66,16 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
     cpu0, t0 = _cpu(), time.perf_counter()
     out: dict[str, Any] = {}
     if kind in ("collect", "resume_noop"):
-        result = run_series(sessions, GROUP, n, p1_model="baseline:greedy", opponent="baseline:random", seed=0,
+        result = run_series(sessions, GROUP, n, p1_model=p1, opponent=opponent, seed=0,
                             max_workers=workers, compact_traces=compact)
         out["ran"] = result["ran"]
     elif kind == "list_sessions":  # as the MCP tool: each group's manifest and summary.json
         rows = [(store.read_manifest(g), store.read_summary(g)["battles"]) for g in store.list_groups()]
         out["battles"] = sum(n for _, n in rows)
-    elif kind == "inspect_session":  # as the MCP tool: the fold without entries, one page read, the summary
+    elif kind == "inspect_session":  # as the MCP tool: the catalog's index (or its fold), one page read, the summary
         store.read_manifest(GROUP)
-        latest = store.latest_lines(GROUP)
-        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
-        out["catalog_total"] = len(keys)
-        out["page"] = len(store.entries_at(GROUP, latest, [b for _, b in keys[:10]]))
+        view = store.catalog_view(GROUP)
+        out.update(catalog_total=len(view.keys), indexed=view.indexed, page=len(view.entries(0, 10)))
         store.compute_summary(GROUP)
     elif kind in ("check", "check_catalog"):
         out["problems"] = len(check_sessions(sessions, hashes=kind == "check"))
@@ -91,13 +91,14 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
     return out
 
 
-def _run(kind: str, sessions: Path, datasets: Path, n: int, workers: int, compact: bool) -> dict[str, Any]:
+def _run(kind: str, sessions: Path, datasets: Path, n: int, workers: int, compact: bool, p1: str,
+         opponent: str) -> dict[str, Any]:
     """One step in a fresh process; ``process_cpu_seconds``: that process and every process it
     waited for (its workers), start-up and imports included."""
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     before = kids.ru_utime + kids.ru_stime
     proc = subprocess.run([sys.executable, "-m", "benchmarks.group_scale", "--child", kind, str(sessions),
-                           str(datasets), str(n), str(workers), "1" if compact else "0"],
+                           str(datasets), str(n), str(workers), "1" if compact else "0", p1, opponent],
                           cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {**json.loads(proc.stdout), "process_cpu_seconds": round(kids.ru_utime + kids.ru_stime - before, 3)}
@@ -145,6 +146,8 @@ def main() -> None:
                         help="series workers (default 1: in process, so the CPU figures hold all the work; more "
                              "workers are not counted in the CPU figures)")
     parser.add_argument("--dir", default=None, help="keep the sessions and datasets here (default: a temp dir)")
+    parser.add_argument("--p1", default="baseline:greedy", help="the group's p1 (default: %(default)s)")
+    parser.add_argument("--opponent", default="baseline:random", help="its opponent (default: %(default)s)")
     parser.add_argument("--plain-traces", action="store_true", help="collect plain .jsonl (default: compact)")
     parser.add_argument("--steps", default=",".join(STEPS), help="the steps to run, comma-separated (default: %(default)s; "
                         "also check_catalog)")
@@ -158,8 +161,8 @@ def main() -> None:
         _synthesize(Path(source), Path(sessions), int(n))
         return
     if args.child:
-        kind, sessions, datasets, n, workers, compact = args.child
-        print(json.dumps(_step(kind, sessions, datasets, int(n), int(workers), compact == "1")))
+        kind, sessions, datasets, n, workers, compact, p1, opponent = args.child
+        print(json.dumps(_step(kind, sessions, datasets, int(n), int(workers), compact == "1", p1, opponent)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     steps = args.steps.split(",")
@@ -183,7 +186,9 @@ def main() -> None:
             row: dict[str, Any] = {"battles": n}
             for kind in steps:
                 print(f"[group_scale] {n:,} battles: {kind}", file=sys.stderr, flush=True)
-                row[kind] = _run(kind, sessions, datasets, n, args.workers, not args.plain_traces)
+                row[kind] = _run(kind, sessions, datasets, n, args.workers, not args.plain_traces, args.p1,
+                                 args.opponent)
+                print(f"[group_scale] {n:,} battles: {kind} {json.dumps(row[kind])}", file=sys.stderr, flush=True)
             row["group_disk_bytes"] = _disk(sessions / GROUP)
             row["group_disk_bytes_per_battle"] = row["group_disk_bytes"] // n
             if "materialize" in steps:
@@ -194,7 +199,7 @@ def main() -> None:
         if tmp is not None:
             tmp.cleanup()
     print(json.dumps({"benchmark": "group_scale", "python": platform.python_version(), "cpus": os.cpu_count(),
-                      "matchup": "baseline:greedy vs baseline:random", "workers": args.workers,
+                      "matchup": f"{args.p1} vs {args.opponent}", "workers": args.workers,
                       "traces": "plain" if args.plain_traces else "compact", "load_average": os.getloadavg(),
                       "sizes": rows}, indent=2))
 

@@ -25,7 +25,7 @@ import bisect
 import hashlib
 import itertools
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -117,8 +117,7 @@ def paginate(items: Iterable[T], *, tool: str, limit: int, cursor: str | None,
     can be paged before reading each one). Rendered items count their JSON length against
     ``budget``; the first item is always included.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidArgument(f"{tool}: limit must be an integer from 1 to {MAX_LIMIT}")
+    _check_limit(tool, limit)
     if key is None:
         keyed = [((i,), item) for i, item in enumerate(items)]
     else:
@@ -126,16 +125,34 @@ def paginate(items: Iterable[T], *, tool: str, limit: int, cursor: str | None,
     keys = [k for k, _ in keyed]
     if any(a == b for a, b in itertools.pairwise(keys)):
         raise ValueError(f"{tool}: paging keys are not unique")  # a bug in the caller, never the client's
+    return _page(keys, [item for _, item in keyed], tool, limit, cursor, scope, budget, render)
+
+
+def paginate_sorted(keys: Sequence[Key], *, tool: str, limit: int, cursor: str | None, scope: Any = None,
+                    budget: int = PAGE_BUDGET_CHARS, render: Callable[[Key], Any] | None = None) -> Page:
+    """:func:`paginate` of keys that are their own items, already sorted and unique (e.g. a
+    catalog index of a million battles): nothing is sorted or copied, a page costs its items."""
+    _check_limit(tool, limit)
+    return _page(keys, keys, tool, limit, cursor, scope, budget, render)
+
+
+def _check_limit(tool: str, limit: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"{tool}: limit must be an integer from 1 to {MAX_LIMIT}")
+
+
+def _page(keys: Sequence[Key], items: Sequence[Any], tool: str, limit: int, cursor: str | None, scope: Any,
+          budget: int, render: Callable[[Any], Any] | None) -> Page:
     start = 0
     if cursor is not None:
-        after = _decode(cursor, tool, scope, keys[0] if keys else None)
+        after = _decode(cursor, tool, scope, keys[0] if len(keys) else None)
         try:
             start = bisect.bisect_right(keys, after)
         except TypeError:
             raise _bad_cursor(tool, "does not fit this list") from None
     chosen: list[Any] = []
     used = 0
-    for _, item in keyed[start:start + limit]:
+    for item in items[start:start + limit]:
         shown = render(item) if render is not None else item
         cost = _size(shown)
         if chosen and used + cost > budget:
@@ -143,8 +160,8 @@ def paginate(items: Iterable[T], *, tool: str, limit: int, cursor: str | None,
         chosen.append(shown)
         used += cost
     end = start + len(chosen)
-    next_cursor = _encode(tool, scope, keys[end - 1]) if chosen and end < len(keyed) else None
-    return Page(chosen, len(keyed), limit, next_cursor)
+    next_cursor = _encode(tool, scope, keys[end - 1]) if chosen and end < len(keys) else None
+    return Page(chosen, len(keys), limit, next_cursor)
 
 
 def paged(result: dict[str, Any], field: str, page: Page) -> dict[str, Any]:

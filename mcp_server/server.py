@@ -33,7 +33,7 @@ from . import guards, tools_datasets, tools_preferences, tools_production, tools
 from .app import SERVER_NAME, ExtraRLHFServer, ServerConfig
 from .cancel import run_cancellable, run_long
 from .limits import Limits
-from .paging import Cursor, limit_arg, paged, paginate
+from .paging import Cursor, limit_arg, paged, paginate, paginate_sorted
 from .progress import progress_bridge
 
 log = logging.getLogger("mcp_server")
@@ -480,20 +480,19 @@ def build_server(sessions_dir: str | os.PathLike[str] = "sessions", datasets_dir
         """
         manifest = store.read_manifest(group)
         tag = manifest["configuration"]["battle_tag"]
-        # the catalog's fold without its entries; the page's entries are read in one pass
-        latest = store.latest_lines(group)
-        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
+        # the catalog's index (or its fold without the entries); a page's entries read in one pass
+        view = store.catalog_view(group)
         shown: dict[str, dict[str, Any]] = {}
 
         def render(key: tuple[int, str]) -> dict[str, Any]:
             if key[1] not in shown:  # the first item of the page: fetch it and the rest of the page
-                at = bisect.bisect_left(keys, key)
-                shown.update(store.entries_at(group, latest, [b for _, b in keys[at:at + limit]]))
+                at = bisect.bisect_left(view.keys, key)
+                shown.update(view.entries(at, at + limit))
             entry = shown[key[1]]
             return entry if full else _catalog_row(entry, tag)
 
-        page = paginate(keys, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
-                        key=lambda k: k, render=render)
+        page = paginate_sorted(view.keys, tool="inspect_session", limit=limit, cursor=cursor, scope=group,
+                               render=render)
         return {"group": group, "path": str(store.group_dir(group)), "manifest": manifest,
                 "summary": store.compute_summary(group), **paged({}, "catalog", page), "catalog_total": page.total}
 

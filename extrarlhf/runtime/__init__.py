@@ -9,6 +9,7 @@ checkpoint name resolves through the registry, never through promotion or benchm
                 reserved names and confinement to the sessions dir
 - diagnosis.py  what a group's catalog and trace folders lack, streamed (check_sessions, reconcile, repair)
 - catalog_lines.py  a group catalog's lines: parsed and checked as a stream, folded to offsets
+- catalog_index.py  the catalog's fold and summary saved (catalog.index.npz), used while it describes the catalog
 - records.py    checks of catalog lines, manifests, summaries, group leases (field named on damage)
 - trace_files.py  a trace's three files on disk, plain or compact (.jsonl.zst of the same bytes)
 - trace_forms.py  a group's traces from one form to the other; one trace file's plain bytes

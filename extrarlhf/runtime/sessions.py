@@ -71,7 +71,7 @@ from ..core.fileio import append_line_locked, atomic_write_json, check_version, 
 from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
-from . import consistency, ownership, records, trace_files
+from . import catalog_index, consistency, ownership, records, trace_files
 from .catalog_lines import (REPAIRS_LOG, SESSIONS_SCHEMA_VERSION, CatalogLine, gc_paused, iter_catalog, problem,
                             record_error, shown, valid_lines)
 from .catalog_lines import scan_catalog  # noqa: F401 - readers import it from here
@@ -204,6 +204,9 @@ class SessionStore:
 
     def manifest_path(self, group: str) -> Path:
         return self._in_group(group, "manifest.json")
+
+    def index_path(self, group: str) -> Path:
+        return self._in_group(group, catalog_index.INDEX_FILE)
 
     def summary_path(self, group: str) -> Path:
         return self._in_group(group, "summary.json")
@@ -412,11 +415,15 @@ class SessionStore:
         return removed
 
     def write_summary(self, group: str, policy: ReadinessPolicy | None = None) -> dict[str, Any]:
-        summary = self.compute_summary(group, policy)
+        """Recompute the summary from the catalog and write it, with the catalog's index
+        (catalog_index.py) that lets readers of a large group skip the fold."""
+        self._require_group(group)
+        index = catalog_index.build(self.catalog_path(group), lambda entries: self._summarize(group, entries, policy))
         path = self.summary_path(group)
         with locked(path):
-            atomic_write_json(path, summary)
-        return summary
+            atomic_write_json(path, index.summary)
+            catalog_index.save(index, self.index_path(group))
+        return index.summary
 
     # ------------------------------------------------------------------ reading
     def list_groups(self) -> list[str]:
@@ -454,26 +461,32 @@ class SessionStore:
                 return
             yield from valid_lines((line,))
 
-    def latest_lines(self, group: str) -> dict[str, tuple[int, int]]:
-        """battle id -> (its index, the line number of its latest line): the catalog's fold
-        without the entries (about a hundred bytes a battle, whatever the catalog's size)."""
+    def read_catalog_index(self, group: str) -> catalog_index.CatalogIndex | None:
+        """The group's catalog index while it still describes the catalog, else None."""
         self._require_group(group)
-        with gc_paused():
-            return {line.entry["battle_id"]: (line.entry["index"], line.number)  # type: ignore[index]
-                    for line in self._valid_lines(group)}
+        return catalog_index.load(self.index_path(group), self.catalog_path(group))
 
-    def entries_at(self, group: str, latest: dict[str, tuple[int, int]], battle_ids: Iterator[str] | list[str]
-                   ) -> dict[str, dict[str, Any]]:
-        """The entries (``started`` shown as ``unfinished``) of ``battle_ids`` at the lines
-        ``latest`` (from :meth:`latest_lines`) names: one pass, memory for those entries only."""
-        wanted = {latest[b][1]: b for b in battle_ids}
-        out: dict[str, dict[str, Any]] = {}
-        if not wanted:
+    def catalog_view(self, group: str) -> catalog_index.CatalogView:
+        """The battles by (index, battle id) and their latest entries a page at a time: from the
+        catalog index when it is fresh (a page costs its lines), else by folding the catalog
+        (about a hundred bytes a battle, its entries read again for each page)."""
+        built = self.read_catalog_index(group)
+        if built is not None:
+            return catalog_index.indexed_view(built, self.catalog_path(group))
+        with gc_paused():
+            latest = {line.entry["battle_id"]: (line.entry["index"], line.number)  # type: ignore[index]
+                      for line in self._valid_lines(group)}
+        keys = sorted((index, battle_id) for battle_id, (index, _) in latest.items())
+
+        def entries(start: int, stop: int) -> dict[str, dict[str, Any]]:
+            wanted = {latest[b][1]: b for _, b in keys[start:stop]}
+            out: dict[str, dict[str, Any]] = {}
+            for line in self._valid_lines(group, upto=max(wanted, default=0)):
+                if line.number in wanted:
+                    out[wanted[line.number]] = shown(line.entry)  # type: ignore[arg-type]
             return out
-        for line in self._valid_lines(group, upto=max(wanted)):
-            if line.number in wanted:
-                out[wanted[line.number]] = shown(line.entry)  # type: ignore[arg-type]
-        return out
+
+        return catalog_index.CatalogView(keys, entries, False)
 
     def iter_latest(self, group: str) -> Iterator[dict[str, Any]]:
         """Each battle's latest entry (``started`` shown as ``unfinished``) in catalog order, in
@@ -510,15 +523,34 @@ class SessionStore:
                 yield BattleRef(group, entry, self.battle_dir(group, entry["battle_id"]))
 
     def battle(self, group: str, battle_id: str) -> BattleRef:
-        for entry in self.read_catalog(group):
-            if entry["battle_id"] == battle_id:
-                if entry["status"] not in FINAL_STATUSES:
-                    raise NotFound(f"battle {battle_id!r} of group {group!r} has no trace (status {entry['status']})")
-                return BattleRef(group, entry, self.battle_dir(group, battle_id))
-        raise NotFound(f"battle {battle_id!r} is not in group {group!r}")
+        """One battle with a trace: its latest line found through the catalog index when it is
+        fresh (one line read), else by reading the catalog."""
+        built = self.read_catalog_index(group)
+        if built is not None:
+            at = catalog_index.position(built, battle_id)
+            entry = None if at is None else catalog_index.indexed_view(built, self.catalog_path(group)).entries(
+                at, at + 1)[battle_id]
+        else:
+            entry = next((e for e in self.read_catalog(group) if e["battle_id"] == battle_id), None)
+        if entry is None:
+            raise NotFound(f"battle {battle_id!r} is not in group {group!r}")
+        if entry["status"] not in FINAL_STATUSES:
+            raise NotFound(f"battle {battle_id!r} of group {group!r} has no trace (status {entry['status']})")
+        return BattleRef(group, entry, self.battle_dir(group, battle_id))
 
-    def compute_summary(self, group: str, policy: ReadinessPolicy | None = None) -> dict[str, Any]:
-        """Aggregates of a group, recomputed from its catalog (streamed: :meth:`iter_latest`)."""
+    def compute_summary(self, group: str, policy: ReadinessPolicy | None = None, *,
+                        fresh: bool = False) -> dict[str, Any]:
+        """Aggregates of a group, recomputed from its catalog (streamed: :meth:`iter_latest`),
+        or taken from its catalog index while that still describes the catalog (``fresh``: never)."""
+        index = None if fresh else self.read_catalog_index(group)
+        if index is not None:
+            summary = index.summary
+            counts = {k: summary[k] for k in ("eligible_battles", "eligible_decisions", "distinct_decks")}
+            return {**summary, "group": group, "updated_at": utc_now(), "readiness": session_readiness(counts, policy)}
+        return self._summarize(group, self.iter_latest(group), policy)
+
+    def _summarize(self, group: str, entries: Iterable[dict[str, Any]],
+                   policy: ReadinessPolicy | None) -> dict[str, Any]:
         battles = 0
         by_status = {s: 0 for s in (*FINAL_STATUSES, "unfinished")}
         results = {"p1_wins": 0, "draws": 0, "p2_wins": 0}
@@ -526,7 +558,7 @@ class SessionStore:
         hashes: set[str] = set()
         decks: set[str] = set()
         tags: dict[str, int] = {}
-        for e in self.iter_latest(group):
+        for e in entries:
             battles += 1
             by_status[e["status"]] = by_status.get(e["status"], 0) + 1
             if e["status"] not in FINAL_STATUSES:
@@ -891,7 +923,7 @@ def _summary_problem(store: SessionStore, group: str, stored: dict[str, Any], re
     summary computed from the catalog, else None (also when the catalog cannot be read: that
     is reported on its own)."""
     try:
-        computed = store.compute_summary(group)
+        computed = store.compute_summary(group, fresh=True)
     except RLHFError:
         return None
     differences = consistency.summary_differences(stored, computed)

@@ -1,0 +1,187 @@
+"""A group's catalog index (``catalog.index.npz``): the catalog's fold and summary, saved so that
+a reader of a large group need not fold the whole catalog again.
+
+A derived, rebuildable cache, never the record: the catalog stays the truth. It is written
+with the summary (:meth:`SessionStore.write_summary`: at the end of a series, every
+``SUMMARY_EVERY_S`` during one, after a battle, by a repair) and holds, for the first ``size``
+bytes of ``catalog.jsonl``, each battle's index, id, and the byte offset and line number of its
+latest line, sorted by (index, battle id), and the group's summary computed from those lines.
+
+A reader uses it only while it still describes the catalog: same device, inode, size and
+modification time as when it was built. An append changes the size, a repair renames a new
+file in (another inode), an edit changes the time. An edit that keeps the size within the
+file system's timestamp granularity of the build would keep the time too, so an index built
+less than ``RACY_NS`` after the catalog's last change (a "racy" index, as git calls the same
+case) also records the crc32 of those bytes, and its readers check it. Anything else (no
+index, another catalog, an unreadable or foreign file) and readers fold the catalog as
+before. Whatever the index says, entries are read from the catalog itself, at their offsets.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+import orjson
+
+from ..core.fileio import atomic_write_chunks
+from .catalog_lines import catalog_lines, entry_at, gc_paused, valid_lines
+
+INDEX_FILE = "catalog.index.npz"
+INDEX_VERSION = 1
+RACY_NS = 2_000_000_000  # a catalog changed less than this before its index was built: check its crc32
+_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What an index was built from: the catalog file as ``stat`` saw it, and how many bytes were folded."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    crc32: int | None  # of the first ``size`` bytes, for a racy index only
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> Identity:
+        return cls(stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, None)
+
+    def same_file(self, other: Identity) -> bool:
+        return (self.dev, self.ino, self.size, self.mtime_ns) == (other.dev, other.ino, other.size, other.mtime_ns)
+
+
+class SortedKeys(Sequence[tuple[int, str]]):
+    """The index's (battle index, battle id) keys, ascending, as a sequence (``bisect`` works on it)."""
+
+    def __init__(self, index: np.ndarray, battle_id: np.ndarray) -> None:
+        self._index, self._battle_id = index, battle_id
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return int(self._index[i]), self._battle_id[i].decode()
+
+
+@dataclass(frozen=True)
+class CatalogIndex:
+    keys: SortedKeys
+    offsets: np.ndarray  # int64: the byte offset of each key's latest line
+    lines: np.ndarray  # int64: its line number
+    summary: dict[str, Any]  # as SessionStore.compute_summary gives it, at build time
+    identity: Identity
+
+
+def _crc32(path: Path, size: int) -> int:
+    crc = 0
+    with open(path, "rb") as handle:
+        while size > 0 and (block := handle.read(min(_CHUNK, size))):
+            crc = zlib.crc32(block, crc)
+            size -= len(block)
+    return crc
+
+
+def build(catalog: Path, summarize: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]) -> CatalogIndex:
+    """Fold the catalog as it is now (a damaged line raises, as readers do) and summarize its
+    latest entries (``summarize``, given them in catalog order); nothing is written."""
+    try:
+        stat = os.stat(catalog)
+    except FileNotFoundError:
+        identity = Identity(0, 0, 0, 0, None)
+        return CatalogIndex(SortedKeys(np.zeros(0, np.int64), np.zeros(0, "S1")), np.zeros(0, np.int64),
+                            np.zeros(0, np.int64), summarize(()), identity)
+    now = time.time_ns()
+    identity = Identity.of(stat)
+    with open(catalog, "rb") as handle:
+        with gc_paused():
+            latest = {line.entry["battle_id"]: (line.entry["index"], line.number, line.offset)  # type: ignore[index]
+                      for line in valid_lines(catalog_lines(catalog, handle, end=identity.size))}
+        by_line = sorted(latest.values(), key=lambda v: v[1])
+
+        def entries() -> Iterator[dict[str, Any]]:
+            for _, _, offset in by_line:
+                yield entry_at(catalog, handle, offset, identity.size)
+
+        summary = summarize(entries())
+    del by_line
+    order = sorted(latest.items(), key=lambda kv: (kv[1][0], kv[0]))
+    del latest
+    if now - identity.mtime_ns < RACY_NS:
+        identity = Identity(identity.dev, identity.ino, identity.size, identity.mtime_ns,
+                            _crc32(catalog, identity.size))
+    keys = SortedKeys(np.array([v[0] for _, v in order], np.int64),
+                      np.array([b.encode() for b, _ in order], dtype=f"S{max((len(b) for b, _ in order), default=1)}"))
+    return CatalogIndex(keys, np.array([v[2] for _, v in order], np.int64), np.array([v[1] for _, v in order], np.int64),
+                        summary, identity)
+
+
+def save(index: CatalogIndex, path: Path) -> None:
+    """Write ``index`` to ``path`` atomically (a reader sees the old index or the new one)."""
+    meta = {"version": INDEX_VERSION, "identity": index.identity.__dict__, "summary": index.summary}
+    buffer = io.BytesIO()
+    np.savez(buffer, meta=np.frombuffer(orjson.dumps(meta), np.uint8), index=index.keys._index,
+             battle_id=index.keys._battle_id, offset=index.offsets, line=index.lines)
+    atomic_write_chunks(path, [buffer.getvalue()])
+
+
+def load(path: Path, catalog: Path) -> CatalogIndex | None:
+    """The index at ``path`` if it still describes ``catalog`` (see the module docstring), else None."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = orjson.loads(data["meta"].tobytes())
+            if meta.get("version") != INDEX_VERSION:
+                return None
+            identity = Identity(**meta["identity"])
+            if not identity.same_file(Identity.of(os.stat(catalog))):
+                return None
+            if identity.crc32 is not None and _crc32(catalog, identity.size) != identity.crc32:
+                return None
+            keys = SortedKeys(data["index"], data["battle_id"])
+            offsets, lines, summary = data["offset"], data["line"], meta["summary"]
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
+        return None  # no index, no catalog, or a file this code did not write: fold the catalog instead
+    if not (len(keys) == len(offsets) == len(lines)) or not isinstance(summary, dict):
+        return None
+    return CatalogIndex(keys, offsets, lines, summary, identity)
+
+
+def position(index: CatalogIndex, battle_id: str) -> int | None:
+    """Where ``battle_id`` is among the index's keys (a vectorized scan: milliseconds at 10^6), or None."""
+    try:
+        wanted = np.bytes_(battle_id.encode("ascii"))
+    except UnicodeEncodeError:
+        return None  # the catalog's battle ids are ASCII
+    found = np.flatnonzero(index.keys._battle_id == wanted)
+    return int(found[0]) if len(found) else None
+
+
+@dataclass(frozen=True)
+class CatalogView:
+    """A catalog's battles as a reader pages them: ``keys`` (index, battle id) ascending, one per
+    battle, and ``entries(start, stop)``: battle id -> latest entry of the keys in that range."""
+
+    keys: Sequence[tuple[int, str]]
+    entries: Callable[[int, int], dict[str, dict[str, Any]]]
+    indexed: bool  # True: from the catalog index; False: the catalog was folded
+
+
+def indexed_view(index: CatalogIndex, catalog: Path) -> CatalogView:
+    """The view of a fresh index: each page reads its entries at their offsets (``entry_at``
+    refuses bytes that are not a valid line, as when the file changed under the offsets)."""
+
+    def entries(start: int, stop: int) -> dict[str, dict[str, Any]]:
+        with open(catalog, "rb") as handle:
+            return {index.keys[i][1]: entry_at(catalog, handle, int(index.offsets[i]), index.identity.size)
+                    for i in range(start, min(stop, len(index.keys)))}
+
+    return CatalogView(index.keys, entries, True)

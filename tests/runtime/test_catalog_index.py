@@ -1,0 +1,167 @@
+"""The catalog index (extrarlhf/runtime/catalog_index.py): written with the summary, used by
+readers only while it still describes the catalog (an append, a repair's new file, an edit, a
+same-size edit in the build's timestamp tick, a foreign file: the catalog is folded instead),
+and giving what the fold gives: the summary, the keys and the entries, page by page over MCP."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mcp import Client
+
+from extrarlhf.runtime import catalog_index
+from extrarlhf.runtime.series import run_series
+from extrarlhf.runtime.sessions import SessionStore
+from mcp_server import build_server
+from mcp_server.paging import paginate, paginate_sorted
+from tests.mcp_helpers import Checked
+
+SPECS = {"p1_model": "baseline:random", "opponent": "baseline:random"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def _without_time(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "updated_at"}
+
+
+def _folded(store: SessionStore, group: str) -> tuple[list, dict]:
+    """What readers get by folding the catalog (the index moved away)."""
+    index = store.index_path(group)
+    moved = index.with_name("moved-away")
+    index.rename(moved)
+    try:
+        view = store.catalog_view(group)
+        assert not view.indexed
+        return list(view.keys), view.entries(0, len(view.keys))
+    finally:
+        moved.rename(index)
+
+
+def test_a_series_writes_the_index_and_readers_get_what_the_fold_gives(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 12, **SPECS)
+    store = SessionStore(root)
+    assert store.index_path("g").is_file()
+    view = store.catalog_view("g")
+    assert view.indexed
+    keys, entries = _folded(store, "g")
+    assert list(view.keys) == keys and len(keys) == 12
+    assert view.entries(0, 12) == entries
+    assert view.entries(3, 5) == {b: entries[b] for _, b in keys[3:5]}
+    assert _without_time(store.compute_summary("g")) == _without_time(store.compute_summary("g", fresh=True))
+    assert store.compute_summary("g")["battles"] == 12
+
+
+def test_an_append_makes_the_index_stale_and_readers_fold_the_catalog(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 4, **SPECS)
+    store = SessionStore(root)
+    stale = store.index_path("g").read_bytes()
+    run_series(root, "g", 6, **SPECS)  # resumed: two more battles, a new index
+    store.index_path("g").write_bytes(stale)  # the index of four battles, as if the series had been killed
+    view = store.catalog_view("g")
+    assert not view.indexed and len(view.keys) == 6
+    assert store.compute_summary("g")["battles"] == 6
+
+
+def test_a_same_size_edit_in_the_build_tick_is_caught_by_the_crc(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 3, **SPECS)
+    store = SessionStore(root)
+    catalog = store.catalog_path("g")
+    built = store.read_catalog_index("g")
+    assert built is not None and built.identity.crc32 is not None  # built just after the catalog's last change
+    before = os.stat(catalog)
+    data = catalog.read_bytes()
+    assert b'"winner":1' in data or b'"winner":2' in data or b'"winner":0' in data
+    for old, new in ((b'"winner":1', b'"winner":2'), (b'"winner":2', b'"winner":0'), (b'"winner":0', b'"winner":1')):
+        if old in data:
+            edited = data.replace(old, new, 1)
+            break
+    with open(catalog, "r+b") as handle:  # in place: same inode, same size
+        handle.write(edited)
+    os.utime(catalog, ns=(before.st_atime_ns, before.st_mtime_ns))  # and the same time, as within one tick
+    assert store.read_catalog_index("g") is None
+    assert not store.catalog_view("g").indexed
+
+
+def test_an_index_built_long_after_the_catalog_changed_records_no_crc(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 2, **SPECS)
+    store = SessionStore(root)
+    catalog = store.catalog_path("g")
+    os.utime(catalog, ns=(0, 1_000_000_000))
+    store.write_summary("g")
+    built = store.read_catalog_index("g")
+    assert built is not None and built.identity.crc32 is None and built.identity.mtime_ns == 1_000_000_000
+
+
+@pytest.mark.parametrize("content", [b"", b"not an npz", b"PK\x03\x04 truncated"])
+def test_an_unreadable_index_is_ignored(tmp_path, content):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 3, **SPECS)
+    store = SessionStore(root)
+    store.index_path("g").write_bytes(content)
+    assert store.read_catalog_index("g") is None
+    assert len(store.catalog_view("g").keys) == 3 and store.compute_summary("g")["battles"] == 3
+
+
+def test_a_renamed_group_keeps_its_index_under_its_new_name(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "old", 3, **SPECS)
+    os.rename(root / "old", root / "new")  # same inodes: the index still describes the catalog
+    store = SessionStore(root)
+    assert store.catalog_view("new").indexed
+    assert store.compute_summary("new")["group"] == "new"
+
+
+def test_a_group_copied_elsewhere_folds_its_catalog(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 3, **SPECS)
+    shutil.copytree(root / "g", root / "h")  # another inode: the copied index does not describe it
+    store = SessionStore(root)
+    assert not store.catalog_view("h").indexed and len(store.catalog_view("h").keys) == 3
+
+
+def test_paginate_sorted_pages_like_paginate():
+    keys = catalog_index.SortedKeys(np.array([1, 2, 2, 5], np.int64), np.array([b"b1", b"b2a", b"b2b", b"b5"]))
+    plain = [(1, "b1"), (2, "b2a"), (2, "b2b"), (5, "b5")]
+    assert list(keys) == plain and keys[1:3] == plain[1:3]
+    cursor = None
+    for _ in range(2):
+        a = paginate(plain, tool="t", limit=2, cursor=cursor, key=lambda k: k, scope="s")
+        b = paginate_sorted(keys, tool="t", limit=2, cursor=cursor, scope="s")
+        assert (a.items, a.total, a.next_cursor) == (b.items, b.total, b.next_cursor)
+        cursor = a.next_cursor
+    assert cursor is None
+
+
+@pytest.mark.anyio
+async def test_inspect_session_pages_the_same_through_the_index_and_the_fold(tmp_path):
+    root = tmp_path / "sessions"
+    run_series(root, "g", 9, **SPECS)
+    store = SessionStore(root)
+
+    async def pages() -> list:
+        out, cursor = [], None
+        async with Client(build_server(root, tmp_path / "datasets", tmp_path / "checkpoints")) as client:
+            while True:
+                args = {"group": "g", "limit": 4, **({"cursor": cursor} if cursor else {})}
+                result = await Checked(client).ok("inspect_session", args)
+                out.append((result["catalog"], result["total"], _without_time(result["summary"])))
+                cursor = result["next_cursor"]
+                if cursor is None:
+                    return out
+
+    indexed = await pages()
+    store.index_path("g").unlink()
+    assert await pages() == indexed
+    assert [len(c) for c, _, _ in indexed] == [4, 4, 1]
