@@ -118,18 +118,21 @@ def _remove_leftovers(root: Path) -> None:
 
 
 def _group_plan(store: SessionStore, group: str, covered: dict) -> dict[str, Any]:
-    entries = store.read_catalog(group)
-    traced = [e for e in entries if e.get("files")]
+    battles = traced = 0
     holders: set[str] = set()
-    covered_ids = []
-    for e in traced:
+    covered_keys = []
+    for e in store.iter_latest(group):  # streamed: never every entry at once (a million-battle group)
+        battles += 1
+        if not e.get("files"):
+            continue
+        traced += 1
         held = covered.get((group, e["battle_id"]))
         if held and held[0] == tuple(e["files"][name] for name in DIGESTS):
-            covered_ids.append(e["battle_id"])
+            covered_keys.append((e["index"], e["battle_id"]))
             holders.update(held[1])
-    return {"group": group, "battles": len(entries), "traced": len(traced), "covered": len(covered_ids),
-            "covered_ids": covered_ids, "datasets": sorted(holders),
-            "unfinished": len(entries) - len(traced)}
+    return {"group": group, "battles": battles, "traced": traced, "covered": len(covered_keys),
+            "covered_ids": [b for _, b in sorted(covered_keys)], "datasets": sorted(holders),
+            "unfinished": battles - traced}
 
 
 def prune_traces(*, sessions_dir: str | os.PathLike[str] = "sessions",

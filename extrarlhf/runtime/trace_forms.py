@@ -42,7 +42,7 @@ def convert_group(sessions_dir: str | os.PathLike[str], group: str, *, compact: 
             raise NotFound(f"battle {battle!r} is not in group {group!r}; `extrarlhf sessions show {group} --battles` "
                            f"lists its battles")
         names = [battle]
-    final = {e["battle_id"] for e in store.read_catalog(group) if e.get("files")}
+    final = {e["battle_id"] for e in store.iter_latest(group) if e.get("files")}  # streamed, ids only
     convert = trace_files.compact_battle if compact else trace_files.expand_battle
     out: dict[str, Any] = {"group": group, "form": "compact" if compact else "plain", "battles": len(names),
                            "converted": 0, "unchanged": 0, "files": 0, "bytes_before": 0, "bytes_after": 0,
