@@ -130,7 +130,7 @@ class WorkerPeaks:
                         kids = handle.read().split()
                     for kid in kids:
                         with open(f"/proc/{kid}/cmdline", "rb") as handle:
-                            if b"extrarlhf.datasets.worker" not in handle.read():
+                            if b"extrarlhf.core.procpool_worker" not in handle.read():
                                 continue
                         hwm = _vm_kb(kid, "VmHWM")
                         if hwm is not None:

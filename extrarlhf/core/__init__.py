@@ -5,6 +5,7 @@
 - echo.py       what an error may repeat: the secret detector, redaction, the length caps
 - fileio.py     atomic writes, locks, fsync, temp files a crashed writer leaves
 - procs.py      processes (/proc facts) and worker pools that die with their parent
+- procpool.py   worker processes mapping a task function over chunks, in order (procpool_worker.py)
 - progress.py   the CLI's progress line;  console.py  a result as JSON, a share as a percentage
 - readiness.py  the readiness thresholds per training contour (``ReadinessPolicy``)
 - work_caps.py  what one call may ask for (search sims x battles)

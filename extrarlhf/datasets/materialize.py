@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import os
 from array import array
 from collections import Counter
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from ..runtime.sessions import Passes, SessionStore, read_meta
 from .manifest import write_manifest
 from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from .pointers import PointerStep
-from .pool import map_chunks
+from ..core.procpool import auto_workers, map_chunks
 from .publish import publish_version
 from .tables import Columns, StreamingTable
 from .validate import DecisionChecks, validate_dir
@@ -278,17 +277,7 @@ def _exclusion(status: str, degraded: Any, peeks: Any) -> str | None:
         return "omniscient_peek"
     return None
 TASK_BATTLES = 8          # battles per worker task
-PARALLEL_MIN_BATTLES = 64  # below this, worker start-up costs more than it saves
-
-
-def auto_workers(workers: int | None, battles: int) -> int:
-    """The number of worker processes (this one included) for ``battles`` battles, or the
-    checked number asked for."""
-    if workers is None:
-        workers = min(4, os.cpu_count() or 1) if battles >= PARALLEL_MIN_BATTLES else 1
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
-        raise InvalidArgument(f"workers must be an integer in 1..64, got {workers!r}")
-    return workers
+READ_CHUNK = "extrarlhf.datasets.tables:read_chunk"  # what a worker does with them
 
 
 def arena_think_times(battle_dir: Path) -> int:
@@ -362,7 +351,8 @@ def _materialize(snapshots: list[GroupSnapshot], name: str, store: SessionStore,
                       e.get("files"))
                      for snap in snapshots for e in snap.entries()
                      if _exclusion(e["status"], e.get("degraded"), e.get("omniscient_peeks") or 0) is None)
-            for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES):
+            for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES,
+                                                         READ_CHUNK):
                 for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
                     if state == "ok":
                         continue

@@ -45,6 +45,7 @@ What is checked:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -52,6 +53,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..core.errors import InvalidArgument, RLHFError
+from ..core.procpool import auto_workers
 
 __all__ = ["check_all", "add_parser"]
 
@@ -90,7 +92,7 @@ class _Report:
 
 
 # ---------------------------------------------------------------------------- sessions
-def _check_sessions(sessions_dir: Path, report: _Report) -> None:
+def _check_sessions(sessions_dir: Path, report: _Report, workers: int | None = 1) -> None:
     try:
         from ..runtime.sessions import check_sessions  # written alongside this module (issue 14)
     except ImportError:
@@ -102,7 +104,7 @@ def _check_sessions(sessions_dir: Path, report: _Report) -> None:
                                          "checked"})
         return
     # a list of problems: group, path, line, field, code, message, repairable, repaired (its docstring)
-    problems = list(check_sessions(sessions_dir, repair=report.repair))
+    problems = list(check_sessions(sessions_dir, repair=report.repair, workers=workers))
     report.checked["sessions"] = {"problems_found": len(problems)}
     known = {"severity", "code", "path", "file", "line", "field", "message", "repairable", "repaired", "area"}
     for item in problems:
@@ -284,19 +286,24 @@ def _check_checkpoints(checkpoints_dir: Path, report: _Report) -> None:
 # ---------------------------------------------------------------------------- all
 def check_all(sessions_dir: str | os.PathLike[str] | None = "sessions",
               datasets_dir: str | os.PathLike[str] | None = "datasets",
-              checkpoints_dir: str | os.PathLike[str] | None = "checkpoints", repair: bool = False) -> dict[str, Any]:
+              checkpoints_dir: str | os.PathLike[str] | None = "checkpoints", repair: bool = False,
+              workers: int | None = 1) -> dict[str, Any]:
     """Walk the three dirs and list every problem (see the module docstring); a dir given as
     None, or missing, is not walked (``roots`` says which were). Returns ``ok`` (no error left),
     ``problems`` (each ``area``, ``severity``, ``code``, ``path``, ``line``, ``field``,
     ``message``, ``repairable``), ``repaired`` (each ``area``, ``path``, ``action``; only with
     ``repair=True``), ``skipped`` (what could not be checked, with why), ``checked`` (counts)
-    and ``counts``. ``repair=False`` (the default) writes nothing."""
+    and ``counts``. ``repair=False`` (the default) writes nothing. ``workers``: the processes
+    (this one included) that hash a group's traces (None: up to 4 for 64 battles or more)."""
     if not isinstance(repair, bool):
         raise InvalidArgument(f"repair must be true or false, got {repair!r}")
+    if workers is not None:
+        auto_workers(workers, 0)  # refused before anything is read
     report = _Report(repair)
     roots: dict[str, str | None] = {}
     steps: tuple[tuple[str, Any, Callable[[Path, _Report], None]], ...] = (
-        ("sessions", sessions_dir, _check_sessions), ("datasets", datasets_dir, _check_datasets),
+        ("sessions", sessions_dir, functools.partial(_check_sessions, workers=workers)),
+        ("datasets", datasets_dir, _check_datasets),
         ("checkpoints", checkpoints_dir, _check_checkpoints))
     for area, root, step in steps:
         if root is None:
@@ -325,7 +332,8 @@ def _where(problem: dict[str, Any]) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    result = check_all(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, repair=args.repair)
+    result = check_all(args.sessions_dir, args.datasets_dir, args.checkpoints_dir, repair=args.repair,
+                       workers=args.workers)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
         return 0 if result["ok"] else 1
@@ -356,5 +364,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--repair", action="store_true",
                    help="also repair what is provably safe (crash leftovers of promotions and publications, "
                         "stale model cards set aside, the session repairs of check_sessions)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes (this one included) hashing a group's traces (default: up to 4 for a group of "
+                        "64 battles or more, else 1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_check)

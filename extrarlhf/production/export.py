@@ -43,7 +43,7 @@ from ..datasets.manifest import write_manifest
 from ..datasets.materialize import TASK_BATTLES, TableBuilder, auto_workers, short_readiness
 from ..datasets.paths import DatasetsDir, check_dataset_name, check_pointer_name, check_positive_int
 from ..datasets.pointers import PointerStep
-from ..datasets.pool import map_chunks
+from ..core.procpool import map_chunks
 from ..datasets.publish import publish_version
 from ..datasets.validate import DecisionChecks, validate_dir
 from .gate import ProductionAccess, open_gate

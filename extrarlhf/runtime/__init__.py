@@ -8,6 +8,7 @@ checkpoint name resolves through the registry, never through promotion or benchm
 - sessions.py   the on-disk session layout: writer, reader, reconcile/repair, check_sessions; names,
                 reserved names and confinement to the sessions dir
 - diagnosis.py  what a group's catalog and trace folders lack, streamed (check_sessions, reconcile, repair)
+- trace_check.py  the worker task of check's trace hashes (run on core/procpool.py's processes)
 - catalog_lines.py  a group catalog's lines: parsed and checked as a stream, folded to offsets
 - catalog_index.py  the catalog's fold and summary saved (catalog.index.npz), used while it describes the catalog
 - records.py    checks of catalog lines, manifests, summaries, group leases (field named on damage)

@@ -16,12 +16,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
 
+from adapters import work
+
 from ..core.errors import CorruptRecord, IntegrityError, PathOutsideSessionsDir, RLHFError, UnsupportedSchema
 from ..core.fileio import append_line_locked, atomic_write_chunks
+from ..core.procpool import auto_workers, map_chunks
 from . import trace_files
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .catalog_lines import SESSIONS_SCHEMA_VERSION, CatalogLine, catalog_lines, gc_paused, open_catalog, problem
 from .trace import utc_now
+
+TRACES_PER_TASK = 64  # traces a worker process checks per task
+CHECK_TRACES = "extrarlhf.runtime.trace_check:check_traces"  # the worker task (by name: no import)
 
 if TYPE_CHECKING:
     from .sessions import SessionStore
@@ -69,21 +75,22 @@ class Diagnosis:
 
 @contextlib.contextmanager
 def diagnose(store: SessionStore, group: str, *, settled: bool, folders: bool = True,
-              hashes: bool = False) -> Iterator[Diagnosis]:
+              hashes: bool = False, workers: int | None = 1) -> Iterator[Diagnosis]:
     """What is wrong with a group's catalog and its trace folders (nothing is changed); the
     catalog stays open for the diagnosis' passes until the ``with`` block ends.
 
     ``settled``: no append can be in progress (the caller holds the locks, or nobody
     writes), so an unterminated last line that does not parse is damage. ``folders``:
     look for trace folders without a final line (off while a series writes the group).
-    ``hashes``: check the trace files of final lines against their sha256."""
+    ``hashes``: check the trace files of final lines against their sha256, on ``workers``
+    processes counting this one (None: as many as materialize would use for the battles)."""
     path = store.catalog_path(group)
     handle = open_catalog(path)
     with handle or contextlib.nullcontext():
         diag = Diagnosis(path, handle)
         with gc_paused():
             orphans = _fold_catalog(store, group, diag, settled=settled, folders=folders)
-            _check_final_lines(store, group, diag, hashes)
+            _check_final_lines(store, group, diag, hashes, workers)
             _check_orphans(store, group, diag, orphans)
         if diag.blockers:
             for item in diag.problems:
@@ -128,43 +135,53 @@ def _fold_catalog(store: SessionStore, group: str, diag: Diagnosis, *, settled: 
             orphans.append(battle_id)
     return sorted(orphans)
 
-def _check_final_lines(store: SessionStore, group: str, diag: Diagnosis, hashes: bool) -> None:
+def _check_final_lines(store: SessionStore, group: str, diag: Diagnosis, hashes: bool,
+                       workers: int | None = 1) -> None:
     """Each battle's final line against its trace folder (there; with ``hashes``, its files'
-    sha256 and the line against the trace), in the order the battles first appear."""
+    sha256 and the line against the trace, in chunks on ``workers`` processes), in the order
+    the battles first appear."""
     def wanted(packed: int) -> bool:
         return bool(packed & _FINAL) and (hashes or not packed & _ON_DISK)
 
-    if not any(wanted(packed) for packed in diag.fold.values()):
+    n_wanted = sum(1 for packed in diag.fold.values() if wanted(packed))
+    if not n_wanted:
         return
     battles = store.battles_path(group)
-    found: list[tuple[int, list[dict[str, Any]]]] = []  # (first line of the battle, its problems)
-    for line in diag.lines():
-        entry = line.entry
-        if entry is None:
-            continue
-        battle_id = entry["battle_id"]
-        packed = diag.fold[battle_id]
-        if packed >> _LATEST_SHIFT & _LINE_MASK != line.number or not wanted(packed):
-            continue
-        problems: list[dict[str, Any]] = []
-        found.append((packed >> _FIRST_SHIFT, problems))
-        folder = battles / battle_id
-        if hashes:
-            try:
-                store.battle_dir(group, battle_id)
-            except PathOutsideSessionsDir as exc:
-                problems.append(problem(group, folder, None, None, exc.code, str(exc), False))
+    found: list[tuple[int, list[dict[str, Any]]]] = []  # (first line of the battle, its problems), problems only
+
+    def traces() -> Iterator[tuple]:
+        """The traces to check, as worker tasks; the other problems go to ``found`` as met."""
+        for line in diag.lines():
+            entry = line.entry
+            if entry is None:
                 continue
-        if not packed & _ON_DISK:
-            problems.append(problem(
-                group, folder, None, None, IntegrityError.code,
-                f"battle {battle_id} is {entry['status']} in {diag.path} but its trace folder {folder} is "
-                f"missing; restore it from a backup (datasets refuse the group until then)", False))
-        elif hashes:
-            _check_trace(store, group, battle_id, entry, diag.path, line.number, folder, problems)
+            battle_id = entry["battle_id"]
+            packed = diag.fold[battle_id]
+            if packed >> _LATEST_SHIFT & _LINE_MASK != line.number or not wanted(packed):
+                continue
+            first, folder = packed >> _FIRST_SHIFT, battles / battle_id
+            if hashes:
+                try:
+                    store.battle_dir(group, battle_id)
+                except PathOutsideSessionsDir as exc:
+                    found.append((first, [problem(group, folder, None, None, exc.code, str(exc), False)]))
+                    continue
+            if not packed & _ON_DISK:
+                found.append((first, [problem(
+                    group, folder, None, None, IntegrityError.code,
+                    f"battle {battle_id} is {entry['status']} in {diag.path} but its trace folder {folder} is "
+                    f"missing; restore it from a backup (datasets refuse the group until then)", False)]))
+            elif hashes:
+                yield first, str(store.root), group, battle_id, entry, str(diag.path), line.number, str(folder)
+
+    count = auto_workers(workers, n_wanted) if hashes else 1
+    for chunk, results in map_chunks(traces(), count, TRACES_PER_TASK, CHECK_TRACES):
+        work.check()  # a cancelled check stops between chunks (the pool's workers are stopped with it)
+        found += [(task[0], problems) for task, problems in zip(chunk, results) if problems]
     found.sort(key=lambda item: item[0])
     for _, problems in found:
         diag.problems += problems
+
 
 def _check_orphans(store: SessionStore, group: str, diag: Diagnosis, orphans: list[str]) -> None:
     """Trace folders without a final line: each one's line rebuilt from its intact trace
@@ -207,7 +224,7 @@ def _check_orphans(store: SessionStore, group: str, diag: Diagnosis, orphans: li
             f"battle {battle_id} has an intact trace ({outcome['status']}) but no valid final line in "
             f"{diag.path}; a repair rebuilds the line from the trace", True))
 
-def _check_trace(store: SessionStore, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
+def check_trace(store: SessionStore, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
                  folder: Path, problems: list[dict[str, Any]]) -> None:
     """A final line against its trace: each file's sha256, then every other field against
     the line rebuilt from the trace (report only: neither is repaired)."""

@@ -771,7 +771,7 @@ class SessionStore:
 
 
 def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *,
-                   hashes: bool = True) -> list[dict[str, Any]]:
+                   hashes: bool = True, workers: int | None = 1) -> list[dict[str, Any]]:
     """Check every group of a sessions dir; returns the list of problems found (empty: all good).
 
     Each problem is a dict::
@@ -805,7 +805,9 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
     ``summary.json`` is recomputed. Damaged manifests, traces and leases are
     never repaired. A group owned by a running series is checked without its in-flight
     writes (trace folders not yet catalogued, a line being appended) and not repaired
-    (``group_busy``). A sessions dir that does not exist has no problems.
+    (``group_busy``). A sessions dir that does not exist has no problems. ``workers``: the
+    processes (this one included) that check the trace files of a group (None: as materialize
+    chooses, e.g. up to 4 for 64 battles or more); the problems and their order do not depend on it.
     """
     from . import codenames  # codenames imports this module
 
@@ -823,11 +825,12 @@ def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *
     for child in sorted(root.iterdir(), key=lambda p: p.name):
         if child.name.startswith(".") or not is_name(child.name) or not child.is_dir():
             continue
-        problems += _check_group(store, child.name, repair, hashes)
+        problems += _check_group(store, child.name, repair, hashes, workers)
     return problems
 
 
-def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) -> list[dict[str, Any]]:
+def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool,
+                 workers: int | None) -> list[dict[str, Any]]:
     from . import diagnosis  # diagnosis imports this module
 
     try:
@@ -854,7 +857,8 @@ def _check_group(store: SessionStore, group: str, repair: bool, hashes: bool) ->
         found.append(problem(group, store.lease_path(group), None, getattr(exc, "field", None), exc.code, str(exc),
                              False))
     try:
-        with diagnosis.diagnose(store, group, settled=busy is None, folders=busy is None, hashes=hashes) as diag:
+        with diagnosis.diagnose(store, group, settled=busy is None, folders=busy is None, hashes=hashes,
+                                workers=workers) as diag:
             mismatches = (store.configuration_mismatches(group, configuration, diag.entries())
                           if configuration is not None and hashes else [])
     except RLHFError as exc:

@@ -16,6 +16,7 @@ import pytest
 
 import engine
 from extrarlhf.datasets import list_datasets, materialize_v5_dataset, validate_dataset
+from extrarlhf.datasets.materialize import READ_CHUNK
 from extrarlhf.datasets.tables import SCHEMAS
 from extrarlhf.runtime.sessions import SessionStore
 from tests.trace_helpers import read_trace, write_trace
@@ -181,19 +182,19 @@ def test_same_bytes_whatever_the_workers(tmp_path: Path) -> None:
 def test_the_worker_pool_yields_in_order_and_reports_a_dead_worker(local: bool) -> None:
     """Chunks come back in order whoever ran them; a worker process that dies (here: a task it
     cannot even unpack) fails the map with a clear error instead of hanging."""
-    from extrarlhf.datasets.pool import WorkerPool
+    from extrarlhf.core.procpool import WorkerPool
     from extrarlhf.datasets.tables import read_chunk
 
     store = SessionStore(shared_sessions())
     tasks = [(GREEDY, b.battle_id, b.entry["index"], str(b.path), b.entry["files"]) for b in store.battles(GREEDY)]
     chunks = [tasks[i:i + 2] for i in range(0, len(tasks), 2)]
-    with WorkerPool(2) as pool:
+    with WorkerPool(2, READ_CHUNK) as pool:
         got = list(pool.map(iter(chunks), local=read_chunk if local else None))
     assert [chunk for chunk, _ in got] == chunks
     assert all(outcomes == [("ok", None)] * len(chunk) for chunk, (outcomes, _) in got)
     assert [b["battles"].column("battle_id").to_pylist() for _, (_, b) in got] == [[t[1] for t in c] for c in chunks]
-    with pytest.raises(RuntimeError, match=r"dataset worker process \d+ died \(exit code"):
-        with WorkerPool(1) as pool:
+    with pytest.raises(RuntimeError, match=r"worker process \d+ \(extrarlhf.datasets.tables:read_chunk\) died \(exit code"):
+        with WorkerPool(1, READ_CHUNK) as pool:
             list(pool.map(iter([chunks[0], [("not a task",)], *chunks[1:]]), local=read_chunk if local else None))
 
 
@@ -358,7 +359,7 @@ def test_a_failing_chunk_iterator_is_raised_in_order_not_hung():
     the chunks before it (a database read dropping mid-export must not hang the map)."""
     import threading
 
-    from extrarlhf.datasets.pool import map_chunks
+    from extrarlhf.core.procpool import map_chunks
 
     def items():
         yield from range(24)

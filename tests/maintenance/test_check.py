@@ -355,3 +355,38 @@ def test_a_dataset_manifest_with_null_tables_is_a_clear_error_everywhere(tree: P
     assert problems[0]["path"] == str(manifest)
     assert expected in problems[0]["message"] and "restore it from a backup" in problems[0]["message"]
     assert _snapshot(tree) == before  # nothing trained, registered or written
+
+
+# ---------------------------------------------------------------------------- issue 50: check on worker processes
+def test_check_on_worker_processes_reports_what_one_process_does_in_the_same_order(tmp_path: Path) -> None:
+    """The trace hashes of a group can be spread over processes (``--workers``): the same
+    problems in the same order, whoever checked which chunk; a bad count is refused first."""
+    from extrarlhf.runtime import diagnosis
+    from extrarlhf.runtime.series import run_series
+    from extrarlhf.runtime.sessions import check_sessions
+    from tests.trace_helpers import read_trace, write_trace
+
+    sessions = tmp_path / "sessions"
+    run_series(sessions, "many", 14, p1_model="baseline:random", opponent="baseline:random", seed=3)
+    battles = sorted((sessions / "many" / "battles").iterdir())
+    write_trace(battles[2], "actions.jsonl", read_trace(battles[2], "actions.jsonl") + b"\n")  # another sha256
+    write_trace(battles[9], "turns.jsonl", b"")
+    shutil.rmtree(battles[12])  # a final line without its folder
+    before = _snapshot(tmp_path)
+    chunk = diagnosis.TRACES_PER_TASK
+    diagnosis.TRACES_PER_TASK = 2  # several chunks for each process
+    try:
+        alone = check_sessions(sessions, workers=1)
+        spread = [check_sessions(sessions, workers=n) for n in (2, 3)]
+    finally:
+        diagnosis.TRACES_PER_TASK = chunk
+    assert _snapshot(tmp_path) == before
+    assert [p["path"] for p in alone] == [str(battles[2] / "v5" / "actions.jsonl.zst"),
+                                          str(battles[9] / "v5" / "turns.jsonl.zst"), str(battles[12])]
+    assert all(found == alone for found in spread)
+    report = check_all(sessions, None, None, workers=2)
+    assert [p["path"] for p in report["problems"]] == [p["path"] for p in alone]
+    with pytest.raises(Exception) as info:
+        check_all(sessions, None, None, workers=0)
+    assert getattr(info.value, "code", None) == "invalid_argument" and "workers must be an integer in 1..64" in str(
+        info.value)

@@ -1,10 +1,10 @@
-"""A materialization worker process: ``python -m extrarlhf.datasets.worker``.
+"""A worker process: ``python -m extrarlhf.core.procpool_worker module:function``.
 
 Reads length-prefixed pickled task lists on stdin and answers each with the pickled result of
-its task function (``module:function``, the first argument; by default
-:func:`extrarlhf.datasets.tables.read_chunk`: outcomes and Arrow record batches) on stdout, in
+its task function (``module:function``, the first argument: e.g.
+:func:`extrarlhf.datasets.tables.read_chunk`, outcomes and Arrow record batches) on stdout, in
 order, until stdin closes (which also happens when the parent dies). Started by
-:class:`extrarlhf.datasets.pool.WorkerPool`; a plain subprocess rather
+:class:`extrarlhf.core.procpool.WorkerPool`; a plain subprocess rather
 than multiprocessing, so no ``__main__`` guard is needed in the caller's script and the
 parent (which holds pyarrow's threads) is never forked.
 """
@@ -17,7 +17,6 @@ import sys
 from typing import Any, BinaryIO
 
 _HEADER = struct.Struct("<Q")
-DEFAULT_TASK = "extrarlhf.datasets.tables:read_chunk"  # the task a worker runs unless told ("module:function")
 
 
 def send(stream: BinaryIO, obj: Any) -> None:
@@ -43,14 +42,14 @@ def main() -> int:
     import importlib
     import os
 
-    from ..core.procs import die_with
+    from .procs import die_with
 
     die_with(os.getppid())  # a parent killed mid-chunk: stop now, not after the chunk
-    module, _, name = (sys.argv[1] if len(sys.argv) > 1 else DEFAULT_TASK).partition(":")
+    module, _, name = sys.argv[1].partition(":")
     task = getattr(importlib.import_module(module), name)
 
-    # This process only parses traces into short-lived, acyclic records: the cyclic collector
-    # would only rescan them (about a fifth of the parsing time). Refcounting frees everything.
+    # The tasks parse traces into short-lived, acyclic records: the cyclic collector would only
+    # rescan them (about a fifth of the parsing time). Refcounting frees everything.
     gc.disable()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:

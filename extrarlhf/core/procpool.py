@@ -1,7 +1,8 @@
-"""The pool of materialization worker processes (``python -m extrarlhf.datasets.worker``).
+"""A pool of worker processes (``python -m extrarlhf.core.procpool_worker``) running one task
+function over chunks of items: materialize, the production export and ``check``'s trace hashes.
 
-Kept apart from worker.py so a worker process imports only the wire protocol, not threads,
-futures or subprocess handling.
+Kept apart from procpool_worker.py so a worker process imports only the wire protocol, not
+threads, futures or subprocess handling.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
-from .worker import DEFAULT_TASK, receive, send
+from .errors import InvalidArgument
+from .procpool_worker import receive, send
 
-__all__ = ["WorkerPool", "map_chunks"]
+__all__ = ["WorkerPool", "map_chunks", "auto_workers"]
+
+PARALLEL_MIN_BATTLES = 64  # below this, worker start-up costs more than it saves
 
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's buffer
@@ -48,15 +52,15 @@ class WorkerPool:
     for at most ``ahead`` chunks past the one the caller is to yield next.
     """
 
-    def __init__(self, n: int, depth: int = 2, ahead: int = 8, task: str = DEFAULT_TASK) -> None:
-        self.depth, self.ahead = depth, max(ahead, n * depth + 1)
+    def __init__(self, n: int, task: str, depth: int = 2, ahead: int = 8) -> None:
+        self.task, self.depth, self.ahead = task, depth, max(ahead, n * depth + 1)
         self.procs: list[subprocess.Popen] = []
         self.readers: list[threading.Thread] = []
         # one process per core already: BLAS thread pools would only cost start-up time
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         try:
             for _ in range(n):
-                proc = subprocess.Popen([sys.executable, "-m", "extrarlhf.datasets.worker", task],
+                proc = subprocess.Popen([sys.executable, "-m", "extrarlhf.core.procpool_worker", task],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 self.procs.append(proc)
                 _widen(proc.stdout)
@@ -94,7 +98,7 @@ class WorkerPool:
         def died(worker: int) -> None:
             """Under ``lock``: fail what the worker still owed."""
             alive[worker] = False
-            error = RuntimeError(f"dataset worker process {self.procs[worker].pid} died "
+            error = RuntimeError(f"worker process {self.procs[worker].pid} ({self.task}) died "
                                  f"(exit code {self.procs[worker].poll()})")
             while sent[worker]:
                 sent[worker].popleft().set_exception(error)
@@ -130,7 +134,7 @@ class WorkerPool:
         with lock:
             feed()
         for worker, proc in enumerate(self.procs):
-            reader = threading.Thread(target=read, args=(worker,), daemon=True, name=f"dataset-worker-{proc.pid}")
+            reader = threading.Thread(target=read, args=(worker,), daemon=True, name=f"worker-{proc.pid}")
             reader.start()
             self.readers.append(reader)
         while True:
@@ -143,7 +147,7 @@ class WorkerPool:
                         if "error" in state:
                             raise state["error"]
                         return
-                    raise RuntimeError("every dataset worker process died")  # nothing left to hand chunks to
+                    raise RuntimeError(f"every worker process ({self.task}) died")  # nothing left to hand chunks to
             if mine is not None:
                 mine[1].set_result(local(mine[0]))
                 continue
@@ -185,8 +189,7 @@ class WorkerPool:
         self.close(kill=exc_type is not None)
 
 
-def map_chunks(items: Iterator[Any], workers: int, chunk_size: int,
-               task: str = DEFAULT_TASK) -> Iterator[tuple[list, Any]]:
+def map_chunks(items: Iterator[Any], workers: int, chunk_size: int, task: str) -> Iterator[tuple[list, Any]]:
     """(chunk of items, ``task(chunk)``) in item order, on ``workers`` processes counting this
     one (``task`` is ``"module:function"``). Chunks have ``chunk_size`` items whatever the
     number of workers, so what the caller writes does not depend on it."""
@@ -197,5 +200,15 @@ def map_chunks(items: Iterator[Any], workers: int, chunk_size: int,
         for chunk in chunks:
             yield chunk, local(chunk)
         return
-    with WorkerPool(workers - 1, task=task) as pool:  # this process is the last worker
+    with WorkerPool(workers - 1, task) as pool:  # this process is the last worker
         yield from pool.map(chunks, local=local)
+
+
+def auto_workers(workers: int | None, battles: int) -> int:
+    """The number of worker processes (this one included) for ``battles`` battles, or the
+    checked number asked for."""
+    if workers is None:
+        workers = min(4, os.cpu_count() or 1) if battles >= PARALLEL_MIN_BATTLES else 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+        raise InvalidArgument(f"workers must be an integer in 1..64, got {workers!r}")
+    return workers
