@@ -13,7 +13,7 @@ wall seconds, CPU seconds (the process and its worker processes) and peak RSS:
 - ``resume_noop``: the same call again with nothing left to play (reconcile + catalog fold);
 - ``list_sessions``: the MCP tool's core (``list_groups``, each group's manifest and ``summary.json``);
 - ``inspect_session``: manifest, summary and the first catalog page (the MCP tool's core);
-- ``check``: ``check_sessions`` with every trace file's sha256 (``extrarlhf check``);
+- ``check``: ``check_sessions`` with every trace file's sha256, on up to 4 processes as ``extrarlhf check``;
 - ``check_catalog``: ``check_sessions(hashes=False)``: the catalog and the trace folders, not the files;
 - ``materialize``: ``materialize_v5_dataset`` of the whole group (default workers).
 
@@ -78,7 +78,8 @@ def _step(kind: str, sessions: str, datasets: str, n: int, workers: int, compact
         out.update(catalog_total=len(view.keys), indexed=view.indexed, page=len(view.entries(0, 10)))
         store.compute_summary(GROUP)
     elif kind in ("check", "check_catalog"):
-        out["problems"] = len(check_sessions(sessions, hashes=kind == "check"))
+        # as `extrarlhf check` runs it: the traces' hashes on up to 4 processes (workers=None)
+        out["problems"] = len(check_sessions(sessions, hashes=kind == "check", workers=None))
     elif kind == "materialize":
         from extrarlhf.datasets.materialize import materialize_v5_dataset
 
