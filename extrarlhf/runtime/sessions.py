@@ -705,6 +705,7 @@ class SessionStore:
                                             sample))
         by_line: dict[str, tuple[str, str, Any, Any]] = {}  # a line's mismatch wins over its trace's
         by_meta: dict[str, tuple[str, str, Any, Any]] = {}
+        battle_dir = self.battle_dirs(group)  # the sessions dir and the group folder resolved once
         position = -1
         for entry in entries:
             if entry["status"] not in FINAL_STATUSES:
@@ -718,7 +719,7 @@ class SessionStore:
             if battle_id in by_line or battle_id in by_meta or (picked is not None and position not in picked):
                 continue
             try:
-                meta = read_meta(self.battle_dir(group, battle_id))
+                meta = read_meta(battle_dir(battle_id))
             except (ValueError, OSError):  # RLHFError is a ValueError
                 continue
             mismatch = consistency.meta_mismatch(configuration, meta)
