@@ -22,15 +22,12 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP = "teach"
-CHILD_TIMEOUT_S = 1_800
 
 
 def _child(sessions: str) -> None:
@@ -45,13 +42,9 @@ def _child(sessions: str) -> None:
 
 
 def _run(tree: Path, pythonpath: str, sessions: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": pythonpath}
-    # -P: not this script's folder first on sys.path (benchmarks/engine.py would shadow the engine)
-    proc = subprocess.run([sys.executable, "-P", str(Path(__file__).resolve()), "--child", sessions], cwd=tree,
-                          env=env, text=True, capture_output=True, timeout=CHILD_TIMEOUT_S)
-    if proc.returncode:
-        raise SystemExit(f"materialize in {tree} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from benchmarks.reference import run_child  # the parent's only: a reference tree's child lacks it
+
+    return run_child(__file__, tree, pythonpath, [sessions], "materialize")
 
 
 def main() -> None:

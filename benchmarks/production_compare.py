@@ -20,15 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SALT = "benchmark-salt-Xq7Vd2kw9PzL0bMf4RtY8nJc6HsA1eGuT5oW"
-CHILD_TIMEOUT_S = 1_800
 
 
 def _child() -> None:
@@ -45,13 +42,9 @@ def _child() -> None:
 
 
 def _run(tree: Path, pythonpath: str, gate: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": pythonpath, "PRODUCTION_COMPARE_GATE": gate}
-    # -P: not this script's folder first on sys.path (benchmarks/engine.py would shadow the engine)
-    proc = subprocess.run([sys.executable, "-P", str(Path(__file__).resolve()), "--child"], cwd=tree, env=env, text=True,
-                          capture_output=True, timeout=CHILD_TIMEOUT_S)
-    if proc.returncode:
-        raise SystemExit(f"the export in {tree} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from benchmarks.reference import run_child  # the parent's only: a reference tree's child lacks it
+
+    return run_child(__file__, tree, pythonpath, [], "the export", {"PRODUCTION_COMPARE_GATE": gate})
 
 
 def main() -> None:
