@@ -130,7 +130,7 @@ improve: $(STAMP)
 		--finetune-minutes 15 --finetune-round-minutes 45 --ft-learners 6 --workdir improve-runs/$$(date -u +%Y%m%dT%H%M%SZ)
 
 bench: $(STAMP)
-	@for script in $$(ls benchmarks/*.py | grep -v __init__); do \
+	@for script in $$(ls benchmarks/*.py | grep -v '/_'); do \
 		name=$$(basename $$script .py); echo "== benchmarks.$$name"; $(PY) -m benchmarks.$$name || exit 1; done
 
 # The documentation site (docs/ + mkdocs.yml) into the ignored site/; strict: a broken link or

@@ -42,7 +42,7 @@ def _child(sessions: str) -> None:
 
 
 def _run(tree: Path, pythonpath: str, sessions: str) -> dict:
-    from benchmarks.reference import run_child  # the parent's only: a reference tree's child lacks it
+    from benchmarks._reference import run_child  # the parent's only: a reference tree's child lacks it
 
     return run_child(__file__, tree, pythonpath, [sessions], "materialize")
 

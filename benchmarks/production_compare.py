@@ -42,7 +42,7 @@ def _child() -> None:
 
 
 def _run(tree: Path, pythonpath: str, gate: str) -> dict:
-    from benchmarks.reference import run_child  # the parent's only: a reference tree's child lacks it
+    from benchmarks._reference import run_child  # the parent's only: a reference tree's child lacks it
 
     return run_child(__file__, tree, pythonpath, [], "the export", {"PRODUCTION_COMPARE_GATE": gate})
 
