@@ -156,8 +156,12 @@ def benchmark_command(pairs: int, seed: int) -> str:
 
 def _what(card: dict[str, Any]) -> str:
     model = card.get("model", {})
-    return (f"a {model.get('kind', 'v5')} network ({model.get('encoder', 'flat')} encoder, hidden "
-            f"{model.get('hidden')}) that plays from the observation alone, no search at play time")
+    members = model.get("members") or 1
+    shape = f"{model.get('encoder', 'flat')} encoder, hidden {model.get('hidden')}"
+    network = (f"a {model.get('kind', 'v5')} network ({shape})" if members == 1 else
+               f"an ensemble of {members} {model.get('kind', 'v5')} networks ({shape} each) packed into one "
+               f"graph, its logits the mean of theirs,")
+    return f"{network} that plays from the observation alone, no search at play time"
 
 
 def publish_champion(name: str, *, checkpoints_dir: str | os.PathLike[str], made_by: str,
