@@ -145,6 +145,7 @@ def test_publish_copies_a_checkpoint_and_records_a_benchmark_its_command_reprodu
     assert sorted(p.name for p in into.iterdir()) == sorted([MODEL_FILE, CARD_FILE, RECORD_FILE])
     assert shipped_record(into) == record and record["trained_as"] == "scripted"
     assert record["sha256"] == entry.sha256 == _sha(into / MODEL_FILE) and record["made_by"] == "make improve (tests)"
+    assert record["what"].startswith("a v5 network (flat encoder, hidden 0)")  # one network, not an ensemble
     card = json.loads((into / CARD_FILE).read_text())
     assert card["name"] == card["checkpoint"]["name"] == CHAMPION_NAME
     bench = record["benchmark"]
