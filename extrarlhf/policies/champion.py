@@ -156,11 +156,11 @@ def benchmark_command(pairs: int, seed: int) -> str:
 
 def _what(card: dict[str, Any]) -> str:
     model = card.get("model", {})
-    members = model.get("members") or 1
+    kind, members = model.get("kind", "v5"), model.get("members") or 1
     shape = f"{model.get('encoder', 'flat')} encoder, hidden {model.get('hidden')}"
-    network = (f"a {model.get('kind', 'v5')} network ({shape})" if members == 1 else
-               f"an ensemble of {members} {model.get('kind', 'v5')} networks ({shape} each) packed into one "
-               f"graph, its logits the mean of theirs,")
+    network = (f"a {kind} network ({shape})" if members == 1 else
+               f"an ensemble of {members} {kind} networks ({shape} each) packed into one graph, its logits the "
+               f"mean of theirs,")
     return f"{network} that plays from the observation alone, no search at play time"
 
 
