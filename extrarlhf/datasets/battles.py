@@ -7,6 +7,12 @@ layout, embedded states matching their recorded hashes, counts matching ``meta.r
 computes the action features of each legal set. Any problem raises :class:`Corrupt` with a
 message naming the file and the record.
 
+On the native backend the core reads the decision and turn lines into these columns in one call
+each (``engine_native.read_decisions`` / ``read_turns``, native/src/trace_reader.cc), with the same
+checks, where the files are as the trace writer writes them; for anything else it declines and
+the Python reader below decides (another JSON layout is read, a corrupt file is named). Both give
+the same columns (tests/datasets/test_trace_reader.py).
+
 Decision and turn lines are decoded with msgspec into typed structs that declare only the
 fields the tables take: the rest of a line (descriptions, events of a decision, the chosen
 action's details) is skipped without building Python objects, type errors come with the
@@ -20,13 +26,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import msgspec
 import orjson
 import pybase64
 
 import engine
+from engine import backend
 from engine.features import action_feature_parts
 
 from ..runtime import trace_files
@@ -149,38 +156,40 @@ def _state(state_json: bytes) -> engine.State:
     return engine.State.from_dict(orjson.loads(state_json))
 
 
-def _features(first_state: bytes, records: list[_Decision], legal: list[list[int]],
-              final_hash: str) -> tuple[list[bytes], bool]:
+def _features(columns: "_Columns", final_hash: str) -> tuple[list[bytes], bool] | None:
     """Features of every legal set as float32 pieces (joined: the rows in order): by replay from the
     first recorded state (checked against every recorded legal set and the final state hash; in
-    one call on the native core), else from each recorded state."""
-    state = _state(first_state)
+    one call on the native core), else from each recorded state (None where the columns came
+    without them: the caller reads the file again with the reference reader)."""
+    state = _state(columns.first)
     replay = getattr(getattr(state, "_core", None), "replay_features", None)
     if replay is not None:
-        data, seen, after = replay([r.action_id for r in records])
-        if seen == legal and after.state_hash() == final_hash:
+        data, seen, after = replay(columns.action_id)
+        if seen == columns.legal and after.state_hash() == final_hash:
             return [data], True
     else:
-        parts = _replayed(state, records, legal, final_hash)
+        parts = _replayed(state, columns.action_id, columns.legal, final_hash)
         if parts is not None:
             return parts, True
+    if columns.states is None:
+        return None
     parts = []
-    for r, ids in zip(records, legal):  # every state was verified against its hash by the caller
-        action_feature_parts(_state(_verified_state(r.state_before, r.state_hash_before)), ids, parts)
+    for state_json, ids in zip(columns.states, columns.legal):  # every state was verified against its hash
+        action_feature_parts(_state(state_json), ids, parts)
     return parts, False
 
 
-def _replayed(state: engine.State, records: list[_Decision], legal: list[list[int]],
+def _replayed(state: engine.State, action_ids: list[int], legal: list[list[int]],
               final_hash: str) -> list[bytes] | None:
     """The replay of :func:`_features` step by step (the Python engine); None where it departs
     from the trace."""
     parts: list[bytes] = []
     try:
-        for record, ids in zip(records, legal):
+        for action_id, ids in zip(action_ids, legal):
             if state.legal_actions() != ids:
                 return None
             action_feature_parts(state, ids, parts)
-            state.apply(record.action_id)
+            state.apply(action_id)
     except engine.EngineError:
         return None
     return parts if state.state_hash() == final_hash else None
@@ -207,30 +216,56 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
     return trace_rows(_read_trace(battle_dir, files), group, battle_id, index, str(battle_dir / "v5"), files)
 
 
-def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, where: str,
-               files: dict[str, str]) -> dict[str, Any]:
-    """The rows of one battle's trace files already read (``raw``: file name -> bytes, whose
-    sha256 digests are ``files``); ``where`` names the trace in messages."""
-    meta = _meta(raw["meta.jsonl"], where, battle_id)
-    result = meta["result"]
-    records = _lines(raw["actions.jsonl"], f"{where}/actions.jsonl", _DECISIONS)
-    turns = _lines(raw["turns.jsonl"], f"{where}/turns.jsonl", _TURNS)
-    n = len(records)
-    if n != result["decisions"] or not records:
-        raise Corrupt(f"{where}/actions.jsonl holds {n} decisions; meta records {result['decisions']}")
-    if len(turns) != result["turns"]:
-        raise Corrupt(f"{where}/turns.jsonl holds {len(turns)} turns; meta records {result['turns']}")
-    winner = result["winner"]
-    actors, deck_ids = meta["actors"], meta["deck_ids"]
+class _Columns(NamedTuple):
+    """One battle's decisions as columns, in the order ``engine_native.read_decisions`` returns them."""
 
+    turn: list[int]
+    player: list[int]
+    actor_type: list[str]
+    actor_spec: list[str | None]
+    actor_kind: list[str]
+    actor_weights_hash: list[str | None]
+    actor_codename: list[str | None]
+    state_hash_before: list[str]
+    obs: list[bytes | memoryview]  # one float32 vector a decision
+    legal: list[list[int]]
+    action_id: list[int]
+    action_index: list[int]
+    rationale: list[str | None]
+    probabilities: list[list[float] | None]
+    values: list[float | None]
+    policies: list[str | None]
+    first: bytes  # decision 0's verified state, where the replay starts
+    states: list[bytes] | None  # every decision's verified state (the reference reader only)
+
+
+def _native_reader(name: str) -> Any:
+    core = backend.native()
+    return getattr(core, name, None) if core is not None else None
+
+
+def _decision_columns(data: bytes, where: str, battle_id: str, decisions: Any, native: bool = True) -> _Columns:
+    """The decisions of ``actions.jsonl`` (``decisions``: their number in the meta), checked."""
+    read = _native_reader("read_decisions") if native else None
+    fast = read(data, battle_id, V5_SCHEMA_VERSION, engine.OBS_VERSION, OBS_BYTES) if read is not None else None
+    if fast is not None:
+        if len(fast[0]) != decisions:
+            raise Corrupt(f"{where}/actions.jsonl holds {len(fast[0])} decisions; meta records {decisions}")
+        view = memoryview(fast[8])  # one vector a decision, as the Python reader gives them (no copy)
+        obs = [view[i:i + OBS_BYTES] for i in range(0, len(view), OBS_BYTES)]
+        return _Columns(*fast[:8], obs, *fast[9:], None)
     where_actions = f"{where}/actions.jsonl"
+    records = _lines(data, where_actions, _DECISIONS)
+    n = len(records)
+    if n != decisions or not records:
+        raise Corrupt(f"{where_actions} holds {n} decisions; meta records {decisions}")
     legal = [[a.action_id for a in r.legal_actions] for r in records]
     positions: list[int] = []
     obs: list[bytes] = []
+    states: list[bytes] = []
     probabilities: list[Any] = []
     values: list[Any] = []
     policies: list[Any] = []
-    first = b""  # the first decision's verified state: the replay starts from it
     decode = pybase64.b64decode
     for i, (r, ids) in enumerate(zip(records, legal)):
         if r.decision_index != i or r.battle_id != battle_id or r.schema_version != V5_SCHEMA_VERSION:
@@ -257,46 +292,60 @@ def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, wh
         state = _verified_state(r.state_before, r.state_hash_before)
         if state is None:
             raise Corrupt(f"{where_actions} decision {i}: state_before does not match its recorded state_hash_before")
-        if i == 0:
-            first = state
-        if r.policy is None:
-            probabilities.append(None)
-            values.append(None)
-            policies.append(None)
-        else:
-            p, v, j = _policy(r.policy, len(ids))
-            probabilities.append(p)
-            values.append(v)
-            policies.append(j)
-    try:
-        features, verified = _features(first, records, legal, result["final_state_hash"])
-    except engine.EngineError as exc:
-        raise Corrupt(f"{where_actions}: a recorded state cannot be rebuilt ({exc})") from None
+        states.append(state)
+        p, v, j = _policy(r.policy, len(ids)) if r.policy is not None else (None, None, None)
+        probabilities.append(p)
+        values.append(v)
+        policies.append(j)
+    acting = [r.actor for r in records]
+    return _Columns([r.turn for r in records], [r.player for r in records], [a.type for a in acting],
+                    [a.spec for a in acting], [a.kind for a in acting], [a.weights_hash for a in acting],
+                    [a.codename for a in acting], [r.state_hash_before for r in records], obs, legal,
+                    [r.action_id for r in records], positions, [r.rationale for r in records], probabilities,
+                    values, policies, states[0], states)
 
-    players = [r.player for r in records]
+
+def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, where: str,
+               files: dict[str, str]) -> dict[str, Any]:
+    """The rows of one battle's trace files already read (``raw``: file name -> bytes, whose
+    sha256 digests are ``files``); ``where`` names the trace in messages."""
+    meta = _meta(raw["meta.jsonl"], where, battle_id)
+    result = meta["result"]
+    columns = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"])
+    turns = _turn_columns(raw["turns.jsonl"], result["turns"], columns.turn, group, battle_id, where)
+    try:
+        features = _features(columns, result["final_state_hash"])
+        if features is None:  # the core's replay departs from the trace: every recorded state is needed
+            columns = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"], native=False)
+            features = _features(columns, result["final_state_hash"])
+    except engine.EngineError as exc:
+        raise Corrupt(f"{where}/actions.jsonl: a recorded state cannot be rebuilt ({exc})") from None
+    features, verified = features
+    winner = result["winner"]
+    actors, deck_ids = meta["actors"], meta["deck_ids"]
+    n = len(columns.turn)
+    players = columns.player
     seat = {1: ("p1", "p2"), 2: ("p2", "p1")}
     opp = [actors[seat[p][1]] for p in players]
-    acting = [r.actor for r in records]
     dec = {
         "battle_id": [battle_id] * n, "group": [group] * n, "battle_index": [index] * n,
-        "decision_index": list(range(n)), "turn": [r.turn for r in records], "player": players,
-        "actor_type": [a.type for a in acting], "actor_spec": [a.spec for a in acting],
-        "actor_kind": [a.kind for a in acting], "actor_weights_hash": [a.weights_hash for a in acting],
-        "actor_codename": [a.codename for a in acting],
+        "decision_index": list(range(n)), "turn": columns.turn, "player": players,
+        "actor_type": columns.actor_type, "actor_spec": columns.actor_spec, "actor_kind": columns.actor_kind,
+        "actor_weights_hash": columns.actor_weights_hash, "actor_codename": columns.actor_codename,
         "opponent_type": [a["type"] for a in opp], "opponent_spec": [a.get("spec") for a in opp],
         "opponent_kind": [a["kind"] for a in opp], "opponent_weights_hash": [a.get("weights_hash") for a in opp],
         "battle_tag": [meta["battle_tag"]] * n,
         "own_deck_id": [deck_ids[seat[p][0]] for p in players],
         "opponent_deck_id": [deck_ids[seat[p][1]] for p in players],
-        "state_hash_before": [r.state_hash_before for r in records],
+        "state_hash_before": columns.state_hash_before,
         "obs_version": [engine.OBS_VERSION] * n,
-        "action_id": [r.action_id for r in records], "action_index": positions,
-        "rationale": [r.rationale for r in records],
-        "policy_value": values, "policy_json": policies, "winner": [winner] * n,
+        "action_id": columns.action_id, "action_index": columns.action_index,
+        "rationale": columns.rationale,
+        "policy_value": columns.values, "policy_json": columns.policies, "winner": [winner] * n,
         "outcome": [0 if winner == 0 else (1 if winner == p else -1) for p in players],
     }
-    return {"dec": dec, "obs": obs, "legal": legal, "features": features,
-            "probabilities": probabilities, "turns": _turn_columns(turns, dec["turn"], group, battle_id, where),
+    return {"dec": dec, "obs": columns.obs, "legal": columns.legal, "features": features,
+            "probabilities": columns.probabilities, "turns": turns,
             "battle": _battle_row(meta, group, battle_id, index, verified, files)}
 
 
@@ -330,30 +379,41 @@ def _compact(data: bytes) -> bytes:
     return data
 
 
-def _turn_columns(turns: list[_Turn], decision_turns: list[int], group: str, battle_id: str,
-                  where: str) -> dict[str, list]:
+def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: str, battle_id: str,
+                  where: str, native: bool = True) -> dict[str, list]:
+    """The rows of ``turns.jsonl`` (``expected``: their number in the meta), checked."""
     path = f"{where}/turns.jsonl"
-    starts: list[str] = []
-    ends: list[str] = []
-    for number, t in enumerate(turns, 1):
-        if t.schema_version != V5_SCHEMA_VERSION:
-            raise Corrupt(f"{path} line {number}: trace schema_version is not {V5_SCHEMA_VERSION}")
-        for raw, recorded, key, out in ((t.state_start, t.state_start_hash, "state_start", starts),
-                                        (t.state_end, t.state_end_hash, "state_end", ends)):
-            state = _verified_state(raw, recorded)
-            if state is None:
-                raise Corrupt(f"{path} line {number}: {key} does not match its recorded {key}_hash")
-            out.append(state.decode())
+    read = _native_reader("read_turns") if native else None
+    fast = read(data, V5_SCHEMA_VERSION) if read is not None else None
+    if fast is not None:
+        turn, active, events, start_hashes, end_hashes, events_json, starts, ends = fast
+    else:
+        turns = _lines(data, path, _TURNS)
+        if len(turns) != expected:
+            raise Corrupt(f"{path} holds {len(turns)} turns; meta records {expected}")
+        starts, ends = [], []
+        for number, t in enumerate(turns, 1):
+            if t.schema_version != V5_SCHEMA_VERSION:
+                raise Corrupt(f"{path} line {number}: trace schema_version is not {V5_SCHEMA_VERSION}")
+            for raw, recorded, key, out in ((t.state_start, t.state_start_hash, "state_start", starts),
+                                            (t.state_end, t.state_end_hash, "state_end", ends)):
+                state = _verified_state(raw, recorded)
+                if state is None:
+                    raise Corrupt(f"{path} line {number}: {key} does not match its recorded {key}_hash")
+                out.append(state.decode())
+        turn, active = [t.turn for t in turns], [t.active_player for t in turns]
+        events = [len(t.events) for t in turns]
+        start_hashes, end_hashes = [t.state_start_hash for t in turns], [t.state_end_hash for t in turns]
+        events_json = [_compact(b"[" + b",".join(t.events) + b"]") for t in turns]
+    m = len(turn)
+    if m != expected:
+        raise Corrupt(f"{path} holds {m} turns; meta records {expected}")
     per_turn = Counter(decision_turns)
-    m = len(turns)
     return {
-        "battle_id": [battle_id] * m, "group": [group] * m, "turn": [t.turn for t in turns],
-        "active_player": [t.active_player for t in turns],
-        "decisions": [per_turn.get(t.turn, 0) for t in turns], "events": [len(t.events) for t in turns],
-        "state_start_hash": [t.state_start_hash for t in turns],
-        "state_end_hash": [t.state_end_hash for t in turns],
-        "events_json": [_compact(b"[" + b",".join(t.events) + b"]") for t in turns],
-        "state_start_json": starts, "state_end_json": ends,
+        "battle_id": [battle_id] * m, "group": [group] * m, "turn": turn, "active_player": active,
+        "decisions": [per_turn.get(t, 0) for t in turn], "events": events,
+        "state_start_hash": start_hashes, "state_end_hash": end_hashes,
+        "events_json": events_json, "state_start_json": starts, "state_end_json": ends,
     }
 
 

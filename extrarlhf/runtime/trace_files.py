@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 from pathlib import Path
 
 import zstandard
@@ -62,6 +63,17 @@ def encode(files: dict[str, bytes], compact: bool) -> dict[str, bytes]:
             for name, data in files.items()}
 
 
+_local = threading.local()
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor (one context reused: a decompressor is not thread-safe)."""
+    d = getattr(_local, "decompressor", None)
+    if d is None:
+        d = _local.decompressor = zstandard.ZstdDecompressor()
+    return d
+
+
 def find(v5: Path, name: str) -> Path | None:
     """The stored file of logical trace file ``name`` in ``v5`` (the plain one when both exist:
     a conversion was interrupted after writing it), None when neither exists."""
@@ -81,6 +93,11 @@ def decode(path: Path, data: bytes) -> bytes:
         return data
     if not data:
         raise CompactFileError(f"{path} is empty: not a zstd frame (the file is damaged)")
+    try:  # the usual file, one frame that declares its size: one call, into one buffer of that size
+        if 0 <= zstandard.frame_content_size(data) <= MAX_PLAIN_BYTES:
+            return _decompressor().decompress(data, allow_extra_data=False)
+    except zstandard.ZstdError:
+        pass  # several frames, or damage: the loop below reads them, or says what is wrong
     out, rest, total = [], data, 0
     try:
         while rest:  # this project writes one frame; zstdcat reads concatenated ones, and so does this

@@ -25,6 +25,7 @@ namespace nb = nanobind;
 void BindPolicies(nb::module_& m);  // bind_policies.cc
 void BindBatch(nb::module_& m);  // bind_batch.cc: features and the batched API
 void BindViews(nb::module_& m);  // bind_views.cc: action lines and JSON, the snapshot
+void BindTraces(nb::module_& m);  // bind_traces.cc: the trace reader of materialize
 
 namespace {
 
@@ -653,4 +654,5 @@ NB_MODULE(_core, m) {
   BindPolicies(m);
   BindBatch(m);
   BindViews(m);
+  BindTraces(m);
 }

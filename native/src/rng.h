@@ -1,6 +1,7 @@
 // SplitMix64 and derive_seed exactly as engine/rng.py (the Python engine is the reference).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -39,8 +40,12 @@ struct SplitMix64 {
   }
 };
 
-// sha256 of `text`, as 32 raw bytes.
+// sha256 of `text`, as 32 raw bytes (SHA-NI where the CPU has it; ENGINE_NATIVE_NO_SHANI=1 forces
+// the portable code, for the differential tests).
 std::string Sha256(const std::string& text);
+void Sha256(const char* data, size_t size, unsigned char out[32]);
+// The 64 lowercase hex digits of sha256(data[0:size]), written to out (no terminator).
+void Sha256Hex(const char* data, size_t size, char out[64]);
 // sha256 of `text` as 64 lowercase hex digits.
 std::string Sha256Hex(const std::string& text);
 // derive_seed(seed, label): the first 8 bytes (big-endian) of sha256("arena-1:{seed}:{label}");
