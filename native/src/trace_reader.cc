@@ -370,7 +370,7 @@ bool Canonical(Cursor& c, int depth) {
     default: {
       std::string_view text;
       bool integer;
-      if (!Number(c, &text, &integer)) return false;
+      if ((*c.p != '-' && (*c.p < '0' || *c.p > '9')) || !Number(c, &text, &integer)) return false;  // no spaces
       if (integer) return text.size() <= 18 && text != "-0";
       double v;
       const auto r = std::from_chars(text.data(), text.data() + text.size(), v);

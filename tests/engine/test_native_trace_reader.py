@@ -174,6 +174,8 @@ NAMED_EDITS = {
     "observation_not_base64": (lambda l: l.replace(b'"data":"', b'"data":"*', 1), False),
     "observation_short": (lambda l: l.replace(b'"encoding":"base64","data":"', b'"encoding":"base64","data":"AAAA', 1),
                           False),
+    "space_inside_the_policy": (lambda l: l.replace(b'"visits":[', b'"visits":[ ', 1), False),
+    "space_before_a_policy_number": (lambda l: l.replace(b'"policy":{', b'"policy":{"t": 1,', 1), False),
     "float_not_as_orjson_writes_it": (lambda l: l.replace(b'"policy":{', b'"policy":{"t":1E5,', 1), False),
     "integer_turn_as_float": (lambda l: l.replace(b'"turn":', b'"turn":1.0,"x":', 1), False),
     "not_json": (lambda l: l[: len(l) // 2], False),
