@@ -175,6 +175,11 @@ bool Literal(Cursor& c, const char* word) {
   return true;
 }
 
+// true, false or null at c.p.
+bool Word(Cursor& c) {
+  return *c.p == 't' ? Literal(c, "true") : *c.p == 'f' ? Literal(c, "false") : Literal(c, "null");
+}
+
 bool Skip(Cursor& c, int depth);
 
 // An object's members, calling member(key, cursor) for each; keys with escapes are refused.
@@ -212,11 +217,9 @@ bool Skip(Cursor& c, int depth) {
         return c.Eat(']');
       }
     case 't':
-      return Literal(c, "true");
     case 'f':
-      return Literal(c, "false");
     case 'n':
-      return Literal(c, "null");
+      return Word(c);
     default: {
       std::string_view t;
       bool i;
@@ -362,11 +365,9 @@ bool Canonical(Cursor& c, int depth) {
         return *c.p++ == ']';
       }
     case 't':
-      return Literal(c, "true");
     case 'f':
-      return Literal(c, "false");
     case 'n':
-      return Literal(c, "null");
+      return Word(c);
     default: {
       std::string_view text;
       bool integer;
@@ -525,44 +526,24 @@ bool Decision(Cursor& c, const DecisionExpect& expect, DecisionColumns* out) {
   Text rationale;
   uint32_t seen = 0;
   const bool ok = Members(c, [&](std::string_view key, Cursor& cc) {
-    switch (key.size()) {
-      case 4:
-        if (key == "turn") return First(&seen, kTurn) && Int(cc, &turn);
-        break;
-      case 5:
-        if (key == "actor") return First(&seen, kActor) && Actor(cc, out);
-        break;
-      case 6:
-        if (key == "player") return First(&seen, kPlayer) && Int(cc, &player);
-        if (key == "policy") return First(&seen, kPolicy) && Raw(cc, &policy);
-        break;
-      case 9:
-        if (key == "battle_id") {
-          Text t;
-          if (!First(&seen, kBattle) || !Str(cc, &t, false)) return false;
-          battle = t.value;
-          return true;
-        }
-        if (key == "action_id") return First(&seen, kAction) && Int(cc, &action);
-        if (key == "rationale") return First(&seen, kRationale) && Str(cc, &rationale, true);
-        break;
-      case 11:
-        if (key == "observation") return First(&seen, kObservation) && Observation(cc, expect, out);
-        break;
-      case 12:
-        if (key == "state_before") return First(&seen, kState) && Raw(cc, &state);
-        break;
-      case 13:
-        if (key == "legal_actions") return First(&seen, kLegal) && Legal(cc, out);
-        break;
-      case 14:
-        if (key == "schema_version") return First(&seen, kSchema) && Int(cc, &schema);
-        if (key == "decision_index") return First(&seen, kIndex) && Int(cc, &index);
-        break;
-      case 17:
-        if (key == "state_hash_before") return First(&seen, kHash) && Hash(cc, &hash);
-        break;
+    if (key == "schema_version") return First(&seen, kSchema) && Int(cc, &schema);
+    if (key == "battle_id") {
+      Text t;
+      if (!First(&seen, kBattle) || !Str(cc, &t, false)) return false;
+      battle = t.value;
+      return true;
     }
+    if (key == "decision_index") return First(&seen, kIndex) && Int(cc, &index);
+    if (key == "turn") return First(&seen, kTurn) && Int(cc, &turn);
+    if (key == "player") return First(&seen, kPlayer) && Int(cc, &player);
+    if (key == "actor") return First(&seen, kActor) && Actor(cc, out);
+    if (key == "state_hash_before") return First(&seen, kHash) && Hash(cc, &hash);
+    if (key == "observation") return First(&seen, kObservation) && Observation(cc, expect, out);
+    if (key == "legal_actions") return First(&seen, kLegal) && Legal(cc, out);
+    if (key == "action_id") return First(&seen, kAction) && Int(cc, &action);
+    if (key == "policy") return First(&seen, kPolicy) && Raw(cc, &policy);
+    if (key == "rationale") return First(&seen, kRationale) && Str(cc, &rationale, true);
+    if (key == "state_before") return First(&seen, kState) && Raw(cc, &state);
     return Skip(cc, 2);
   });
   if (!ok || (seen & kRequired) != kRequired || schema != expect.schema_version || index != static_cast<int64_t>(i) ||
