@@ -11,7 +11,7 @@ On the native backend the core reads the decision and turn lines into these colu
 each (``engine_native.read_decisions`` / ``read_turns``, native/src/trace_reader.cc), with the same
 checks, where the files are as the trace writer writes them; for anything else it declines and
 the Python reader below decides (another JSON layout is read, a corrupt file is named). Both give
-the same columns (tests/datasets/test_trace_reader.py).
+the same columns (tests/engine/test_native_trace_reader.py).
 
 Decision and turn lines are decoded with msgspec into typed structs that declare only the
 fields the tables take: the rest of a line (descriptions, events of a decision, the chosen
