@@ -12,7 +12,6 @@ against orjson's (the policy JSON is taken as written only where orjson would wr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -20,7 +19,6 @@ import random
 import struct
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -30,6 +28,7 @@ from hypothesis import strategies as st
 
 import engine
 from extrarlhf.datasets import battles
+from extrarlhf.policies.champion import ensure_champion
 from extrarlhf.runtime import trace_files
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
@@ -37,7 +36,6 @@ from extrarlhf.runtime.sessions import SessionStore
 from tests.native_helpers import require_native
 
 engine_native = require_native()
-ROOT = Path(__file__).resolve().parents[2]
 OBS_BYTES = 4 * engine.OBS_DIM
 FUZZ = settings(deadline=None, max_examples=400, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])
@@ -53,8 +51,9 @@ def traces(tmp_path_factory) -> list[tuple[str, bytes, bytes]]:
     """(battle id, actions.jsonl, turns.jsonl) of a search teacher's, a network's and a person's battles."""
     root = tmp_path_factory.mktemp("reader")
     run_series(root, "teach", 2, p1_model="search:baseline:greedy?sims=4", opponent="baseline:greedy", seed=3)
-    run_series(root, "champ", 1, p1_model="champion", opponent="baseline:random", seed=4,
-               checkpoints_dir=ROOT / "checkpoints")
+    checkpoints = tmp_path_factory.mktemp("checkpoints")
+    ensure_champion(checkpoints)  # the shipped champion (a sets-encoder v5 network), as make setup registers it
+    run_series(root, "champ", 1, p1_model="champion", opponent="baseline:random", seed=4, checkpoints_dir=checkpoints)
     match = start_match(SessionStore(root), "people", "human", "baseline:greedy", seed=5)
     texts = ["I trade first", "café au lait", None, "plain"]
     k = 0
