@@ -239,6 +239,11 @@ class _Columns(NamedTuple):
     states: list[bytes] | None  # every decision's verified state (the reference reader only)
 
 
+def _check_count(path: str, what: str, n: int, expected: Any, empty_ok: bool = True) -> None:
+    if n != expected or not (n or empty_ok):
+        raise Corrupt(f"{path} holds {n} {what}; meta records {expected}")
+
+
 def _native_reader(name: str) -> Any:
     core = backend.native()
     return getattr(core, name, None) if core is not None else None
@@ -249,16 +254,13 @@ def _decision_columns(data: bytes, where: str, battle_id: str, decisions: Any, n
     read = _native_reader("read_decisions") if native else None
     fast = read(data, battle_id, V5_SCHEMA_VERSION, engine.OBS_VERSION, OBS_BYTES) if read is not None else None
     if fast is not None:
-        if len(fast[0]) != decisions:
-            raise Corrupt(f"{where}/actions.jsonl holds {len(fast[0])} decisions; meta records {decisions}")
+        _check_count(f"{where}/actions.jsonl", "decisions", len(fast[0]), decisions)
         view = memoryview(fast[8])  # one vector a decision, as the Python reader gives them (no copy)
         obs = [view[i:i + OBS_BYTES] for i in range(0, len(view), OBS_BYTES)]
         return _Columns(*fast[:8], obs, *fast[9:], None)
     where_actions = f"{where}/actions.jsonl"
     records = _lines(data, where_actions, _DECISIONS)
-    n = len(records)
-    if n != decisions or not records:
-        raise Corrupt(f"{where_actions} holds {n} decisions; meta records {decisions}")
+    _check_count(where_actions, "decisions", len(records), decisions, empty_ok=False)
     legal = [[a.action_id for a in r.legal_actions] for r in records]
     positions: list[int] = []
     obs: list[bytes] = []
@@ -387,10 +389,10 @@ def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: 
     fast = read(data, V5_SCHEMA_VERSION) if read is not None else None
     if fast is not None:
         turn, active, events, start_hashes, end_hashes, events_json, starts, ends = fast
+        _check_count(path, "turns", len(turn), expected)
     else:
         turns = _lines(data, path, _TURNS)
-        if len(turns) != expected:
-            raise Corrupt(f"{path} holds {len(turns)} turns; meta records {expected}")
+        _check_count(path, "turns", len(turns), expected)  # before the per-turn checks
         starts, ends = [], []
         for number, t in enumerate(turns, 1):
             if t.schema_version != V5_SCHEMA_VERSION:
@@ -406,8 +408,6 @@ def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: 
         start_hashes, end_hashes = [t.state_start_hash for t in turns], [t.state_end_hash for t in turns]
         events_json = [_compact(b"[" + b",".join(t.events) + b"]") for t in turns]
     m = len(turn)
-    if m != expected:
-        raise Corrupt(f"{path} holds {m} turns; meta records {expected}")
     per_turn = Counter(decision_turns)
     return {
         "battle_id": [battle_id] * m, "group": [group] * m, "turn": turn, "active_player": active,

@@ -109,7 +109,7 @@ def decode(path: Path, data: bytes) -> bytes:
             if total > MAX_PLAIN_BYTES:  # refused before anything is allocated
                 raise CompactFileError(f"{path} decompresses to more than {MAX_PLAIN_BYTES >> 20} MiB: not a trace "
                                        f"file")
-            frame = zstandard.ZstdDecompressor().decompressobj()
+            frame = _decompressor().decompressobj()
             out.append(frame.decompress(rest))
             if not frame.eof:
                 raise CompactFileError(f"{path} is truncated: its last zstd frame is incomplete (the file is "

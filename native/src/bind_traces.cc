@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rng.h"
 #include "trace_reader.h"
@@ -35,8 +36,9 @@ nb::list List(const std::vector<T>& values, F&& convert) {
 
 nb::object Nullable(const Text& t) { return t.null ? nb::none() : nb::object(Str(t.value)); }
 
-nb::list Ints(const auto& values) {
-  return List(values, [](auto v) { return nb::int_(static_cast<long>(v)); });
+template <typename T>
+nb::list Ints(const std::vector<T>& values) {
+  return List(values, [](T v) { return nb::int_(static_cast<long>(v)); });
 }
 
 nb::object Decisions(nb::handle data_obj, const std::string& battle_id, int64_t schema_version, int64_t obs_version,
