@@ -10,8 +10,10 @@ message naming the file and the record.
 On the native backend the core reads the decision and turn lines into these columns in one call
 each (``engine_native.read_decisions`` / ``read_turns``, native/src/trace_reader.cc), with the same
 checks, where the files are as the trace writer writes them; for anything else it declines and
-the Python reader below decides (another JSON layout is read, a corrupt file is named). Both give
-the same columns (tests/engine/test_native_trace_reader.py).
+the Python reader below decides (another JSON layout is read, a corrupt file is named). The core
+gives each column as the buffers of an Arrow array (:class:`Packed`: no Python object per row),
+the Python reader as a list; tables.battle_batches makes the same Arrow arrays of either
+(tests/engine/test_native_trace_reader.py).
 
 Decision and turn lines are decoded with msgspec into typed structs that declare only the
 fields the tables take: the rest of a line (descriptions, events of a decision, the chosen
@@ -24,7 +26,9 @@ faster than ``binascii`` on these 2.5 kB strings).
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections import Counter
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
@@ -42,11 +46,29 @@ from ..runtime.trace import V5_SCHEMA_VERSION
 OBS_BYTES = 4 * engine.OBS_DIM
 TRACE_FILES = trace_files.TRACE_FILES
 
-__all__ = ["Corrupt", "battle_rows", "trace_rows", "read_battles"]
+__all__ = ["Corrupt", "Packed", "battle_rows", "trace_rows", "read_battles"]
 
 
 class Corrupt(Exception):
     """A trace that cannot be trusted; the message says which file and record, and why."""
+
+
+class Packed(NamedTuple):
+    """One battle's column as the buffers of an Arrow array, as the core's reader gives it:
+    ``length`` values, ``null_count`` of them null (``validity``: Arrow's bitmap, None when none
+    is), ``offsets`` (int32, ``length + 1``, for strings and lists; else None) and ``values``
+    (the values, or a list's child values, in native byte order)."""
+
+    length: int
+    null_count: int
+    validity: bytes | None
+    offsets: bytes | None
+    values: bytes
+
+
+def _values(column: Packed, code: str) -> list[int]:
+    """A packed fixed-width column's values as Python ints (``code``: the array module's type code)."""
+    return memoryview(column.values).cast(code).tolist()
 
 
 # gc=False: these records hold no reference cycles, so the cyclic collector need not track them
@@ -156,27 +178,32 @@ def _state(state_json: bytes) -> engine.State:
     return engine.State.from_dict(orjson.loads(state_json))
 
 
-def _features(columns: "_Columns", final_hash: str) -> tuple[list[bytes], bool] | None:
+def _features(decisions: "_Decisions", final_hash: str) -> tuple[list[bytes], bool] | None:
     """Features of every legal set as float32 pieces (joined: the rows in order): by replay from the
     first recorded state (checked against every recorded legal set and the final state hash; in
     one call on the native core), else from each recorded state (None where the columns came
     without them: the caller reads the file again with the reference reader)."""
-    state = _state(columns.first)
+    state = _state(decisions.first)
     replay = getattr(getattr(state, "_core", None), "replay_features", None)
     if replay is not None:
-        data, seen, after = replay(columns.action_id)
-        if seen == columns.legal and after.state_hash() == final_hash:
+        data, offsets, ids, after = replay(decisions.action_id)
+        if (offsets, ids) == decisions.legal and after.state_hash() == final_hash:
             return [data], True
     else:
-        parts = _replayed(state, columns.action_id, columns.legal, final_hash)
+        parts = _replayed(state, decisions.action_id, _legal_lists(decisions.legal), final_hash)
         if parts is not None:
             return parts, True
-    if columns.states is None:
+    if decisions.states is None:
         return None
     parts = []
-    for state_json, ids in zip(columns.states, columns.legal):  # every state was verified against its hash
+    for state_json, ids in zip(decisions.states, _legal_lists(decisions.legal)):  # every state was verified
         action_feature_parts(_state(state_json), ids, parts)
     return parts, False
+
+
+def _legal_lists(legal: tuple[bytes, bytes]) -> list[list[int]]:
+    offsets, ids = memoryview(legal[0]).cast("i"), memoryview(legal[1]).cast("h").tolist()
+    return [ids[offsets[k]:offsets[k + 1]] for k in range(len(offsets) - 1)]
 
 
 def _replayed(state: engine.State, action_ids: list[int], legal: list[list[int]],
@@ -216,25 +243,16 @@ def battle_rows(group: str, battle_id: str, index: int, battle_dir: str | Path,
     return trace_rows(_read_trace(battle_dir, files), group, battle_id, index, str(battle_dir / "v5"), files)
 
 
-class _Columns(NamedTuple):
-    """One battle's decisions as columns, in the order ``engine_native.read_decisions`` returns them."""
+class _Decisions(NamedTuple):
+    """One battle's decisions: ``columns``, the decisions table's columns the trace holds by name
+    (lists, or :class:`Packed` from the core), and what the rest of the reading needs."""
 
+    columns: dict[str, Any]
     turn: list[int]
     player: list[int]
-    actor_type: list[str]
-    actor_spec: list[str | None]
-    actor_kind: list[str]
-    actor_weights_hash: list[str | None]
-    actor_codename: list[str | None]
-    state_hash_before: list[str]
-    obs: list[bytes | memoryview]  # one float32 vector a decision
-    legal: list[list[int]]
     action_id: list[int]
-    action_index: list[int]
-    rationale: list[str | None]
-    probabilities: list[list[float] | None]
-    values: list[float | None]
-    policies: list[str | None]
+    legal: tuple[bytes, bytes]  # every decision's legal ids: int32 offsets (n + 1) into int16 ids
+    obs: list[bytes]  # the float32 observations in pieces (joined: one vector a decision, in order)
     first: bytes  # decision 0's verified state, where the replay starts
     states: list[bytes] | None  # every decision's verified state (the reference reader only)
 
@@ -249,15 +267,32 @@ def _native_reader(name: str) -> Any:
     return getattr(core, name, None) if core is not None else None
 
 
-def _decision_columns(data: bytes, where: str, battle_id: str, decisions: Any, native: bool = True) -> _Columns:
+def _legal_buffers(legal: list[list[int]], where: str) -> tuple[bytes, bytes]:
+    try:
+        return (array("i", [0, *accumulate(map(len, legal))]).tobytes(),
+                array("h", chain.from_iterable(legal)).tobytes())
+    except OverflowError:
+        bad = next(ids for ids in legal if any(not -32768 <= a <= 32767 for a in ids))
+        raise Corrupt(f"{where}: legal actions {bad} are not action ids") from None
+
+
+def _packed_decisions(fast: tuple[dict[str, tuple], bytes, bytes]) -> _Decisions:
+    """The decisions as ``engine_native.read_decisions`` gives them (columns, observations, first state)."""
+    packed, obs, first = fast
+    columns = {name: Packed(*column) for name, column in packed.items()}
+    legal = columns.pop("legal_action_ids")
+    return _Decisions(columns, _values(columns["turn"], "h"), _values(columns["player"], "b"),
+                      _values(columns["action_id"], "h"), (legal.offsets, legal.values), [obs], first, None)
+
+
+def _decision_columns(data: bytes, where: str, battle_id: str, decisions: Any, native: bool = True) -> _Decisions:
     """The decisions of ``actions.jsonl`` (``decisions``: their number in the meta), checked."""
     read = _native_reader("read_decisions") if native else None
     fast = read(data, battle_id, V5_SCHEMA_VERSION, engine.OBS_VERSION, OBS_BYTES) if read is not None else None
     if fast is not None:
-        _check_count(f"{where}/actions.jsonl", "decisions", len(fast[0]), decisions)
-        view = memoryview(fast[8])  # one vector a decision, as the Python reader gives them (no copy)
-        obs = [view[i:i + OBS_BYTES] for i in range(0, len(view), OBS_BYTES)]
-        return _Columns(*fast[:8], obs, *fast[9:], None)
+        out = _packed_decisions(fast)
+        _check_count(f"{where}/actions.jsonl", "decisions", len(out.turn), decisions)
+        return out
     where_actions = f"{where}/actions.jsonl"
     records = _lines(data, where_actions, _DECISIONS)
     _check_count(where_actions, "decisions", len(records), decisions, empty_ok=False)
@@ -300,11 +335,15 @@ def _decision_columns(data: bytes, where: str, battle_id: str, decisions: Any, n
         values.append(v)
         policies.append(j)
     acting = [r.actor for r in records]
-    return _Columns([r.turn for r in records], [r.player for r in records], [a.type for a in acting],
-                    [a.spec for a in acting], [a.kind for a in acting], [a.weights_hash for a in acting],
-                    [a.codename for a in acting], [r.state_hash_before for r in records], obs, legal,
-                    [r.action_id for r in records], positions, [r.rationale for r in records], probabilities,
-                    values, policies, states[0], states)
+    turn, player, action_id = [r.turn for r in records], [r.player for r in records], [r.action_id for r in records]
+    columns = {
+        "turn": turn, "player": player, "actor_type": [a.type for a in acting], "actor_spec": [a.spec for a in acting],
+        "actor_kind": [a.kind for a in acting], "actor_weights_hash": [a.weights_hash for a in acting],
+        "actor_codename": [a.codename for a in acting], "state_hash_before": [r.state_hash_before for r in records],
+        "action_id": action_id, "action_index": positions, "rationale": [r.rationale for r in records],
+        "policy_probabilities": probabilities, "policy_value": values, "policy_json": policies,
+    }
+    return _Decisions(columns, turn, player, action_id, _legal_buffers(legal, where_actions), obs, states[0], states)
 
 
 def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, where: str,
@@ -313,41 +352,35 @@ def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, wh
     sha256 digests are ``files``); ``where`` names the trace in messages."""
     meta = _meta(raw["meta.jsonl"], where, battle_id)
     result = meta["result"]
-    columns = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"])
-    turns = _turn_columns(raw["turns.jsonl"], result["turns"], columns.turn, group, battle_id, where)
+    decisions = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"])
+    turns = _turn_columns(raw["turns.jsonl"], result["turns"], decisions.turn, group, battle_id, where)
     try:
-        features = _features(columns, result["final_state_hash"])
+        features = _features(decisions, result["final_state_hash"])
         if features is None:  # the core's replay departs from the trace: every recorded state is needed
-            columns = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"], native=False)
-            features = _features(columns, result["final_state_hash"])
+            decisions = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"], native=False)
+            features = _features(decisions, result["final_state_hash"])
     except engine.EngineError as exc:
         raise Corrupt(f"{where}/actions.jsonl: a recorded state cannot be rebuilt ({exc})") from None
     features, verified = features
     winner = result["winner"]
     actors, deck_ids = meta["actors"], meta["deck_ids"]
-    n = len(columns.turn)
-    players = columns.player
+    n = len(decisions.turn)
+    players = decisions.player
     seat = {1: ("p1", "p2"), 2: ("p2", "p1")}
     opp = [actors[seat[p][1]] for p in players]
     dec = {
+        **decisions.columns,
         "battle_id": [battle_id] * n, "group": [group] * n, "battle_index": [index] * n,
-        "decision_index": list(range(n)), "turn": columns.turn, "player": players,
-        "actor_type": columns.actor_type, "actor_spec": columns.actor_spec, "actor_kind": columns.actor_kind,
-        "actor_weights_hash": columns.actor_weights_hash, "actor_codename": columns.actor_codename,
+        "decision_index": list(range(n)),
         "opponent_type": [a["type"] for a in opp], "opponent_spec": [a.get("spec") for a in opp],
         "opponent_kind": [a["kind"] for a in opp], "opponent_weights_hash": [a.get("weights_hash") for a in opp],
         "battle_tag": [meta["battle_tag"]] * n,
         "own_deck_id": [deck_ids[seat[p][0]] for p in players],
         "opponent_deck_id": [deck_ids[seat[p][1]] for p in players],
-        "state_hash_before": columns.state_hash_before,
-        "obs_version": [engine.OBS_VERSION] * n,
-        "action_id": columns.action_id, "action_index": columns.action_index,
-        "rationale": columns.rationale,
-        "policy_value": columns.values, "policy_json": columns.policies, "winner": [winner] * n,
+        "obs_version": [engine.OBS_VERSION] * n, "winner": [winner] * n,
         "outcome": [0 if winner == 0 else (1 if winner == p else -1) for p in players],
     }
-    return {"dec": dec, "obs": columns.obs, "legal": columns.legal, "features": features,
-            "probabilities": columns.probabilities, "turns": turns,
+    return {"dec": dec, "obs": decisions.obs, "legal": decisions.legal, "features": features, "turns": turns,
             "battle": _battle_row(meta, group, battle_id, index, verified, files)}
 
 
@@ -388,7 +421,8 @@ def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: 
     read = _native_reader("read_turns") if native else None
     fast = read(data, V5_SCHEMA_VERSION) if read is not None else None
     if fast is not None:
-        turn, active, events, start_hashes, end_hashes, events_json, starts, ends = fast
+        columns: dict[str, Any] = {name: Packed(*column) for name, column in fast.items()}
+        turn = _values(columns["turn"], "h")
         _check_count(path, "turns", len(turn), expected)
     else:
         turns = _lines(data, path, _TURNS)
@@ -403,18 +437,17 @@ def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: 
                 if state is None:
                     raise Corrupt(f"{path} line {number}: {key} does not match its recorded {key}_hash")
                 out.append(state.decode())
-        turn, active = [t.turn for t in turns], [t.active_player for t in turns]
-        events = [len(t.events) for t in turns]
-        start_hashes, end_hashes = [t.state_start_hash for t in turns], [t.state_end_hash for t in turns]
-        events_json = [_compact(b"[" + b",".join(t.events) + b"]") for t in turns]
+        turn = [t.turn for t in turns]
+        columns = {
+            "turn": turn, "active_player": [t.active_player for t in turns], "events": [len(t.events) for t in turns],
+            "state_start_hash": [t.state_start_hash for t in turns], "state_end_hash": [t.state_end_hash for t in turns],
+            "events_json": [_compact(b"[" + b",".join(t.events) + b"]") for t in turns],
+            "state_start_json": starts, "state_end_json": ends,
+        }
     m = len(turn)
     per_turn = Counter(decision_turns)
-    return {
-        "battle_id": [battle_id] * m, "group": [group] * m, "turn": turn, "active_player": active,
-        "decisions": [per_turn.get(t, 0) for t in turn], "events": events,
-        "state_start_hash": start_hashes, "state_end_hash": end_hashes,
-        "events_json": events_json, "state_start_json": starts, "state_end_json": ends,
-    }
+    return {**columns, "battle_id": [battle_id] * m, "group": [group] * m,
+            "decisions": [per_turn.get(t, 0) for t in turn]}
 
 
 def _battle_row(meta: dict[str, Any], group: str, battle_id: str, index: int, verified: bool,

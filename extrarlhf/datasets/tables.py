@@ -18,7 +18,7 @@ import hashlib
 import os
 import threading
 import weakref
-from itertools import accumulate, chain
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import engine
 from adapters import work
 
 from ..core.errors import InvalidArgument
+from .battles import Packed, read_battles
 
 DATASET_SCHEMA_VERSION = 2
 FORMAT_CHANGES = {
@@ -559,33 +560,60 @@ def float32_array(data: bytes) -> pa.Array:
     return pa.Array.from_buffers(pa.float32(), len(data) // 4, [None, pa.py_buffer(data)])
 
 
+def _unpacked(column: Packed, typ: pa.DataType) -> pa.Array:
+    """The Arrow array over a column's buffers as the core's reader gives them (no copy)."""
+    validity = None if column.validity is None else pa.py_buffer(column.validity)
+    values = pa.py_buffer(column.values)
+    if pa.types.is_list(typ):
+        item = typ.value_type
+        child = pa.Array.from_buffers(item, len(column.values) // item.byte_width, [None, values])
+        return pa.Array.from_buffers(typ, column.length, [validity, pa.py_buffer(column.offsets)],
+                                     null_count=column.null_count, children=[child])
+    offsets = [] if column.offsets is None else [pa.py_buffer(column.offsets)]
+    return pa.Array.from_buffers(typ, column.length, [validity, *offsets, values], null_count=column.null_count)
+
+
+def _column(pieces: list[Any], typ: pa.DataType) -> pa.Array:
+    """One column of some battles: each battle's piece a list of values or a :class:`Packed`."""
+    if not any(isinstance(piece, Packed) for piece in pieces):
+        return pa.array(list(chain.from_iterable(pieces)), typ)
+    arrays = [_unpacked(p, typ) if isinstance(p, Packed) else pa.array(p, typ) for p in pieces]
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
+def _legal(battles: list[dict[str, Any]]) -> tuple[pa.Array, pa.Array]:
+    """The battles' legal sets as one list column's int32 offsets and int16 ids."""
+    parts, base = [], 0
+    for b in battles:
+        offsets = np.frombuffer(b["legal"][0], np.int32)
+        parts.append(offsets[:-1] + base)
+        base += int(offsets[-1])
+    parts.append(np.array([base], np.int32))
+    ids = b"".join(b["legal"][1] for b in battles)
+    return pa.array(np.concatenate(parts)), pa.Array.from_buffers(pa.int16(), base, [None, pa.py_buffer(ids)])
+
+
 def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     """The ``decisions``, ``turns`` and ``battles`` record batches of some battles' rows
     (as built by battles.battle_rows), in order."""
     out: dict[str, pa.RecordBatch] = {}
-    legal = list(chain.from_iterable(b["legal"] for b in battles))
-    offsets = [0, *accumulate(map(len, legal))]
-    legal_ids = list(chain.from_iterable(legal))
-    offsets_array = pa.array(offsets, pa.int32())
+    offsets, legal_ids = _legal(battles)
     arrays = []
     for f in SCHEMAS["decisions"]:
         if f.name == "observation":
             flat = float32_array(b"".join(chain.from_iterable(b["obs"] for b in battles)))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, type=OBS))
         elif f.name == "legal_action_ids":
-            arrays.append(pa.ListArray.from_arrays(offsets_array, pa.array(legal_ids, pa.int16()), type=f.type))
+            arrays.append(pa.ListArray.from_arrays(offsets, legal_ids, type=f.type))
         elif f.name == "legal_action_features":
             flat = float32_array(b"".join(chain.from_iterable(b["features"] for b in battles)))
             inner = pa.FixedSizeListArray.from_arrays(flat, type=ACTION_FEATURES)
-            arrays.append(pa.ListArray.from_arrays(offsets_array, inner, type=f.type))
-        elif f.name == "policy_probabilities":
-            arrays.append(pa.array(list(chain.from_iterable(b["probabilities"] for b in battles)), f.type))
+            arrays.append(pa.ListArray.from_arrays(offsets, inner, type=f.type))
         else:
-            arrays.append(pa.array(list(chain.from_iterable(b["dec"][f.name] for b in battles)), f.type))
+            arrays.append(_column([b["dec"][f.name] for b in battles], f.type))
     out["decisions"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["decisions"])
     out["turns"] = pa.RecordBatch.from_arrays(
-        [pa.array(list(chain.from_iterable(b["turns"][f.name] for b in battles)), f.type) for f in SCHEMAS["turns"]],
-        schema=SCHEMAS["turns"])
+        [_column([b["turns"][f.name] for b in battles], f.type) for f in SCHEMAS["turns"]], schema=SCHEMAS["turns"])
     out["battles"] = pa.RecordBatch.from_arrays(
         [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
         schema=SCHEMAS["battles"])
@@ -594,8 +622,6 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
 
 def read_chunk(tasks: list[tuple]) -> tuple[list[tuple[str, str | None]], dict[str, pa.RecordBatch]]:
     """A chunk of battles read and turned into record batches (in a worker or in-process)."""
-    from .battles import read_battles
-
     outcomes, rows = read_battles(tasks)
     return outcomes, battle_batches(rows)
 

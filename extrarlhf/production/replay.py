@@ -194,25 +194,15 @@ def replay_record(record: BattleRecord) -> tuple[dict[str, Any] | None, tuple[st
     return rows, None
 
 
-def _metronome(record: BattleRecord, rows: dict[str, Any], out: dict[str, list]) -> None:
-    """One Metronome row per human decision with an observed think time."""
-    dec = rows["dec"]
-    for i, (seq, _turn, player, _action, ms) in enumerate(record.actions):
+def _metronome(record: BattleRecord, first_row: int, out: dict[str, list]) -> None:
+    """The Metronome labels of one battle (its decisions from ``first_row`` of the decisions
+    batch): one per human decision with an observed think time."""
+    for i, (_seq, _turn, player, _action, ms) in enumerate(record.actions):
         if ms is None or record.kinds[player - 1] != "human":
             continue
-        out["battle_id"].append(record.key)
-        out["decision_index"].append(i)
-        out["turn"].append(dec["turn"][i])
-        out["player"].append(player)
+        out["row"].append(first_row + i)
         out["player_pseudonym"].append(record.players[player - 1])
         out["opponent_kind"].append(record.kinds[2 - player])
-        out["own_deck_id"].append(dec["own_deck_id"][i])
-        out["opponent_deck_id"].append(dec["opponent_deck_id"][i])
-        out["obs_version"].append(engine.OBS_VERSION)
-        out["observation"].append(rows["obs"][i])
-        out["legal_action_ids"].append(rows["legal"][i])
-        out["action_id"].append(dec["action_id"][i])
-        out["action_index"].append(dec["action_index"][i])
         out["decision_ms"].append(ms)
 
 
@@ -240,24 +230,23 @@ def replay_chunk(records: list[BattleRecord]) -> tuple[list[tuple[str, str] | No
     batches ``decisions``, ``turns``, ``battles`` and ``metronome`` of the included ones."""
     import pyarrow as pa
 
-    from ..datasets.tables import OBS, SCHEMAS, battle_batches, float32_array
+    from ..datasets.tables import SCHEMAS, battle_batches
 
     outcomes: list[tuple[str, str] | None] = []
     included: list[dict[str, Any]] = []
-    metronome: dict[str, list] = {name: [] for name in SCHEMAS["metronome"].names}
+    labels: dict[str, list] = {"row": [], "player_pseudonym": [], "opponent_kind": [], "decision_ms": []}
+    first_row = 0
     for record in records:
         rows, excluded = replay_record(record)
         outcomes.append(excluded)
         if rows is not None:
             included.append(rows)
-            _metronome(record, rows, metronome)
+            _metronome(record, first_row, labels)
+            first_row += len(rows["dec"]["decision_index"])
     batches = battle_batches(included)
-    arrays = []
-    for f in SCHEMAS["metronome"]:
-        if f.name == "observation":
-            flat = float32_array(b"".join(metronome["observation"]))
-            arrays.append(pa.FixedSizeListArray.from_arrays(flat, type=OBS))
-        else:
-            arrays.append(pa.array(metronome[f.name], f.type))
+    decisions = batches["decisions"]
+    rows_taken = pa.array(labels["row"], pa.int64())
+    arrays = [pa.array(labels[f.name], f.type) if f.name in labels else decisions.column(f.name).take(rows_taken)
+              for f in SCHEMAS["metronome"]]
     batches["metronome"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["metronome"])
     return outcomes, batches

@@ -90,8 +90,9 @@ Array<float> ActionFeaturesArray(NativeState& self, nb::handle action_ids) {
 
 // datasets.battles._features: a recorded battle replayed from this state (left unchanged) with
 // every step's legal set and its action features, in one call: (features: bytes of float32 rows,
-// ACTION_FEATURE_DIM values each, every step's legal actions in order; legal: a list of each
-// step's legal ids; the state after the last action applied). The replay stops before the
+// ACTION_FEATURE_DIM values each, every step's legal actions in order; the legal ids of every
+// step as int32 offsets (steps + 1) into int16 ids, the columns the trace reader gives; the
+// state after the last action applied). The replay stops before the
 // first action that is not legal there (or not an action id at all): the caller compares how
 // far it got, and the legal sets, with what the trace records.
 nb::tuple ReplayFeatures(const NativeState& self, nb::handle actions) {
@@ -100,9 +101,8 @@ nb::tuple ReplayFeatures(const NativeState& self, nb::handle actions) {
   work.last_events.clear();
   const Py_ssize_t n = PyList_GET_SIZE(actions.ptr());
   std::vector<float> features;
-  PyObject* legal = PyList_New(0);
-  if (legal == nullptr) throw nb::python_error();
-  nb::list legal_list = nb::steal<nb::list>(legal);
+  std::vector<int32_t> offsets{0};
+  std::vector<int16_t> legal;
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* item = PyList_GET_ITEM(actions.ptr(), k);
     if (!PyLong_CheckExact(item)) break;  // what is not a plain int is not a recorded action id
@@ -111,10 +111,8 @@ nb::tuple ReplayFeatures(const NativeState& self, nb::handle actions) {
     if (overflow != 0 || a < 0 || a >= arena::kActionSpaceSize) break;
     const arena::ActionList& ids = work.Legal();
     if (std::find(ids.ids.begin(), ids.ids.begin() + ids.size, static_cast<int>(a)) == ids.ids.begin() + ids.size) break;
-    PyObject* ids_list = PyList_New(ids.size);
-    if (ids_list == nullptr) throw nb::python_error();
-    for (int i = 0; i < ids.size; ++i) PyList_SET_ITEM(ids_list, i, PyLong_FromLong(ids.ids[i]));
-    legal_list.append(nb::steal(ids_list));
+    legal.insert(legal.end(), ids.ids.begin(), ids.ids.begin() + ids.size);
+    offsets.push_back(static_cast<int32_t>(legal.size()));
     const size_t at = features.size();
     features.resize(at + static_cast<size_t>(ids.size) * arena::kActionFeatureDim);
     for (int i = 0; i < ids.size; ++i) {
@@ -124,8 +122,10 @@ nb::tuple ReplayFeatures(const NativeState& self, nb::handle actions) {
     work.legal_valid = false;
     ++work.version;
   }
-  nb::bytes data(reinterpret_cast<const char*>(features.data()), features.size() * sizeof(float));
-  return nb::make_tuple(data, legal_list, nb::cast(std::move(work)));
+  const auto bytes = [](const auto& v) {
+    return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  return nb::make_tuple(bytes(features), bytes(offsets), bytes(legal), nb::cast(std::move(work)));
 }
 
 // adapters.onnx_models.build_inputs for engine_native.State objects: one pass, no per-state
@@ -310,9 +310,9 @@ void BindBatch(nb::module_& m) {
   state_type.attr("replay_features") = nb::cpp_function(
       [](const NativeState& self, nb::handle actions) { return ReplayFeatures(self, actions); },
       nb::is_method(), nb::scope(state_type), nb::name("replay_features"), nb::arg("actions"),
-      "(features bytes, legal ids per step, state after): a recorded battle replayed from this state (left "
-      "unchanged), every step's legal actions' features as float32 rows; stops before the first action that "
-      "is not legal.");
+      "(features bytes, legal offsets bytes, legal ids bytes, state after): a recorded battle replayed from "
+      "this state (left unchanged), every step's legal actions' features as float32 rows and its legal ids (int16, "
+      "step k's at int32 offsets k..k+1); stops before the first action that is not legal.");
 
   m.def("_model_inputs", [](nb::handle states) { return ModelInputs(states); }, nb::arg("states"),
         "The feed of a v5 model for native states, each seen by its player to move: (obs float32 [n, OBS_DIM], "

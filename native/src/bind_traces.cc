@@ -1,8 +1,11 @@
-// engine_native._core bindings of the trace reader (trace_reader.h): columns as the Python lists
-// datasets/battles.py builds, or None where the fast path does not take the file. No reading here.
+// engine_native._core bindings of the trace reader (trace_reader.h): each column as the buffers
+// of an Arrow array (datasets/tables.py wraps them without a Python object per row), or None
+// where the fast path does not take the file. No reading here.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,61 +26,112 @@ nb::bytes Data(nb::handle data) {
 
 std::string_view View(const nb::bytes& b) { return std::string_view(b.c_str(), b.size()); }
 
-nb::str Str(std::string_view s) { return nb::str(s.data(), s.size()); }
-
-nb::bytes Bytes(std::string_view s) { return nb::bytes(s.data(), s.size()); }
-
-template <typename T, typename F>
-nb::list List(const std::vector<T>& values, F&& convert) {
-  nb::list out;
-  for (const T& v : values) out.append(convert(v));
-  return out;
+template <typename T>
+nb::bytes Buffer(const std::vector<T>& values) {
+  return nb::bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
 }
 
-nb::object Nullable(const Text& t) { return t.null ? nb::none() : nb::object(Str(t.value)); }
+// An Arrow validity bitmap (bit i of byte i / 8, least significant first) and its nulls.
+struct Validity {
+  std::string bits;
+  size_t nulls = 0;
+
+  void Add(size_t i, bool present) {
+    if (i % 8 == 0) bits.push_back(0);
+    if (present) {
+      bits.back() = static_cast<char>(bits.back() | (1 << (i % 8)));
+    } else {
+      ++nulls;
+    }
+  }
+  nb::object Bitmap() const { return nulls ? nb::object(nb::bytes(bits.data(), bits.size())) : nb::none(); }
+};
+
+// A column as the buffers of an Arrow array: (length, null count, validity bitmap or None,
+// int32 offsets or None, values), what datasets.battles.Packed holds.
+nb::tuple Column(size_t n, const Validity* valid, nb::object offsets, nb::object values) {
+  return nb::make_tuple(n, valid ? valid->nulls : 0, valid ? valid->Bitmap() : nb::none(), offsets, values);
+}
 
 template <typename T>
-nb::list Ints(const std::vector<T>& values) {
-  return List(values, [](T v) { return nb::int_(static_cast<long>(v)); });
+nb::tuple Fixed(const std::vector<T>& values) { return Column(values.size(), nullptr, nb::none(), Buffer(values)); }
+
+// A string column from get(i) -> Text (null where .null).
+template <typename Get>
+nb::tuple Strings(size_t n, Get&& get) {
+  std::vector<int32_t> offsets(n + 1, 0);
+  std::string data;
+  Validity valid;
+  for (size_t i = 0; i < n; ++i) {
+    const Text t = get(i);
+    valid.Add(i, !t.null);
+    if (!t.null) data.append(t.value);
+    offsets[i + 1] = static_cast<int32_t>(data.size());
+  }
+  return Column(n, &valid, Buffer(offsets), nb::bytes(data.data(), data.size()));
 }
+
+nb::tuple Strings(const std::vector<Text>& values) {
+  return Strings(values.size(), [&](size_t i) { return values[i]; });
+}
+
+nb::tuple Strings(const std::vector<std::string_view>& values) {
+  return Strings(values.size(), [&](size_t i) { return Text{values[i], false}; });
+}
+
+// float32 values as Arrow (and numpy) convert a Python float: the nearest float32.
+std::vector<float> Float32(const std::vector<double>& values) { return std::vector<float>(values.begin(), values.end()); }
+
+// Offsets and lengths are int32 in the columns: a larger file is left to the reference reader.
+bool Fits(const nb::bytes& data) { return data.size() <= static_cast<size_t>(INT32_MAX); }
 
 nb::object Decisions(nb::handle data_obj, const std::string& battle_id, int64_t schema_version, int64_t obs_version,
                      size_t obs_bytes) {
   const nb::bytes data = Data(data_obj);
   arena::traces::DecisionColumns c;
   const arena::traces::DecisionExpect expect{battle_id, schema_version, obs_version, obs_bytes};
-  if (!arena::traces::ReadDecisions(View(data), expect, &c)) return nb::none();
-  nb::list legal, probabilities, values;
-  for (size_t i = 0; i < c.count; ++i) {
-    nb::list ids;
-    for (int32_t k = c.legal_offsets[i]; k < c.legal_offsets[i + 1]; ++k) ids.append(nb::int_(c.legal_ids[k]));
-    legal.append(ids);
-    if (c.has_probabilities[i]) {
-      nb::list p;
-      for (int32_t k = c.probability_offsets[i]; k < c.probability_offsets[i + 1]; ++k) {
-        p.append(nb::float_(c.probabilities[k]));
-      }
-      probabilities.append(p);
-    } else {
-      probabilities.append(nb::none());
-    }
-    values.append(c.has_value[i] ? nb::object(nb::float_(c.value[i])) : nb::none());
+  if (!Fits(data) || !arena::traces::ReadDecisions(View(data), expect, &c)) return nb::none();
+  const size_t n = c.count;
+  Validity has_probabilities, has_value;
+  for (size_t i = 0; i < n; ++i) {
+    has_probabilities.Add(i, c.has_probabilities[i] != 0);
+    has_value.Add(i, c.has_value[i] != 0);
   }
-  return nb::make_tuple(
-      Ints(c.turn), Ints(c.player), List(c.actor_type, Str), List(c.actor_spec, Nullable), List(c.actor_kind, Str),
-      List(c.actor_weights_hash, Nullable), List(c.actor_codename, Nullable), List(c.state_hash, Str),
-      nb::bytes(c.observations.data(), c.observations.size()), legal, Ints(c.action_id), Ints(c.action_index),
-      List(c.rationale, Nullable), probabilities, values, List(c.policy_json, Nullable),
-      nb::bytes(c.first_state.data(), c.first_state.size()));
+  nb::dict columns;
+  columns["turn"] = Fixed(c.turn);
+  columns["player"] = Fixed(c.player);
+  columns["actor_type"] = Strings(c.actor_type);
+  columns["actor_spec"] = Strings(c.actor_spec);
+  columns["actor_kind"] = Strings(c.actor_kind);
+  columns["actor_weights_hash"] = Strings(c.actor_weights_hash);
+  columns["actor_codename"] = Strings(c.actor_codename);
+  columns["state_hash_before"] = Strings(c.state_hash);
+  columns["legal_action_ids"] = Column(n, nullptr, Buffer(c.legal_offsets), Buffer(c.legal_ids));
+  columns["action_id"] = Fixed(c.action_id);
+  columns["action_index"] = Fixed(c.action_index);
+  columns["rationale"] = Strings(c.rationale);
+  columns["policy_probabilities"] =
+      Column(n, &has_probabilities, Buffer(c.probability_offsets), Buffer(Float32(c.probabilities)));
+  columns["policy_value"] = Column(n, &has_value, nb::none(), Buffer(Float32(c.value)));
+  columns["policy_json"] = Strings(c.policy_json);
+  return nb::make_tuple(columns, nb::bytes(c.observations.data(), c.observations.size()),
+                        nb::bytes(c.first_state.data(), c.first_state.size()));
 }
 
 nb::object Turns(nb::handle data_obj, int64_t schema_version) {
   const nb::bytes data = Data(data_obj);
   arena::traces::TurnColumns c;
-  if (!arena::traces::ReadTurns(View(data), schema_version, &c)) return nb::none();
-  return nb::make_tuple(Ints(c.turn), Ints(c.active_player), Ints(c.events), List(c.start_hash, Str),
-                        List(c.end_hash, Str), List(c.events_json, Bytes), List(c.state_start, Str),
-                        List(c.state_end, Str));
+  if (!Fits(data) || !arena::traces::ReadTurns(View(data), schema_version, &c)) return nb::none();
+  nb::dict columns;
+  columns["turn"] = Fixed(c.turn);
+  columns["active_player"] = Fixed(c.active_player);
+  columns["events"] = Fixed(c.events);
+  columns["state_start_hash"] = Strings(c.start_hash);
+  columns["state_end_hash"] = Strings(c.end_hash);
+  columns["events_json"] = Strings(c.events_json);
+  columns["state_start_json"] = Strings(c.state_start);
+  columns["state_end_json"] = Strings(c.state_end);
+  return columns;
 }
 
 }  // namespace
@@ -85,13 +139,15 @@ nb::object Turns(nb::handle data_obj, int64_t schema_version) {
 void BindTraces(nb::module_& m) {
   m.def("read_decisions", &Decisions, nb::arg("data"), nb::arg("battle_id"), nb::arg("schema_version"),
         nb::arg("obs_version"), nb::arg("obs_bytes"),
-        "The columns of a trace's actions.jsonl as datasets.battles reads them: (turn, player, actor_type, "
-        "actor_spec, actor_kind, actor_weights_hash, actor_codename, state_hash_before, observations bytes, "
-        "legal ids per decision, action_id, action_index, rationale, probabilities, policy value, policy JSON, "
-        "first state bytes); None where the file is not as the writer writes it (the reference reader decides).");
+        "The decisions of a trace's actions.jsonl as datasets.battles reads them: (columns, observations bytes, "
+        "first state bytes), columns a dict of the decisions table's columns the trace holds (turn, player, actor_*, "
+        "state_hash_before, legal_action_ids, action_id, action_index, rationale, policy_*), each as the buffers of an "
+        "Arrow array (length, null count, validity bitmap or None, int32 offsets or None, values); None where the "
+        "file is not as the writer writes it (the reference reader decides).");
   m.def("read_turns", &Turns, nb::arg("data"), nb::arg("schema_version"),
-        "The columns of a trace's turns.jsonl: (turn, active_player, events count, state_start_hash, "
-        "state_end_hash, events JSON bytes, state_start JSON, state_end JSON); None where the reference reader decides.");
+        "The turns of a trace's turns.jsonl: a dict of the turns table's columns the trace holds (turn, "
+        "active_player, events count, state_start_hash, state_end_hash, events_json, state_start_json, "
+        "state_end_json), each as read_decisions gives its columns; None where the reference reader decides.");
   m.def("_sha256_hex", [](nb::handle data_obj) {
         const nb::bytes data = Data(data_obj);
         char hex[64];

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from extrarlhf.datasets import battles
+from extrarlhf.datasets import battles, tables
+from extrarlhf.datasets.tables import SCHEMAS
 from extrarlhf.policies.champion import ensure_champion
 from extrarlhf.runtime import trace_files
 from extrarlhf.runtime.match import start_match
@@ -70,10 +71,17 @@ def traces(tmp_path_factory) -> list[tuple[str, bytes, bytes]]:
     return Traces(out)
 
 
-def comparable(columns: battles._Columns) -> dict[str, Any]:
-    out = columns._asdict()
+def arrow(columns: dict[str, Any], table: str) -> dict[str, Any]:
+    """Columns (lists or the core's Packed buffers) as the Arrow arrays materialize makes of them, as Python values."""
+    types = {f.name: f.type for f in SCHEMAS[table]}
+    return {name: tables._column([column], types[name]).to_pylist() for name, column in columns.items()}
+
+
+def comparable(decisions: battles._Decisions) -> dict[str, Any]:
+    out = decisions._asdict()
     out.pop("states")
     out["obs"] = b"".join(out["obs"])
+    out["columns"] = arrow(out["columns"], "decisions")
     return out
 
 
@@ -88,7 +96,7 @@ def reference(data: bytes, battle_id: str) -> tuple[str, Any]:
 
 def native(data: bytes, battle_id: str) -> dict[str, Any] | None:
     fast = engine_native.read_decisions(data, battle_id, 1, engine.OBS_VERSION, OBS_BYTES)
-    return None if fast is None else comparable(battles._Columns(*fast[:8], [fast[8]], *fast[9:], None))
+    return None if fast is None else comparable(battles._packed_decisions(fast))
 
 
 def assert_kept(data: bytes, battle_id: str) -> bool:
@@ -101,6 +109,10 @@ def assert_kept(data: bytes, battle_id: str) -> bool:
     return got is not None
 
 
+TURN_COLUMNS = ("turn", "active_player", "events", "state_start_hash", "state_end_hash", "events_json",
+                "state_start_json", "state_end_json")
+
+
 def turn_reference(data: bytes) -> tuple[str, Any]:
     try:
         n = len(battles._lines(data, "w/turns.jsonl", battles._TURNS))
@@ -109,8 +121,7 @@ def turn_reference(data: bytes) -> tuple[str, Any]:
             e.decode()
     except Exception as exc:  # noqa: BLE001
         return "refused", f"{type(exc).__name__}: {exc}"
-    return "ok", [cols[k] for k in ("turn", "active_player", "events", "state_start_hash", "state_end_hash",
-                                    "events_json", "state_start_json", "state_end_json")]
+    return "ok", arrow({k: cols[k] for k in TURN_COLUMNS}, "turns")
 
 
 def assert_turns_kept(data: bytes) -> bool:
@@ -118,7 +129,8 @@ def assert_turns_kept(data: bytes) -> bool:
     kind, want = turn_reference(data)
     if got is not None:
         assert kind == "ok", f"the core took a turns file the Python reader refuses ({want})"
-        assert list(got) == want
+        assert sorted(got) == sorted(TURN_COLUMNS)
+        assert arrow({k: battles.Packed(*v) for k, v in got.items()}, "turns") == want
     return got is not None
 
 
@@ -127,9 +139,9 @@ def test_the_core_takes_every_trace_as_written_and_its_columns_equal_the_python_
     for battle_id, actions, turns in traces:
         assert assert_kept(actions, battle_id)
         assert assert_turns_kept(turns)
-        cols = reference(actions, battle_id)[1]
-        kinds |= {"probabilities" for p in cols["probabilities"] if p is not None}
-        kinds |= {"values" for v in cols["values"] if v is not None}
+        cols = reference(actions, battle_id)[1]["columns"]
+        kinds |= {"probabilities" for p in cols["policy_probabilities"] if p is not None}
+        kinds |= {"values" for v in cols["policy_value"] if v is not None}
         kinds |= {"rationale" for r in cols["rationale"] if r is not None}
     assert kinds == {"probabilities", "values", "rationale"}  # every kind of column was compared
 
@@ -144,7 +156,8 @@ def test_the_readers_datasets_battles_uses_give_the_same_columns_on_either_path(
         m = len(turns.splitlines())
         fast_turns = battles._turn_columns(turns, m, fast.turn, "g", battle_id, "w")
         slow_turns = battles._turn_columns(turns, m, slow.turn, "g", battle_id, "w", native=False)
-        assert fast_turns == slow_turns
+        assert isinstance(fast_turns["state_end_json"], battles.Packed)  # the core's
+        assert arrow(fast_turns, "turns") == arrow(slow_turns, "turns")
 
 
 def edit_line(data: bytes, index: int, change) -> bytes:
@@ -179,6 +192,8 @@ NAMED_EDITS = {
     "integer_turn_as_float": (lambda l: l.replace(b'"turn":', b'"turn":1.0,"x":', 1), False),
     "not_json": (lambda l: l[: len(l) // 2], False),
     "invalid_utf8": (lambda l: l.replace(b'"actor":{', b'"actor":{"n":"\xff",', 1), False),
+    "legal_id_past_int16": (lambda l: l.replace(b'"legal_actions":[', b'"legal_actions":[{"action_id":40000},', 1),
+                            False),
     "player_three": (lambda l: l.replace(b'"player":1', b'"player":3', 1).replace(b'"player":2', b'"player":3', 1),
                      False),
 }
@@ -210,7 +225,7 @@ def test_bad_arguments_are_refused_clearly():
     with pytest.raises(TypeError, match="data must be bytes"):
         engine_native.read_turns(bytearray(b"{}"), 1)
     assert engine_native.read_decisions(b"", "b", 1, 1, OBS_BYTES) is None  # no decisions: not taken
-    assert engine_native.read_turns(b"", 1) == ([], [], [], [], [], [], [], [])
+    assert {k: v[:2] for k, v in engine_native.read_turns(b"", 1).items()} == {k: (0, 0) for k in TURN_COLUMNS}
 
 
 TOKENS = [b" ", b"\\", b'"', b"{", b"}", b"[", b"]", b",", b":", b"null", b"-0", b"1e5", b"0.10", b"\\u00e9",

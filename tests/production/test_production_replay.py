@@ -11,6 +11,7 @@ import pytest
 
 import engine
 from adapters.baselines import GreedyPolicy, RandomPolicy
+from extrarlhf.datasets.tables import battle_batches
 from extrarlhf.production.export import export_production_v5_dataset
 from extrarlhf.production.fixture import build_fixture
 from extrarlhf.production.replay import BattleRecord, replay_record
@@ -41,8 +42,9 @@ def _record(seed: int, kinds: tuple[str, str]) -> BattleRecord:
 
 
 def _comparable(rows: dict) -> dict:
-    # the features are float32 pieces whose join is the rows: the pieces' boundaries are free
-    return {**rows, "features": b"".join(rows["features"])}
+    # the rows as the tables take them: the core's columns come as Arrow buffers, the Python
+    # reader's as lists, and the float32 pieces' boundaries are free
+    return {name: batch.to_pydict() for name, batch in battle_batches([rows]).items()}
 
 
 def test_the_replay_is_the_same_on_both_backends(monkeypatch):
