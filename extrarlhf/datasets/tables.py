@@ -27,6 +27,7 @@ import pyarrow as pa
 
 import engine
 from adapters import work
+from engine import backend
 
 from ..core.errors import InvalidArgument
 from .battles import Packed, read_battles
@@ -573,12 +574,22 @@ def _unpacked(column: Packed, typ: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(typ, column.length, [validity, *offsets, values], null_count=column.null_count)
 
 
-def _column(pieces: list[Any], typ: pa.DataType) -> pa.Array:
-    """One column of some battles: each battle's piece a list of values or a :class:`Packed`."""
-    if not any(isinstance(piece, Packed) for piece in pieces):
+def _item_bytes(typ: pa.DataType) -> int:
+    if pa.types.is_string(typ):
+        return 1
+    return (typ.value_type if pa.types.is_list(typ) else typ).byte_width
+
+
+def _column(pieces: list[Any], typ: pa.DataType, core: Any) -> pa.Array:
+    """One column of some battles: each battle's piece a list of values or a :class:`Packed`
+    (the core's, which ``core`` joins; wrapped once)."""
+    packed = [isinstance(piece, Packed) for piece in pieces]
+    if not any(packed):
         return pa.array(list(chain.from_iterable(pieces)), typ)
-    arrays = [_unpacked(p, typ) if isinstance(p, Packed) else pa.array(p, typ) for p in pieces]
-    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+    if all(packed):
+        one = pieces[0] if len(pieces) == 1 else Packed(*core.concat_columns(pieces, _item_bytes(typ)))
+        return _unpacked(one, typ)
+    return pa.concat_arrays([_unpacked(p, typ) if isinstance(p, Packed) else pa.array(p, typ) for p in pieces])
 
 
 def _legal(battles: list[dict[str, Any]]) -> tuple[pa.Array, pa.Array]:
@@ -597,6 +608,7 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     """The ``decisions``, ``turns`` and ``battles`` record batches of some battles' rows
     (as built by battles.battle_rows), in order."""
     out: dict[str, pa.RecordBatch] = {}
+    core = backend.native()  # packed columns come from it, and it joins them
     offsets, legal_ids = _legal(battles)
     arrays = []
     for f in SCHEMAS["decisions"]:
@@ -610,10 +622,11 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
             inner = pa.FixedSizeListArray.from_arrays(flat, type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets, inner, type=f.type))
         else:
-            arrays.append(_column([b["dec"][f.name] for b in battles], f.type))
+            arrays.append(_column([b["dec"][f.name] for b in battles], f.type, core))
     out["decisions"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["decisions"])
     out["turns"] = pa.RecordBatch.from_arrays(
-        [_column([b["turns"][f.name] for b in battles], f.type) for f in SCHEMAS["turns"]], schema=SCHEMAS["turns"])
+        [_column([b["turns"][f.name] for b in battles], f.type, core) for f in SCHEMAS["turns"]],
+        schema=SCHEMAS["turns"])
     out["battles"] = pa.RecordBatch.from_arrays(
         [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
         schema=SCHEMAS["battles"])

@@ -23,9 +23,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from . import _core
-from ._core import ACTION_SPACE_SIZE, State, read_decisions, read_turns
+from ._core import ACTION_SPACE_SIZE, State, concat_columns, read_decisions, read_turns
 
-__all__ = ["ACTION_SPACE_SIZE", "State", "action_json", "describe_actions", "determinize", "evaluate", "from_state",
+__all__ = ["ACTION_SPACE_SIZE", "State", "action_json", "concat_columns", "describe_actions", "determinize", "evaluate", "from_state",
            "greedy_act", "information_set_digest", "model_inputs", "new_battle", "play_greedy_battles",
            "play_random_battles", "random_act", "read_decisions", "read_turns", "register", "search"]
 

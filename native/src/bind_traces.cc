@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -134,6 +135,103 @@ nb::object Turns(nb::handle data_obj, int64_t schema_version) {
   return columns;
 }
 
+// One packed column (read_decisions' tuple) checked against its own lengths.
+struct Piece {
+  size_t length = 0, nulls = 0;
+  const unsigned char* validity = nullptr;  // null: every value present
+  const char* offsets = nullptr;            // length + 1 int32 (read with memcpy: any alignment)
+  std::string_view values;
+
+  int32_t Offset(size_t i) const {
+    int32_t v;
+    std::memcpy(&v, offsets + 4 * i, 4);
+    return v;
+  }
+  bool Present(size_t i) const { return validity == nullptr || (validity[i / 8] >> (i % 8)) & 1; }
+};
+
+size_t Size(nb::handle item, const char* what) {
+  if (!PyLong_Check(item.ptr())) throw nb::type_error((std::string(what) + " must be an int").c_str());
+  const long long v = PyLong_AsLongLong(item.ptr());
+  if (v < 0 || v > INT32_MAX) throw std::invalid_argument(std::string(what) + " must be in 0..2**31-1");
+  return static_cast<size_t>(v);
+}
+
+const char* Optional(nb::handle item, size_t size, const char* what) {
+  if (item.is_none()) return nullptr;
+  if (!PyBytes_Check(item.ptr()) || static_cast<size_t>(PyBytes_GET_SIZE(item.ptr())) != size) {
+    throw std::invalid_argument(std::string(what) + " must be None or bytes of " + std::to_string(size));
+  }
+  return PyBytes_AS_STRING(item.ptr());
+}
+
+Piece ReadPiece(nb::handle item, size_t item_bytes) {
+  if (!PyTuple_Check(item.ptr()) || PyTuple_GET_SIZE(item.ptr()) != 5) {
+    throw nb::type_error("each piece must be a packed column (length, null_count, validity, offsets, values)");
+  }
+  const auto at = [&](Py_ssize_t k) { return nb::handle(PyTuple_GET_ITEM(item.ptr(), k)); };
+  Piece p;
+  p.length = Size(at(0), "length");
+  p.nulls = Size(at(1), "null_count");
+  p.validity = reinterpret_cast<const unsigned char*>(Optional(at(2), (p.length + 7) / 8, "validity"));
+  p.offsets = Optional(at(3), 4 * (p.length + 1), "offsets");
+  if (!PyBytes_Check(at(4).ptr())) throw nb::type_error("values must be bytes");
+  p.values = std::string_view(PyBytes_AS_STRING(at(4).ptr()), PyBytes_GET_SIZE(at(4).ptr()));
+  size_t nulls = 0;
+  for (size_t i = 0; i < p.length; ++i) nulls += !p.Present(i);
+  if (nulls != p.nulls) throw std::invalid_argument("null_count does not match the validity bitmap");
+  size_t items = p.length;
+  if (p.offsets != nullptr) {
+    for (size_t i = 0; i < p.length; ++i) {
+      if (p.Offset(i) > p.Offset(i + 1)) throw std::invalid_argument("offsets must not decrease");
+    }
+    if (p.Offset(0) != 0) throw std::invalid_argument("offsets must start at 0");
+    items = static_cast<size_t>(p.Offset(p.length));
+  }
+  if (p.values.size() != items * item_bytes) throw std::invalid_argument("values do not match the lengths");
+  return p;
+}
+
+// Packed columns of several battles as one (a chunk's): values joined, offsets shifted, validity
+// bitmaps merged; every piece checked against its own lengths first.
+nb::tuple ConcatColumns(nb::handle pieces_obj, size_t item_bytes) {
+  if (!PyList_Check(pieces_obj.ptr())) throw nb::type_error("pieces must be a list of packed columns");
+  if (item_bytes < 1 || item_bytes > 8) throw std::invalid_argument("item_bytes must be in 1..8");
+  std::vector<Piece> pieces;
+  const Py_ssize_t count = PyList_GET_SIZE(pieces_obj.ptr());
+  size_t length = 0, nulls = 0, values = 0;
+  for (Py_ssize_t k = 0; k < count; ++k) {
+    pieces.push_back(ReadPiece(PyList_GET_ITEM(pieces_obj.ptr(), k), item_bytes));
+    if ((pieces.back().offsets == nullptr) != (pieces.front().offsets == nullptr)) {
+      throw std::invalid_argument("pieces must all have offsets or none");
+    }
+    length += pieces.back().length;
+    nulls += pieces.back().nulls;
+    values += pieces.back().values.size();
+  }
+  const bool with_offsets = !pieces.empty() && pieces.front().offsets != nullptr;
+  if (length > INT32_MAX || (with_offsets && values / item_bytes > INT32_MAX)) {
+    throw std::invalid_argument("the pieces hold more than 2**31-1 values");
+  }
+  std::string data;
+  data.reserve(values);
+  std::vector<int32_t> offsets;
+  if (with_offsets) offsets.push_back(0);
+  Validity valid;
+  size_t row = 0;
+  for (const Piece& p : pieces) {
+    const int32_t base = with_offsets ? offsets.back() : 0;
+    for (size_t i = 0; i < p.length; ++i) {
+      if (with_offsets) offsets.push_back(base + p.Offset(i + 1));
+      if (nulls) valid.Add(row, p.Present(i));
+      ++row;
+    }
+    data.append(p.values);
+  }
+  return Column(length, nulls ? &valid : nullptr, with_offsets ? nb::object(Buffer(offsets)) : nb::none(),
+                nb::bytes(data.data(), data.size()));
+}
+
 }  // namespace
 
 void BindTraces(nb::module_& m) {
@@ -148,6 +246,10 @@ void BindTraces(nb::module_& m) {
         "The turns of a trace's turns.jsonl: a dict of the turns table's columns the trace holds (turn, "
         "active_player, events count, state_start_hash, state_end_hash, events_json, state_start_json, "
         "state_end_json), each as read_decisions gives its columns; None where the reference reader decides.");
+  m.def("concat_columns", &ConcatColumns, nb::arg("pieces"), nb::arg("item_bytes"),
+        "Packed columns as read_decisions gives them (several battles') as one: values joined, offsets "
+        "shifted, validity bitmaps merged. item_bytes: the size of one value (of a string's data: 1; of a "
+        "list's child). Each piece is checked against its own lengths (ValueError, TypeError).");
   m.def("_sha256_hex", [](nb::handle data_obj) {
         const nb::bytes data = Data(data_obj);
         char hex[64];

@@ -379,6 +379,9 @@ CALLS: dict[str, Callable[..., Any]] = {
     "describe_actions": lambda m, s, a, b: m.describe_actions(m.from_state(s), a if isinstance(a, list) else [a, b]),
     "action_json": lambda m, s, a, b: m.action_json(m.from_state(s), a, b),
     "apply_core": lambda m, s, a, b: m.from_state(s).apply(a),
+    "concat_columns": lambda m, s, a, b: m.concat_columns([(3, 1, b"\x05", a, b"abc"), (2, 0, None, a, b)]
+                                                         if isinstance(a, (bytes, type(None))) else a, 1),
+    "concat_columns_items": lambda m, s, a, b: m.concat_columns([(1, 0, None, None, b"ab"), a], b),
     "replay_features": lambda m, s, a, b: m.from_state(s).replay_features(a if isinstance(a, list) else [a, b]),
     "greedy_until": lambda m, s, a, b: m.from_state(s).greedy_until(a) if hasattr(m.State, "greedy_until") else None,
     "play_random_battles": lambda m, s, a, b: m.play_random_battles(a if isinstance(a, list) else [a]),

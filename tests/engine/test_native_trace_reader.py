@@ -16,12 +16,14 @@ import json
 import math
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -74,7 +76,7 @@ def traces(tmp_path_factory) -> list[tuple[str, bytes, bytes]]:
 def arrow(columns: dict[str, Any], table: str) -> dict[str, Any]:
     """Columns (lists or the core's Packed buffers) as the Arrow arrays materialize makes of them, as Python values."""
     types = {f.name: f.type for f in SCHEMAS[table]}
-    return {name: tables._column([column], types[name]).to_pylist() for name, column in columns.items()}
+    return {name: tables._column([column], types[name], engine_native).to_pylist() for name, column in columns.items()}
 
 
 def comparable(decisions: battles._Decisions) -> dict[str, Any]:
@@ -226,6 +228,45 @@ def test_bad_arguments_are_refused_clearly():
         engine_native.read_turns(bytearray(b"{}"), 1)
     assert engine_native.read_decisions(b"", "b", 1, 1, OBS_BYTES) is None  # no decisions: not taken
     assert {k: v[:2] for k, v in engine_native.read_turns(b"", 1).items()} == {k: (0, 0) for k in TURN_COLUMNS}
+
+
+def test_the_cores_join_of_a_chunks_columns_is_arrows_concatenation(traces):
+    """tables.battle_batches joins the battles' packed columns in the core (concat_columns): the
+    same arrays as Arrow's own concatenation, nulls at any bit position included."""
+    read = [battles._packed_decisions(engine_native.read_decisions(a, b, 1, engine.OBS_VERSION, OBS_BYTES))
+            for b, a, _ in traces]
+    read += read[::-1]  # battles of several lengths in both orders: bitmaps joined at every offset
+    types = {f.name: f.type for f in SCHEMAS["decisions"]}
+    nulls = 0
+    for name, typ in types.items():
+        pieces = [r.columns[name] for r in read if name in r.columns]
+        if not pieces:
+            continue
+        joined = tables._column(pieces, typ, engine_native)
+        joined.validate(full=True)
+        assert joined.equals(pa.concat_arrays([tables._unpacked(p, typ) for p in pieces])), name
+        nulls += joined.null_count
+    assert nulls > 0  # nullable columns with nulls were joined
+
+
+@pytest.mark.parametrize(("pieces", "item_bytes", "message"), [
+    ("x", 1, "pieces must be a list"),
+    ([(1, 0, None, None)], 1, "each piece must be a packed column"),
+    ([(1, 0, None, None, "ab")], 1, "values must be bytes"),
+    ([(2, 0, None, None, b"abc")], 1, "values do not match the lengths"),
+    ([(2, 1, None, None, b"ab")], 1, "null_count does not match"),
+    ([(2, 0, b"\x01", None, b"ab")], 1, "null_count does not match"),
+    ([(2, 0, b"\x03\x00", None, b"ab")], 1, "validity must be None or bytes of 1"),
+    ([(1, 0, None, b"\x00" * 4, b"")], 1, "offsets must be None or bytes of 8"),
+    ([(1, 0, None, struct.pack("<2i", 1, 1), b"")], 1, "offsets must start at 0"),
+    ([(2, 0, None, struct.pack("<3i", 0, 2, 1), b"a")], 1, "offsets must not decrease"),
+    ([(1, 0, None, None, b"a"), (1, 0, None, struct.pack("<2i", 0, 1), b"a")], 1, "all have offsets or none"),
+    ([(-1, 0, None, None, b"")], 1, "length must be in 0..2**31-1"),
+    ([(1, 0, None, None, b"a")], 0, "item_bytes must be in 1..8"),
+])
+def test_bad_pieces_to_concat_columns_are_refused_clearly(pieces, item_bytes, message):
+    with pytest.raises((TypeError, ValueError), match=re.escape(message)):
+        engine_native.concat_columns(pieces, item_bytes)
 
 
 TOKENS = [b" ", b"\\", b'"', b"{", b"}", b"[", b"]", b",", b":", b"null", b"-0", b"1e5", b"0.10", b"\\u00e9",
