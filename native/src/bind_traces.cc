@@ -256,6 +256,12 @@ void BindTraces(nb::module_& m) {
         arena::Sha256Hex(data.c_str(), data.size(), hex);
         return std::string(hex, 64);
       }, nb::arg("data"), "sha256 hex digest by the core's own code (SHA-NI where the CPU has it), for the tests.");
+  m.def("_base64_decode", [](nb::handle data_obj) -> nb::object {
+        const nb::bytes data = Data(data_obj);
+        std::string out;
+        if (!arena::traces::DecodeBase64(View(data), &out)) return nb::none();
+        return nb::bytes(out.data(), out.size());
+      }, nb::arg("data"), "The core's strict base64 decoding (None where it refuses), for the tests.");
   m.def("_orjson_float", &arena::traces::OrjsonFloat, nb::arg("value"),
         "The text the trace reader takes as orjson's for a float, for the tests.");
 }

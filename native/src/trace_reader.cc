@@ -7,12 +7,16 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "rng.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__)
+#include <tmmintrin.h>
 #endif
 
 namespace arena {
@@ -268,7 +272,40 @@ bool Verified(std::string_view state, std::string_view recorded) {
   return std::memcmp(hex, recorded.data(), 64) == 0;
 }
 
-bool Base64(std::string_view text, std::string* out) {
+#if defined(__x86_64__)
+// Sixteen base64 characters to twelve bytes with SSSE3 (Wojciech Mula's and Daniel Lemire's
+// vectorized decoding, as in aklomp/base64): false when any of them is outside the alphabet.
+// Writes 16 bytes at out (the last four are garbage the caller overwrites or leaves past the end).
+__attribute__((target("ssse3"))) bool Base64Block(const unsigned char* in, unsigned char* out) {
+  const __m128i lut_lo = _mm_setr_epi8(0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B,
+                                       0x1B, 0x1B, 0x1A);
+  const __m128i lut_hi = _mm_setr_epi8(0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10,
+                                       0x10, 0x10, 0x10);
+  const __m128i lut_roll = _mm_setr_epi8(0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m128i mask_2f = _mm_set1_epi8(0x2f);
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+  const __m128i hi_nibbles = _mm_and_si128(_mm_srli_epi32(v, 4), mask_2f);
+  const __m128i lo_nibbles = _mm_and_si128(v, mask_2f);
+  const __m128i hi = _mm_shuffle_epi8(lut_hi, hi_nibbles);
+  const __m128i lo = _mm_shuffle_epi8(lut_lo, lo_nibbles);
+  if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(lo, hi), _mm_setzero_si128())) != 0xFFFF) return false;
+  const __m128i roll = _mm_shuffle_epi8(lut_roll, _mm_add_epi8(_mm_cmpeq_epi8(v, mask_2f), hi_nibbles));
+  v = _mm_add_epi8(v, roll);  // each byte its 6-bit value
+  const __m128i ab_bc = _mm_maddubs_epi16(v, _mm_set1_epi32(0x01400140));
+  const __m128i abc = _mm_madd_epi16(ab_bc, _mm_set1_epi32(0x00011000));
+  const __m128i packed = _mm_shuffle_epi8(abc, _mm_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), packed);
+  return true;
+}
+
+const bool kSsse3 = __builtin_cpu_supports("ssse3") && std::getenv("ENGINE_NATIVE_NO_SSSE3") == nullptr;
+#endif
+
+}  // namespace
+
+// Strict base64 (the standard alphabet, padding only at the end, unused bits zero), as
+// pybase64.b64decode(validate=True) takes it; appended to *out.
+bool DecodeBase64(std::string_view text, std::string* out) {
   static const auto kTable = [] {
     std::array<int8_t, 256> t{};
     t.fill(-1);
@@ -284,6 +321,13 @@ bool Base64(std::string_view text, std::string* out) {
   out->resize(before + n * 6 / 8);
   auto* o = reinterpret_cast<unsigned char*>(out->data() + before);
   size_t i = 0;
+#if defined(__x86_64__)
+  if (kSsse3) {  // while 8 more characters follow: their 6 bytes leave room for the block's 16-byte store
+    for (; i + 24 <= n; i += 16, o += 12) {
+      if (!Base64Block(s + i, o)) return false;
+    }
+  }
+#endif
   for (; i + 4 <= n; i += 4, o += 3) {  // whole groups: any byte outside the alphabet sets the sign bit
     const int a = kTable[s[i]], b = kTable[s[i + 1]], c = kTable[s[i + 2]], d = kTable[s[i + 3]];
     if ((a | b | c | d) < 0) return false;
@@ -309,6 +353,8 @@ bool Base64(std::string_view text, std::string* out) {
   o[1] = static_cast<unsigned char>(v >> 2);
   return (v & 0x3) == 0;
 }
+
+namespace {
 
 bool FitsInt16(int64_t v) { return v >= INT16_MIN && v <= INT16_MAX; }
 
@@ -495,7 +541,7 @@ bool Observation(Cursor& c, const DecisionExpect& expect, DecisionColumns* out) 
     return false;
   }
   const size_t before = out->observations.size();
-  return Base64(data.value, &out->observations) && out->observations.size() - before == expect.obs_bytes;
+  return DecodeBase64(data.value, &out->observations) && out->observations.size() - before == expect.obs_bytes;
 }
 
 bool Legal(Cursor& c, DecisionColumns* out) {

@@ -63,6 +63,10 @@ struct TurnColumns {
 
 bool ReadTurns(std::string_view data, int64_t schema_version, TurnColumns* out);
 
+// Strict base64 decoding (SSSE3 where the CPU has it, unless ENGINE_NATIVE_NO_SSSE3 is set),
+// appended to *out; false for anything pybase64.b64decode(validate=True) refuses.
+bool DecodeBase64(std::string_view text, std::string* out);
+
 // orjson's text of a float (what json.dumps-with-orjson writes for it), for the tests.
 std::string OrjsonFloat(double value);
 

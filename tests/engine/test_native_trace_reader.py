@@ -312,6 +312,36 @@ def test_the_cores_sha256_equals_hashlib_with_and_without_sha_ni():
         assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+BASE64_SCRIPT = """
+import binascii, random, pybase64
+import engine_native._core as c
+r, refused, alphabet = random.Random(1), 0, b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+for trial in range(20000):
+    raw = r.randbytes(r.choice([0, 1, 2, 3, 5, 11, 12, 17, 18, 30, 45, 100, 1904, r.randrange(0, 3000)]))
+    text = bytearray(pybase64.b64encode(raw))
+    if trial % 4 and text:  # one byte changed: outside the alphabet, padding, or another letter
+        text[r.randrange(len(text))] = r.choice([r.randrange(256), 61, 45, 95, 128, 255, 32, r.choice(alphabet)])
+    text = bytes(text)
+    try:
+        want = pybase64.b64decode(text, validate=True)
+    except (ValueError, binascii.Error):
+        want, refused = None, refused + 1
+    got = c._base64_decode(text)
+    # the same bytes, or refused where the Python reader would not write it so (non-zero unused bits, empty)
+    assert got == want or (got is None and (not text or pybase64.b64encode(want) != text)), text[:80]
+assert refused > 5000
+print("ok")
+"""
+
+
+def test_the_cores_base64_is_pybase64s_with_and_without_ssse3():
+    """The observation's base64: the core's (SSSE3 blocks, or the portable loop) against pybase64 strict."""
+    for env in ({}, {"ENGINE_NATIVE_NO_SSSE3": "1"}):
+        done = subprocess.run([sys.executable, "-c", BASE64_SCRIPT], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, **env})
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 def test_the_float_text_taken_as_canonical_is_orjsons():
     r = random.Random(3)
     values = [m * 10.0 ** e for e in range(-300, 300) for m in (1.0, 1.2345, 9.999999999, -3.3, 5.0)]
