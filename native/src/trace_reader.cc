@@ -200,36 +200,106 @@ bool Members(Cursor& c, F&& member) {
   }
 }
 
+// One value at c.p skipped and validated: nesting up to kMaxDepth counting from `depth`, object
+// keys without escapes. A loop over an explicit stack of open containers (bit k of `objects`:
+// the k-th innermost is an object), not a call per value: states are mostly short numbers.
 bool Skip(Cursor& c, int depth) {
-  if (depth > kMaxDepth) return false;
-  c.Ws();
-  if (c.p >= c.end) return false;
-  switch (*c.p) {
-    case '"': {
-      std::string_view s;
-      bool e;
-      return String(c, &s, &e);
-    }
+  const char* p = c.p;
+  const char* const end = c.end;
+  uint64_t objects = 0;
+  int level = 0;  // open containers; depth + level <= kMaxDepth <= 64 bits of `objects`
+  const auto ws = [&] {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')) ++p;
+  };
+  const auto digits = [&] {
+    if (p >= end || *p < '0' || *p > '9') return false;
+    while (p < end && *p >= '0' && *p <= '9') ++p;
+    return true;
+  };
+  const auto string = [&](bool key) {
+    c.p = p;
+    std::string_view s;
+    bool escaped;
+    if (!String(c, &s, &escaped) || (key && escaped)) return false;
+    p = c.p;
+    return true;
+  };
+value:
+  if (depth + level > kMaxDepth) return false;
+  ws();
+  if (p >= end) return false;
+  switch (*p) {
     case '{':
-      return Members(c, [depth](std::string_view, Cursor& cc) { return Skip(cc, depth + 1); });
-    case '[':
-      ++c.p;
-      if (c.Eat(']')) return true;
-      while (true) {
-        if (!Skip(c, depth + 1)) return false;
-        if (c.Eat(',')) continue;
-        return c.Eat(']');
+      ++p;
+      ws();
+      if (p < end && *p == '}') {
+        ++p;
+        goto after;
       }
+      objects = (objects << 1) | 1;
+      ++level;
+      goto key;
+    case '[':
+      ++p;
+      ws();
+      if (p < end && *p == ']') {
+        ++p;
+        goto after;
+      }
+      objects <<= 1;
+      ++level;
+      goto value;
+    case '"':
+      if (!string(false)) return false;
+      goto after;
     case 't':
     case 'f':
     case 'n':
-      return Word(c);
-    default: {
-      std::string_view t;
-      bool i;
-      return Number(c, &t, &i);
-    }
+      c.p = p;
+      if (!Word(c)) return false;
+      p = c.p;
+      goto after;
+    default:  // a number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+      if (*p == '-') ++p;
+      if (p < end && *p == '0') {
+        ++p;
+      } else if (!digits()) {
+        return false;
+      }
+      if (p < end && *p == '.') {
+        ++p;
+        if (!digits()) return false;
+      }
+      if (p < end && (*p == 'e' || *p == 'E')) {
+        ++p;
+        if (p < end && (*p == '+' || *p == '-')) ++p;
+        if (!digits()) return false;
+      }
+      goto after;
   }
+key:
+  if (!string(true)) return false;
+  ws();
+  if (p >= end || *p != ':') return false;
+  ++p;
+  goto value;
+after:
+  if (level == 0) {
+    c.p = p;
+    return true;
+  }
+  ws();
+  if (p >= end) return false;
+  if (*p == ',') {
+    ++p;
+    if (objects & 1) goto key;
+    goto value;
+  }
+  if (*p != ((objects & 1) ? '}' : ']')) return false;
+  ++p;
+  objects >>= 1;
+  --level;
+  goto after;
 }
 
 // A value's exact bytes (msgspec.Raw's): from its first byte to its last.

@@ -312,6 +312,30 @@ def test_the_cores_sha256_equals_hashlib_with_and_without_sha_ni():
         assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4), max_leaves=30)
+
+
+@FUZZ
+@given(value=JSON_VALUES, spaces=st.booleans(), at=st.floats(0, 1), byte=st.sampled_from(list(b' ,:[]{}"\\-0e.tn')),
+       mutate=st.booleans(), depth=st.integers(0, 70))
+def test_any_skipped_value_is_taken_only_when_valid_json(traces, value, spaces, at, byte, mutate, depth):
+    """An unknown field's value, which the core skips and validates without returning it: any JSON
+    (nested up to depth, spaced or compact, unicode keys and strings), or one byte of it changed."""
+    text = json.dumps(value, separators=(", ", ": ") if spaces else (",", ":"), ensure_ascii=False).encode()
+    text = b"[" * depth + text + b"]" * depth
+    if mutate:
+        k = int(at * len(text))
+        text = text[:k] + bytes([byte]) + text[k + 1:]
+    battle_id, actions, _ = traces[-1]
+    edited = edit_line(actions, 1, lambda l: l[:-1] + b',"extra":' + text + b"}")
+    taken = assert_kept(edited, battle_id)
+    if not mutate and depth <= 40 and b"\\" not in text:  # valid, not too deep, no escaped key: taken
+        assert taken
+
+
 BASE64_SCRIPT = """
 import binascii, random, pybase64
 import engine_native._core as c
