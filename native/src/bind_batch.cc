@@ -100,9 +100,13 @@ nb::tuple ReplayFeatures(const NativeState& self, nb::handle actions) {
   NativeState work(self);
   work.last_events.clear();
   const Py_ssize_t n = PyList_GET_SIZE(actions.ptr());
-  std::vector<float> features;
-  std::vector<int32_t> offsets{0};
-  std::vector<int16_t> legal;
+  // scratch reused by the thread's calls: no reallocation while a battle's rows accumulate
+  static thread_local std::vector<float> features;
+  static thread_local std::vector<int32_t> offsets;
+  static thread_local std::vector<int16_t> legal;
+  features.clear();
+  offsets.assign(1, 0);
+  legal.clear();
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* item = PyList_GET_ITEM(actions.ptr(), k);
     if (!PyLong_CheckExact(item)) break;  // what is not a plain int is not a recorded action id
