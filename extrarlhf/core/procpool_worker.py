@@ -2,7 +2,7 @@
 
 Reads length-prefixed pickled task lists on stdin and answers each with the pickled result of
 its task function (``module:function``, the first argument: e.g.
-:func:`extrarlhf.datasets.tables.read_chunk`, outcomes and Arrow record batches) on stdout, in
+:func:`extrarlhf.datasets.battles.read_battles`, outcomes and table rows) on stdout, in
 order, until stdin closes (which also happens when the parent dies). Started by
 :class:`extrarlhf.core.procpool.WorkerPool`; a plain subprocess rather
 than multiprocessing, so no ``__main__`` guard is needed in the caller's script and the

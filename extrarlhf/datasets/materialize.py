@@ -53,7 +53,7 @@ from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_po
 from .pointers import PointerStep
 from ..core.procpool import auto_workers, map_chunks
 from .publish import publish_version
-from .tables import Columns, StreamingTable
+from .tables import Columns, StreamingTable, battle_batches
 from .validate import DecisionChecks, validate_dir
 
 __all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot", "TableBuilder", "auto_workers",
@@ -277,7 +277,7 @@ def _exclusion(status: str, degraded: Any, peeks: Any) -> str | None:
         return "omniscient_peek"
     return None
 TASK_BATTLES = 8          # battles per worker task
-READ_CHUNK = "extrarlhf.datasets.tables:read_chunk"  # what a worker does with them
+READ_CHUNK = "extrarlhf.datasets.battles:read_battles"  # what a worker does with them (it never imports pyarrow)
 
 
 def arena_think_times(battle_dir: Path) -> int:
@@ -351,8 +351,8 @@ def _materialize(snapshots: list[GroupSnapshot], name: str, store: SessionStore,
                       e.get("files"))
                      for snap in snapshots for e in snap.entries()
                      if _exclusion(e["status"], e.get("degraded"), e.get("omniscient_peeks") or 0) is None)
-            for chunk, (outcomes, batches) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES,
-                                                         READ_CHUNK):
+            for chunk, (outcomes, rows) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES,
+                                                      READ_CHUNK):
                 for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
                     if state == "ok":
                         continue
@@ -362,7 +362,7 @@ def _materialize(snapshots: list[GroupSnapshot], name: str, store: SessionStore,
                     builder.exclude({"battle_id": battle_id, "group": group, "battle_index": index,
                                      "status": "finished", "reason": "integrity", "detail": detail,
                                      "decisions": None})
-                builder.add(batches)
+                builder.add(battle_batches(rows))  # here: the workers start without pyarrow
                 done += len(chunk)
                 if progress:
                     progress(done, total)

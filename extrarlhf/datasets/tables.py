@@ -30,7 +30,7 @@ from adapters import work
 from engine import backend
 
 from ..core.errors import InvalidArgument
-from .battles import Packed, read_battles
+from .battles import Packed
 
 DATASET_SCHEMA_VERSION = 2
 FORMAT_CHANGES = {
@@ -631,12 +631,6 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
         [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
         schema=SCHEMAS["battles"])
     return out
-
-
-def read_chunk(tasks: list[tuple]) -> tuple[list[tuple[str, str | None]], dict[str, pa.RecordBatch]]:
-    """A chunk of battles read and turned into record batches (in a worker or in-process)."""
-    outcomes, rows = read_battles(tasks)
-    return outcomes, battle_batches(rows)
 
 
 def iter_batches(path: Path, columns: list[str] | None = None, batch_size: int = 2048):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -178,24 +180,33 @@ def test_same_bytes_whatever_the_workers(tmp_path: Path) -> None:
             assert sha256(Path(one["path"]) / name) == sha256(Path(other["path"]) / name), (workers, name)
 
 
+def test_a_materialize_worker_reads_traces_without_importing_pyarrow() -> None:
+    """Its task (READ_CHUNK) reads traces into rows; the caller makes the Arrow batches. pyarrow (and
+    the pandas it imports on a first pa.array) would cost each worker about 0.3 CPU-s to start."""
+    module = READ_CHUNK.partition(":")[0]
+    script = f"import sys, extrarlhf.core.procpool_worker, {module}; print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("local", [False, True])
 def test_the_worker_pool_yields_in_order_and_reports_a_dead_worker(local: bool) -> None:
     """Chunks come back in order whoever ran them; a worker process that dies (here: a task it
     cannot even unpack) fails the map with a clear error instead of hanging."""
     from extrarlhf.core.procpool import WorkerPool
-    from extrarlhf.datasets.tables import read_chunk
+    from extrarlhf.datasets.battles import read_battles
 
     store = SessionStore(shared_sessions())
     tasks = [(GREEDY, b.battle_id, b.entry["index"], str(b.path), b.entry["files"]) for b in store.battles(GREEDY)]
     chunks = [tasks[i:i + 2] for i in range(0, len(tasks), 2)]
     with WorkerPool(2, READ_CHUNK) as pool:
-        got = list(pool.map(iter(chunks), local=read_chunk if local else None))
+        got = list(pool.map(iter(chunks), local=read_battles if local else None))
     assert [chunk for chunk, _ in got] == chunks
     assert all(outcomes == [("ok", None)] * len(chunk) for chunk, (outcomes, _) in got)
-    assert [b["battles"].column("battle_id").to_pylist() for _, (_, b) in got] == [[t[1] for t in c] for c in chunks]
-    with pytest.raises(RuntimeError, match=r"worker process \d+ \(extrarlhf.datasets.tables:read_chunk\) died \(exit code"):
+    assert [[r["battle"]["battle_id"] for r in rows] for _, (_, rows) in got] == [[t[1] for t in c] for c in chunks]
+    with pytest.raises(RuntimeError, match=r"worker process \d+ \(extrarlhf.datasets.battles:read_battles\) died \(exit code"):
         with WorkerPool(1, READ_CHUNK) as pool:
-            list(pool.map(iter([chunks[0], [("not a task",)], *chunks[1:]]), local=read_chunk if local else None))
+            list(pool.map(iter([chunks[0], [("not a task",)], *chunks[1:]]), local=read_battles if local else None))
 
 
 def test_a_tampered_trace_stops_the_materialization(tmp_path: Path) -> None:
