@@ -353,7 +353,7 @@ def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, wh
     meta = _meta(raw["meta.jsonl"], where, battle_id)
     result = meta["result"]
     decisions = _decision_columns(raw["actions.jsonl"], where, battle_id, result["decisions"])
-    turns = _turn_columns(raw["turns.jsonl"], result["turns"], decisions.turn, group, battle_id, where)
+    turns = _turn_columns(raw["turns.jsonl"], result["turns"], decisions.turn, where)
     try:
         features = _features(decisions, result["final_state_hash"])
         if features is None:  # the core's replay departs from the trace: every recorded state is needed
@@ -364,24 +364,23 @@ def trace_rows(raw: dict[str, bytes], group: str, battle_id: str, index: int, wh
     features, verified = features
     winner = result["winner"]
     actors, deck_ids = meta["actors"], meta["deck_ids"]
-    n = len(decisions.turn)
-    players = decisions.player
-    seat = {1: ("p1", "p2"), 2: ("p2", "p1")}
-    opp = [actors[seat[p][1]] for p in players]
-    dec = {
-        **decisions.columns,
-        "battle_id": [battle_id] * n, "group": [group] * n, "battle_index": [index] * n,
-        "decision_index": list(range(n)),
-        "opponent_type": [a["type"] for a in opp], "opponent_spec": [a.get("spec") for a in opp],
-        "opponent_kind": [a["kind"] for a in opp], "opponent_weights_hash": [a.get("weights_hash") for a in opp],
-        "battle_tag": [meta["battle_tag"]] * n,
-        "own_deck_id": [deck_ids[seat[p][0]] for p in players],
-        "opponent_deck_id": [deck_ids[seat[p][1]] for p in players],
-        "obs_version": [engine.OBS_VERSION] * n, "winner": [winner] * n,
-        "outcome": [0 if winner == 0 else (1 if winner == p else -1) for p in players],
-    }
-    return {"dec": dec, "obs": decisions.obs, "legal": decisions.legal, "features": features, "turns": turns,
-            "battle": _battle_row(meta, group, battle_id, index, verified, files)}
+    bad = set(decisions.player) - {1, 2}
+    if bad:
+        raise Corrupt(f"{where}/actions.jsonl: player {min(bad)} is not 1 or 2")
+    p1, p2 = actors["p1"], actors["p2"]
+    return {
+        "dec": decisions.columns, "decisions": len(decisions.turn),
+        # columns of one value per battle, and of one per acting player (player 1's, player 2's)
+        "per_battle": {"battle_id": battle_id, "group": group, "battle_index": index,
+                       "battle_tag": meta["battle_tag"], "obs_version": engine.OBS_VERSION, "winner": winner},
+        "per_seat": {"opponent_type": (p2["type"], p1["type"]), "opponent_spec": (p2.get("spec"), p1.get("spec")),
+                     "opponent_kind": (p2["kind"], p1["kind"]),
+                     "opponent_weights_hash": (p2.get("weights_hash"), p1.get("weights_hash")),
+                     "own_deck_id": (deck_ids["p1"], deck_ids["p2"]),
+                     "opponent_deck_id": (deck_ids["p2"], deck_ids["p1"]),
+                     "outcome": tuple(0 if winner == 0 else (1 if winner == p else -1) for p in (1, 2))},
+        "obs": decisions.obs, "legal": decisions.legal, "features": features, "turns": turns,
+        "battle": _battle_row(meta, group, battle_id, index, verified, files)}
 
 
 def _meta(data: bytes, where: str, battle_id: str) -> dict[str, Any]:
@@ -414,8 +413,8 @@ def _compact(data: bytes) -> bytes:
     return data
 
 
-def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: str, battle_id: str,
-                  where: str, native: bool = True) -> dict[str, list]:
+def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], where: str,
+                  native: bool = True) -> dict[str, Any]:
     """The rows of ``turns.jsonl`` (``expected``: their number in the meta), checked."""
     path = f"{where}/turns.jsonl"
     read = _native_reader("read_turns") if native else None
@@ -444,10 +443,8 @@ def _turn_columns(data: bytes, expected: Any, decision_turns: list[int], group: 
             "events_json": [_compact(b"[" + b",".join(t.events) + b"]") for t in turns],
             "state_start_json": starts, "state_end_json": ends,
         }
-    m = len(turn)
     per_turn = Counter(decision_turns)
-    return {**columns, "battle_id": [battle_id] * m, "group": [group] * m,
-            "decisions": [per_turn.get(t, 0) for t in turn]}
+    return {**columns, "decisions": [per_turn.get(t, 0) for t in turn]}
 
 
 def _battle_row(meta: dict[str, Any], group: str, battle_id: str, index: int, verified: bool,

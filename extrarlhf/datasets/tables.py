@@ -604,14 +604,32 @@ def _legal(battles: list[dict[str, Any]]) -> tuple[pa.Array, pa.Array]:
     return pa.array(np.concatenate(parts)), pa.Array.from_buffers(pa.int16(), base, [None, pa.py_buffer(ids)])
 
 
+def _spread(values: list[Any], typ: pa.DataType, index: np.ndarray) -> pa.Array:
+    """The column whose row i holds ``values[index[i]]`` (one value per battle, or per seat),
+    without the all-valid bitmap ``take`` gives strings (the arrays, and their ``nbytes`` the
+    card reports, are then those ``pa.array`` makes of the rows)."""
+    out = pa.array(values, typ).take(pa.array(index))
+    buffers = out.buffers()
+    if out.null_count == 0 and buffers[0] is not None:
+        out = pa.Array.from_buffers(typ, len(out), [None, *buffers[1:]], null_count=0)
+    return out
+
+
 def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     """The ``decisions``, ``turns`` and ``battles`` record batches of some battles' rows
-    (as built by battles.battle_rows), in order."""
+    (as built by battles.trace_rows), in order."""
     out: dict[str, pa.RecordBatch] = {}
     core = backend.native()  # packed columns come from it, and it joins them
     offsets, legal_ids = _legal(battles)
+    schema = SCHEMAS["decisions"]
+    counts = np.array([b["decisions"] for b in battles], np.int64)
+    battle_of_row = np.repeat(np.arange(len(battles)), counts)
+    players = _column([b["dec"]["player"] for b in battles], schema.field("player").type, core)
+    seat_of_row = 2 * battle_of_row + players.to_numpy(zero_copy_only=False).astype(np.int64) - 1
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    per_battle, per_seat = (battles[0]["per_battle"], battles[0]["per_seat"]) if battles else ({}, {})
     arrays = []
-    for f in SCHEMAS["decisions"]:
+    for f in schema:
         if f.name == "observation":
             flat = float32_array(b"".join(chain.from_iterable(b["obs"] for b in battles)))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, type=OBS))
@@ -621,11 +639,22 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
             flat = float32_array(b"".join(chain.from_iterable(b["features"] for b in battles)))
             inner = pa.FixedSizeListArray.from_arrays(flat, type=ACTION_FEATURES)
             arrays.append(pa.ListArray.from_arrays(offsets, inner, type=f.type))
+        elif f.name == "player":
+            arrays.append(players)
+        elif f.name == "decision_index":
+            arrays.append(pa.array((np.arange(len(battle_of_row)) - starts).astype(np.int32)))
+        elif f.name in per_battle:
+            arrays.append(_spread([b["per_battle"][f.name] for b in battles], f.type, battle_of_row))
+        elif f.name in per_seat:
+            arrays.append(_spread([v for b in battles for v in b["per_seat"][f.name]], f.type, seat_of_row))
         else:
             arrays.append(_column([b["dec"][f.name] for b in battles], f.type, core))
-    out["decisions"] = pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["decisions"])
+    out["decisions"] = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    turn_counts = np.array([len(b["turns"]["decisions"]) for b in battles], np.int64)
+    battle_of_turn = np.repeat(np.arange(len(battles)), turn_counts)
     out["turns"] = pa.RecordBatch.from_arrays(
-        [_column([b["turns"][f.name] for b in battles], f.type, core) for f in SCHEMAS["turns"]],
+        [_spread([b["per_battle"][f.name] for b in battles], f.type, battle_of_turn) if f.name in ("battle_id", "group")
+         else _column([b["turns"][f.name] for b in battles], f.type, core) for f in SCHEMAS["turns"]],
         schema=SCHEMAS["turns"])
     out["battles"] = pa.RecordBatch.from_arrays(
         [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],

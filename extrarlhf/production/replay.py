@@ -242,7 +242,7 @@ def replay_chunk(records: list[BattleRecord]) -> tuple[list[tuple[str, str] | No
         if rows is not None:
             included.append(rows)
             _metronome(record, first_row, labels)
-            first_row += len(rows["dec"]["decision_index"])
+            first_row += rows["decisions"]
     batches = battle_batches(included)
     decisions = batches["decisions"]
     rows_taken = pa.array(labels["row"], pa.int64())

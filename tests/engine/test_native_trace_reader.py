@@ -118,7 +118,7 @@ TURN_COLUMNS = ("turn", "active_player", "events", "state_start_hash", "state_en
 def turn_reference(data: bytes) -> tuple[str, Any]:
     try:
         n = len(battles._lines(data, "w/turns.jsonl", battles._TURNS))
-        cols = battles._turn_columns(data, n, [], "g", "b", "w", native=False)
+        cols = battles._turn_columns(data, n, [], "w", native=False)
         for e in cols["events_json"]:  # (raw bytes that are not UTF-8 would fail as an Arrow string column)
             e.decode()
     except Exception as exc:  # noqa: BLE001
@@ -156,8 +156,8 @@ def test_the_readers_datasets_battles_uses_give_the_same_columns_on_either_path(
         assert fast.states is None and slow.states is not None  # the first came from the core
         assert comparable(fast) == comparable(slow)
         m = len(turns.splitlines())
-        fast_turns = battles._turn_columns(turns, m, fast.turn, "g", battle_id, "w")
-        slow_turns = battles._turn_columns(turns, m, slow.turn, "g", battle_id, "w", native=False)
+        fast_turns = battles._turn_columns(turns, m, fast.turn, "w")
+        slow_turns = battles._turn_columns(turns, m, slow.turn, "w", native=False)
         assert isinstance(fast_turns["state_end_json"], battles.Packed)  # the core's
         assert arrow(fast_turns, "turns") == arrow(slow_turns, "turns")
 
