@@ -653,7 +653,7 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     turn_counts = np.array([len(b["turns"]["decisions"]) for b in battles], np.int64)
     battle_of_turn = np.repeat(np.arange(len(battles)), turn_counts)
     out["turns"] = pa.RecordBatch.from_arrays(
-        [_spread([b["per_battle"][f.name] for b in battles], f.type, battle_of_turn) if f.name in ("battle_id", "group")
+        [_spread([b["per_battle"][f.name] for b in battles], f.type, battle_of_turn) if f.name in per_battle
          else _column([b["turns"][f.name] for b in battles], f.type, core) for f in SCHEMAS["turns"]],
         schema=SCHEMAS["turns"])
     out["battles"] = pa.RecordBatch.from_arrays(

@@ -14,6 +14,7 @@ import pytest
 import engine
 from engine import reference
 from adapters.baselines import GreedyPolicy
+from extrarlhf.datasets.battles import _legal_lists  # how materialize reads replay_features' legal sets
 from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, features
 from tests.native_helpers import require_native
 
@@ -130,12 +131,6 @@ def test_bad_action_ids_are_refused(ids: list) -> None:
     assert nat.action_features(np.array([0, 162])).shape == (2, ACTION_FEATURE_DIM)  # numpy ids are fine
 
 
-def legal_sets(offsets: bytes, ids: bytes) -> list[list[int]]:
-    """replay_features' legal ids (int32 offsets, one more than the steps, into int16 ids) as lists."""
-    at, values = memoryview(offsets).cast("i"), memoryview(ids).cast("h").tolist()
-    return [values[at[k]:at[k + 1]] for k in range(len(at) - 1)]
-
-
 def test_replay_features_is_the_step_by_step_replay_in_one_call(python_engine: None) -> None:
     """State.replay_features (materialize's replay): the legal sets and the feature bytes of
     the Python engine stepping the same actions, the final state's hash, the start left as it
@@ -152,12 +147,12 @@ def test_replay_features_is_the_step_by_step_replay_in_one_call(python_engine: N
             py.apply(actions[-1])
         before = start.state_hash()
         data, offsets, ids, after = start.replay_features(actions)
-        assert legal_sets(offsets, ids) == legal and data == b"".join(parts) and after.state_hash() == py.state_hash()
+        assert _legal_lists((offsets, ids)) == legal and data == b"".join(parts) and after.state_hash() == py.state_hash()
         assert start.state_hash() == before and start.version == 0
         cut = len(actions) // 2
         illegal = next(a for a in range(ACTION_SPACE_SIZE) if a not in legal[cut])
         for bad in (illegal, -1, ACTION_SPACE_SIZE, True, 2.0, np.int64(actions[cut])):
             data, offsets, ids, after = start.replay_features(actions[:cut] + [bad] + actions[cut + 1:])
-            assert legal_sets(offsets, ids) == legal[:cut] and data == b"".join(parts[:cut]), bad
+            assert _legal_lists((offsets, ids)) == legal[:cut] and data == b"".join(parts[:cut]), bad
     with pytest.raises(TypeError, match="actions must be a list"):
         start.replay_features((0, 1))
