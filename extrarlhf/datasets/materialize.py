@@ -348,12 +348,12 @@ def _materialize(snapshots: list[GroupSnapshot], name: str, store: SessionStore,
                 progress(done, total)
             battle_dirs = {snap.group: store.battle_dirs(snap.group) for snap in snapshots}
             tasks = ((snap.group, e["battle_id"], e["index"], str(battle_dirs[snap.group](e["battle_id"])),
-                      e.get("files"))
+                      e.get("files"), e.get("compact_sha256"))
                      for snap in snapshots for e in snap.entries()
                      if _exclusion(e["status"], e.get("degraded"), e.get("omniscient_peeks") or 0) is None)
             for chunk, (outcomes, rows) in map_chunks(tasks, auto_workers(workers, total - done), TASK_BATTLES,
                                                       READ_CHUNK):
-                for (group, battle_id, index, _dir, _files), (state, detail) in zip(chunk, outcomes):
+                for (group, battle_id, index, *_trace), (state, detail) in zip(chunk, outcomes):
                     if state == "ok":
                         continue
                     if not exclude_corrupt:

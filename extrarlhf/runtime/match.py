@@ -271,8 +271,8 @@ class Match:
         self.store.require_present(self.group, f"battle {self.battle_id} ({status}) was not recorded")
         files = self.recorder.finish(self.state, status, reason)
         with self.store.allocation_lock(self.group) if self.serialize_publish else contextlib.nullcontext():
-            hashes = self.store.write_battle(self.group, self.battle_id, files, compact=self.compact)
-            entry = self.catalog_entry(status, hashes)
+            hashes, compact_sha256 = self.store.write_battle(self.group, self.battle_id, files, compact=self.compact)
+            entry = self.catalog_entry(status, hashes, compact_sha256)
             self.store.append_catalog(self.group, entry)
         if self.refresh_summary:
             self.store.write_summary(self.group)
@@ -281,7 +281,8 @@ class Match:
         self.paths = {name: str(battle_dir / "v5" / stored_name(name, self.compact)) for name in hashes}
         return self.result()
 
-    def catalog_entry(self, status: str, hashes: dict[str, str] | None = None) -> dict[str, Any]:
+    def catalog_entry(self, status: str, hashes: dict[str, str] | None = None,
+                      compact_sha256: str | None = None) -> dict[str, Any]:
         final = status != "started"
         return {
             "battle_id": self.battle_id, "index": self.index, "status": status, "seed": self.seed,
@@ -295,6 +296,7 @@ class Match:
             "weights_hashes": sorted({a["weights_hash"] for a in self.actors.values() if a["weights_hash"]}),
             "deck_ids": self.deck_ids,
             "files": hashes,
+            **({} if compact_sha256 is None else {"compact_sha256": compact_sha256}),
         }
 
     def result(self) -> dict[str, Any]:

@@ -186,6 +186,9 @@ def _catalog_entry_ok(e: Any, expected_version: int) -> bool:
         peeks = e.get("omniscient_peeks")
         if peeks is not None and not _plain_int(peeks, 0):
             return False
+        if "compact_sha256" in e and (type(e["compact_sha256"]) is not str
+                                      or not SHA256.fullmatch(e["compact_sha256"])):
+            return False
         files = e["files"]
         if type(files) is not dict:
             return False
@@ -235,6 +238,8 @@ def check_catalog_entry(entry: Any, expected_version: int = 1) -> dict[str, Any]
     files = need_dict(entry, "files")
     for name in TRACE_FILES:
         need_str(files, name, SHA256, "a sha256 hex digest", prefix="files")  # type: ignore[arg-type]
+    if "compact_sha256" in entry:
+        need_str(entry, "compact_sha256", SHA256, "a sha256 hex digest")
     return entry
 
 

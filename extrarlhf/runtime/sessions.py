@@ -47,6 +47,7 @@ import json
 import os
 import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -227,15 +228,24 @@ class SessionStore:
         return self._in_group(group, "battles", check_name(battle_id, "battle"))
 
     def battle_dirs(self, group: str) -> Callable[[str], Path]:
-        """:meth:`battle_dir` for many battles of one group: the sessions dir and the group folder
-        are resolved once, then each battle's folder once (where each battle_dir resolves four
-        paths), with the same confinement."""
+        """:meth:`battle_dir` for many battles of one group, with the same confinement: the
+        sessions dir, the group folder and its ``battles`` folder are resolved once; then a
+        battle's folder that is a directory and not a link (one ``lstat``) lies in that resolved
+        folder, and any other (a link, a missing folder) is resolved as battle_dir does it."""
         root = os.path.realpath(self.root)
         folder = self.group_dir(group, root) / "battles"
+        plain_folder = _within(os.path.realpath(folder), root)
 
         def battle_dir(battle_id: str) -> Path:
             name = check_name(battle_id, "battle")
-            return self._confine(folder / name, f"battles/{name} of session group {group!r}", root)
+            path = folder / name
+            if plain_folder:
+                try:
+                    if stat.S_ISDIR(os.lstat(path).st_mode):
+                        return path
+                except OSError:
+                    pass
+            return self._confine(path, f"battles/{name} of session group {group!r}", root)
         return battle_dir
 
     def confine_group(self, group: str) -> Path:
@@ -359,9 +369,11 @@ class SessionStore:
         matches) with repairs of the group."""
         return locked(self.battles_path(group))
 
-    def write_battle(self, group: str, battle_id: str, files: dict[str, bytes], compact: bool = False) -> dict[str, str]:
+    def write_battle(self, group: str, battle_id: str, files: dict[str, bytes],
+                     compact: bool = False) -> tuple[dict[str, str], str | None]:
         """Publish a battle's trace folder atomically; returns the sha256 of each file (of its
-        plain bytes). ``compact``: ``turns`` and ``actions`` are stored as zstd (trace_files.py).
+        plain bytes) and, when ``compact`` (``turns`` and ``actions`` stored as zstd,
+        trace_files.py), the stored files' ``compact_sha256`` (else None).
 
         A trace folder is written once: one already at the target is never replaced
         (IntegrityError; :meth:`reconcile` accounts for such folders before a series plays).
@@ -377,7 +389,8 @@ class SessionStore:
             tmp.mkdir()  # no parents: a vanished group is not re-created
             (tmp / "v5").mkdir()
             hashes = {name: hashlib.sha256(files[name]).hexdigest() for name in TRACE_FILES}
-            for name, data in trace_files.encode({name: files[name] for name in TRACE_FILES}, compact).items():
+            stored = trace_files.encode({name: files[name] for name in TRACE_FILES}, compact)
+            for name, data in stored.items():
                 with open(tmp / "v5" / name, "wb") as handle:
                     handle.write(data)
                     if self.fsync:
@@ -401,7 +414,7 @@ class SessionStore:
             raise
         if self.fsync:
             fsync_dir(battles)
-        return hashes
+        return hashes, trace_files.compact_digest(stored) if compact else None
 
     def remove_stale_temp(self, group: str) -> int:
         """Delete temp folders left by writers that died (their pid is gone)."""
@@ -689,7 +702,14 @@ class SessionStore:
             "weights_hashes": sorted({a["weights_hash"] for a in (actors["p1"], actors["p2"]) if a["weights_hash"]}),
             "deck_ids": [meta["deck_ids"]["p1"], meta["deck_ids"]["p2"]],
             "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
+            **self._compact_field(v5),
         }
+
+    @staticmethod
+    def _compact_field(v5: Path) -> dict[str, str]:
+        """``compact_sha256`` of a rebuilt line: there when turns and actions are stored compact."""
+        stored = trace_files.read_compact(v5)
+        return {} if stored is None else {"compact_sha256": trace_files.compact_digest(stored)}
 
     def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: Iterable[dict[str, Any]],
                                  sample: int | None = None) -> list[tuple[str, str, Any, Any]]:

@@ -197,7 +197,8 @@ def test_the_worker_pool_yields_in_order_and_reports_a_dead_worker(local: bool) 
     from extrarlhf.datasets.battles import read_battles
 
     store = SessionStore(shared_sessions())
-    tasks = [(GREEDY, b.battle_id, b.entry["index"], str(b.path), b.entry["files"]) for b in store.battles(GREEDY)]
+    tasks = [(GREEDY, b.battle_id, b.entry["index"], str(b.path), b.entry["files"], b.entry.get("compact_sha256"))
+             for b in store.battles(GREEDY)]
     chunks = [tasks[i:i + 2] for i in range(0, len(tasks), 2)]
     with WorkerPool(2, READ_CHUNK) as pool:
         got = list(pool.map(iter(chunks), local=read_battles if local else None))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 
 import pyarrow.parquet as pq
+import zstandard
 import pytest
 
 from extrarlhf.datasets.materialize import materialize_v5_dataset
@@ -170,3 +171,77 @@ def test_decoding_reads_declared_frames_whole_and_refuses_anything_else(tmp_path
     big = zstandard.ZstdCompressor().compress(b"\0" * (trace_files.MAX_PLAIN_BYTES + 1))
     with pytest.raises(trace_files.CompactFileError, match="more than 256 MiB"):
         trace_files.decode(path, big)
+
+
+def _recompressed(v5, level: int) -> None:
+    """Store turns and actions again as zstd of the same plain bytes at another level."""
+    for name in trace_files.COMPACT_FILES:
+        packed = v5 / (name + trace_files.SUFFIX)
+        plain = trace_files.read(v5, name)
+        packed.write_bytes(zstandard.ZstdCompressor(level=level, write_content_size=True).compress(plain))
+
+
+def test_a_compact_battle_s_line_carries_the_stored_files_digest_and_a_rebuilt_line_is_the_same(groups) -> None:
+    store = SessionStore(groups)
+    for group, compact in (("plain", False), ("packed", True)):
+        for entry in store.read_catalog(group):
+            if entry["status"] != "finished":
+                continue
+            v5 = store.battle_dir(group, entry["battle_id"]) / "v5"
+            if compact:
+                stored = {f"{n}.zst": (v5 / f"{n}.zst").read_bytes() for n in trace_files.COMPACT_FILES}
+                inner = b"".join(hashlib.sha256(stored[f"{n}.zst"]).digest() for n in trace_files.COMPACT_FILES)
+                assert entry["compact_sha256"] == hashlib.sha256(inner).hexdigest()
+            else:
+                assert "compact_sha256" not in entry
+            rebuilt = store.rebuild_entry(group, entry["battle_id"])
+            assert {"schema_version": entry["schema_version"], **rebuilt} == entry
+
+
+def test_materialize_hashes_the_stored_bytes_when_they_are_as_written_and_the_plain_ones_otherwise(
+        groups, tmp_path, monkeypatch) -> None:
+    """A compact battle whose stored files match its ``compact_sha256`` is read without hashing
+    its plain bytes; recompressed (same plain bytes) it is checked against ``files`` and gives
+    the same rows; changed plain bytes are refused by that digest whatever the shortcut says."""
+    import shutil
+
+    from extrarlhf.datasets import battles
+    from extrarlhf.core.errors import IntegrityError
+
+    root = tmp_path / "copy"
+    shutil.copytree(groups, root)
+    store = SessionStore(root)
+    entries = [e for e in store.read_catalog("packed") if e["status"] == "finished"]
+    first = store.battle_dir("packed", entries[0]["battle_id"])
+    plain_bytes = sum(len(trace_files.read(first / "v5", n)) for n in trace_files.COMPACT_FILES)
+    hashed: list[int] = []
+    real = hashlib.sha256
+
+    def counting(data=b""):
+        hashed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(battles.hashlib, "sha256", counting)
+    args = ("packed", entries[0]["battle_id"], entries[0]["index"], first, entries[0]["files"])
+    fast = battles.battle_rows(*args, entries[0]["compact_sha256"])
+    assert sum(hashed) < plain_bytes / 5, (sum(hashed), plain_bytes)  # the meta, the stored files, the start state
+    hashed.clear()
+    slow = battles.battle_rows(*args, None)
+    assert sum(hashed) > plain_bytes
+    assert fast["battle"] == slow["battle"] and fast["features"] == slow["features"]
+    monkeypatch.undo()
+
+    def decisions(name: str):
+        result = materialize_v5_dataset("packed", name=name, sessions_dir=root, datasets_dir=tmp_path / "ds")
+        return pq.read_table(tmp_path / "ds" / name / f"v{result['version']}" / "decisions.parquet")
+
+    before = decisions("before")
+    _recompressed(first / "v5", 19)  # the same plain bytes, other stored bytes: the shortcut does not apply
+    assert decisions("recompressed").equals(before)
+    assert check_sessions(root) == []  # a stale compact_sha256 is not a problem: check reads the plain digests
+    plain = trace_files.read(first / "v5", "actions.jsonl")
+    changed = plain.replace(b'"decision_index":0', b'"decision_index":0 ', 1)
+    (first / "v5" / "actions.jsonl.zst").write_bytes(zstandard.ZstdCompressor(level=5).compress(changed))
+    with pytest.raises(IntegrityError, match=r"actions.jsonl.zst: sha256 .* does not match its catalog digest"):
+        decisions("changed")
+    assert [p.name for p in (tmp_path / "ds" / "changed").iterdir()] == [".publish.lock"]  # nothing published

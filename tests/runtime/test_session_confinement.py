@@ -137,3 +137,36 @@ def test_a_group_deleted_in_the_middle_of_a_series_stops_it_with_a_clear_error(t
     error = expect_error("group_missing", run_series, root, "g", 5, progress=delete_on_first, **SPECS)
     assert "nothing was" in str(error)
     assert not (root / "g").exists()
+
+
+def test_battle_dirs_confines_each_battle_folder_as_battle_dir_does(tmp_path: Path, outside: Path) -> None:
+    """The many-battles lookup (materialize) checks a plain folder with one lstat and resolves
+    anything else: a battle folder linked out is refused, a link that stays inside is followed,
+    and a battles folder linked out is refused for every battle."""
+    from extrarlhf.datasets.materialize import materialize_v5_dataset
+
+    root = tmp_path / "s"
+    run_series(root, "g", 3, **SPECS)
+    store = SessionStore(root)
+    ids = [e["battle_id"] for e in store.read_catalog("g")]
+    lookup = store.battle_dirs("g")
+    assert [lookup(b) for b in ids] == [store.battle_dir("g", b) for b in ids]
+    inside = root / "g" / "battles" / ids[1]
+    inside.rename(root / "g" / "kept")
+    inside.symlink_to(root / "g" / "kept", target_is_directory=True)
+    assert store.battle_dirs("g")(ids[1]) == inside  # a link inside the sessions dir is followed
+    victim = root / "g" / "battles" / ids[0]
+    shutil.rmtree(victim)
+    [linked_out] = [e["battle_id"] for e in SessionStore(outside).read_catalog("g")][:1]
+    victim.symlink_to(outside / "g" / "battles" / linked_out, target_is_directory=True)
+    for lookup in (store.battle_dirs("g"), lambda b: store.battle_dir("g", b)):
+        error = expect_error("path_outside_sessions_dir", lookup, ids[0])
+        assert f"battles/{ids[0]}" in str(error) and "remove the link" in str(error)
+    expect_error("path_outside_sessions_dir", materialize_v5_dataset, "g", name="d", sessions_dir=root,
+                 datasets_dir=tmp_path / "ds")
+    battles = root / "g" / "battles"
+    battles.rename(root / "g" / "moved")
+    battles.symlink_to(outside / "g" / "battles", target_is_directory=True)
+    lookup = store.battle_dirs("g")
+    for battle_id in ids:
+        expect_error("path_outside_sessions_dir", lookup, battle_id)

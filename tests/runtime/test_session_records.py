@@ -164,6 +164,8 @@ CATALOG_DAMAGE = [
     ("files not a digest", lambda e: e["files"].__setitem__("meta.jsonl", "abc"), "files.meta.jsonl",
      "sha256 hex digest"),
     ("files null on a final line", _set("files", None), "files", "must be an object"),
+    ("compact_sha256 not a digest", _set("compact_sha256", "ABC"), "compact_sha256", "sha256 hex digest"),
+    ("compact_sha256 null", _set("compact_sha256", None), "compact_sha256", "sha256 hex digest"),
     ("bad battle id", _set("battle_id", "../../etc"), "battle_id", "a battle id like"),
     ("schema_version missing", _drop("schema_version"), "schema_version", "is missing"),
     ("schema_version as text", _set("schema_version", "1"), "schema_version", "must be an integer"),
