@@ -519,7 +519,7 @@ class Columns:
             values.append(row[name])
 
     def arrays(self) -> list[pa.Array]:
-        out = [pa.array(self.data[f.name], type=f.type) for f in self.schema]
+        out = [flat_array(self.data[f.name], f.type) for f in self.schema]
         for values in self.data.values():
             values.clear()
         return out
@@ -556,6 +556,85 @@ def fixed_vectors(column: pa.Array | pa.ChunkedArray, dim: int, what: str) -> np
     return values.to_numpy().astype(np.float32, copy=False).reshape(len(array), dim)
 
 
+_NUMPY_INTS = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+
+
+def _validity(values: list[Any]) -> tuple[pa.Buffer | None, int]:
+    present = np.fromiter((v is not None for v in values), bool, len(values))
+    nulls = len(values) - int(present.sum())
+    return (pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None), nulls
+
+
+def _ints(values: list[Any], dtype: type) -> np.ndarray | None:
+    """``values`` (None as 0) as ``dtype`` when each is a plain int in its range, else None."""
+    if any(type(v) is not int for v in values if v is not None):
+        return None
+    wide = np.fromiter((0 if v is None else v for v in values), np.int64, len(values)) \
+        if all(-(1 << 63) <= v < (1 << 63) for v in values if v is not None) else None
+    if wide is None:
+        return None
+    info = np.iinfo(dtype)
+    if wide.size and (wide.min() < info.min or wide.max() > info.max):
+        return None
+    return wide.astype(dtype)
+
+
+def flat_array(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """``pa.array(values, typ)`` for the tables' flat columns (strings, integers, booleans and
+    fixed-size lists of integers, None as null), built from buffers: ``pa.array`` on a list or
+    an ndarray imports pandas to ask whether it was handed pandas data, 0.15 CPU-s in each
+    process that materializes. Values this does not take as they are (a wrong type, an integer
+    out of range, text that is not UTF-8) go to ``pa.array``, which says what is wrong."""
+    n = len(values)
+    try:
+        if pa.types.is_string(typ):
+            if all(type(v) is str for v in values if v is not None):
+                encoded = [b"" if v is None else v.encode() for v in values]
+                offsets = np.zeros(n + 1, np.int64)
+                np.cumsum(np.fromiter(map(len, encoded), np.int64, n), out=offsets[1:])
+                if offsets[-1] < (1 << 31):
+                    validity, nulls = _validity(values)
+                    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets.astype(np.int32)),
+                                                          pa.py_buffer(b"".join(encoded))], null_count=nulls)
+        elif typ in _NUMPY_INTS:
+            data = _ints(values, _NUMPY_INTS[typ])
+            if data is not None:
+                validity, nulls = _validity(values)
+                return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)], null_count=nulls)
+        elif pa.types.is_boolean(typ):
+            if all(type(v) is bool for v in values if v is not None):
+                bits = np.packbits(np.fromiter((v is True for v in values), bool, n), bitorder="little")
+                validity, nulls = _validity(values)
+                return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(bits)], null_count=nulls)
+        elif pa.types.is_fixed_size_list(typ) and typ.value_type in _NUMPY_INTS and None not in values:
+            size = typ.list_size
+            if all(type(v) in (list, tuple) and len(v) == size for v in values):
+                data = _ints(list(chain.from_iterable(values)), _NUMPY_INTS[typ.value_type])
+                if data is not None:
+                    child = pa.Array.from_buffers(typ.value_type, n * size, [None, pa.py_buffer(data)])
+                    return pa.FixedSizeListArray.from_arrays(child, type=typ)
+    except UnicodeEncodeError:
+        pass
+    return pa.array(values, typ)
+
+
+def int_array(data: np.ndarray) -> pa.Array:
+    """An integer ndarray as an Arrow array over its memory (``pa.array`` would import pandas)."""
+    data = np.ascontiguousarray(data)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [None, pa.py_buffer(data)])
+
+
+def numpy_values(array: pa.Array) -> np.ndarray:
+    """A primitive array's values as a read-only ndarray over its buffer, without
+    ``Array.to_numpy`` (which imports pandas on a first call); one with nulls, or a type whose
+    values are not a plain buffer (booleans, strings), goes through ``to_numpy``."""
+    typ = array.type
+    if array.null_count or not (pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+        return array.to_numpy(zero_copy_only=False)
+    dtype = typ.to_pandas_dtype()
+    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * np.dtype(dtype).itemsize)
+
+
 def float32_array(data: bytes) -> pa.Array:
     """Native float32 values as an Arrow array over the same memory (no numpy round trip)."""
     return pa.Array.from_buffers(pa.float32(), len(data) // 4, [None, pa.py_buffer(data)])
@@ -585,7 +664,8 @@ def _column(pieces: list[Any], typ: pa.DataType, core: Any) -> pa.Array:
     (the core's, which ``core`` joins; wrapped once)."""
     packed = [isinstance(piece, Packed) for piece in pieces]
     if not any(packed):
-        return pa.array(list(chain.from_iterable(pieces)), typ)
+        values = list(chain.from_iterable(pieces))
+        return flat_array(values, typ) if not pa.types.is_list(typ) else pa.array(values, typ)
     if all(packed):
         one = pieces[0] if len(pieces) == 1 else Packed(*core.concat_columns(pieces, _item_bytes(typ)))
         return _unpacked(one, typ)
@@ -601,14 +681,14 @@ def _legal(battles: list[dict[str, Any]]) -> tuple[pa.Array, pa.Array]:
         base += int(offsets[-1])
     parts.append(np.array([base], np.int32))
     ids = b"".join(b["legal"][1] for b in battles)
-    return pa.array(np.concatenate(parts)), pa.Array.from_buffers(pa.int16(), base, [None, pa.py_buffer(ids)])
+    return int_array(np.concatenate(parts)), pa.Array.from_buffers(pa.int16(), base, [None, pa.py_buffer(ids)])
 
 
 def _spread(values: list[Any], typ: pa.DataType, index: np.ndarray) -> pa.Array:
     """The column whose row i holds ``values[index[i]]`` (one value per battle, or per seat),
     without the all-valid bitmap ``take`` gives strings (the arrays, and their ``nbytes`` the
     card reports, are then those ``pa.array`` makes of the rows)."""
-    out = pa.array(values, typ).take(pa.array(index))
+    out = flat_array(values, typ).take(int_array(index))
     buffers = out.buffers()
     if out.null_count == 0 and buffers[0] is not None:
         out = pa.Array.from_buffers(typ, len(out), [None, *buffers[1:]], null_count=0)
@@ -625,7 +705,7 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
     counts = np.array([b["decisions"] for b in battles], np.int64)
     battle_of_row = np.repeat(np.arange(len(battles)), counts)
     players = _column([b["dec"]["player"] for b in battles], schema.field("player").type, core)
-    seat_of_row = 2 * battle_of_row + players.to_numpy(zero_copy_only=False).astype(np.int64) - 1
+    seat_of_row = 2 * battle_of_row + numpy_values(players).astype(np.int64) - 1
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     per_battle, per_seat = (battles[0]["per_battle"], battles[0]["per_seat"]) if battles else ({}, {})
     arrays = []
@@ -642,7 +722,7 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
         elif f.name == "player":
             arrays.append(players)
         elif f.name == "decision_index":
-            arrays.append(pa.array((np.arange(len(battle_of_row)) - starts).astype(np.int32)))
+            arrays.append(int_array((np.arange(len(battle_of_row)) - starts).astype(np.int32)))
         elif f.name in per_battle:
             arrays.append(_spread([b["per_battle"][f.name] for b in battles], f.type, battle_of_row))
         elif f.name in per_seat:
@@ -657,7 +737,7 @@ def battle_batches(battles: list[dict[str, Any]]) -> dict[str, pa.RecordBatch]:
          else _column([b["turns"][f.name] for b in battles], f.type, core) for f in SCHEMAS["turns"]],
         schema=SCHEMAS["turns"])
     out["battles"] = pa.RecordBatch.from_arrays(
-        [pa.array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
+        [flat_array([b["battle"][f.name] for b in battles], f.type) for f in SCHEMAS["battles"]],
         schema=SCHEMAS["battles"])
     return out
 

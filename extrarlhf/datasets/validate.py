@@ -63,7 +63,7 @@ from .manifest import KINDS, MANIFEST, read_manifest
 from .paths import DatasetsDir
 from .pointers import resolve
 from .prebattle import DERIVED_INPUTS, derived_inputs
-from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, schema_types, sha256_file
+from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, numpy_values, schema_types, sha256_file
 
 MAX_PER_CODE = 20
 
@@ -112,14 +112,14 @@ class DecisionChecks:
     def feed(self, batch: Any) -> None:
         report = self.report
         legal = batch.column("legal_action_ids")
-        offsets = legal.offsets.to_numpy()
+        offsets = numpy_values(legal.offsets)  # (numpy_values: to_numpy imports pandas on a first call)
         # the list's own values (``flatten()`` would do, but imports pyarrow.compute: slow on a first call)
-        values = legal.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]].astype(np.int64)
+        values = numpy_values(legal.values)[offsets[0]:offsets[-1]].astype(np.int64)
         offsets = offsets - offsets[0]
         lengths = np.diff(offsets)
         n = batch.num_rows
-        action = batch.column("action_id").to_numpy(zero_copy_only=False).astype(np.int64)
-        index = batch.column("action_index").to_numpy(zero_copy_only=False).astype(np.int64)
+        action = numpy_values(batch.column("action_id")).astype(np.int64)
+        index = numpy_values(batch.column("action_index")).astype(np.int64)
         segment = np.repeat(np.arange(n), lengths)
         member = np.bincount(segment, weights=(values == np.repeat(action, lengths)), minlength=n) > 0
         in_range = (index >= 0) & (index < lengths)
@@ -128,8 +128,8 @@ class DecisionChecks:
             index_ok = in_range & (values[at] == action)
         else:
             index_ok = np.zeros(n, dtype=bool)
-        feature_lengths = np.diff(batch.column("legal_action_features").offsets.to_numpy())
-        obs_ok = batch.column("obs_version").to_numpy(zero_copy_only=False) == self.obs_version
+        feature_lengths = np.diff(numpy_values(batch.column("legal_action_features").offsets))
+        obs_ok = numpy_values(batch.column("obs_version")) == self.obs_version
         ids = batch.column("battle_id").to_pylist()
         dec_index = batch.column("decision_index").to_pylist()
         bad_rows = np.flatnonzero(~member | ~index_ok | (feature_lengths != lengths) | ~obs_ok | (lengths == 0))

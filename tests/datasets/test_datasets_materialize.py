@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -187,6 +188,49 @@ def test_a_materialize_worker_reads_traces_without_importing_pyarrow() -> None:
     script = f"import sys, extrarlhf.core.procpool_worker, {module}; print(sorted(m for m in ('pyarrow', 'pandas') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
+def test_materializing_imports_no_pandas(tmp_path: Path) -> None:
+    """pa.array and Array.to_numpy import pandas on a first call (0.15 CPU-s, and with its own
+    imports about 0.3 s of a CLI run): the tables are built from buffers instead, and this
+    process's dataset is the one the suite's other tests check byte for byte."""
+    script = ("import sys; from extrarlhf.datasets import materialize_v5_dataset; "
+              f"materialize_v5_dataset([{GREEDY!r}], 'd', sessions_dir={str(shared_sessions())!r}, "
+              f"datasets_dir={str(tmp_path)!r}, workers=1); print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+    reference = materialize_v5_dataset([GREEDY], "d", sessions_dir=shared_sessions(), datasets_dir=tmp_path / "r",
+                                       workers=1)
+    for name in ("decisions.parquet", "turns.parquet", "battles.parquet", "excluded.parquet"):
+        assert sha256(tmp_path / "d" / "v1" / name) == sha256(Path(reference["path"]) / name), name
+
+
+FLAT_CASES = [
+    (["a", "bé", None, ""], pa.string()), ([], pa.string()), ([1, -2, None, 127], pa.int8()), ([1, 2], pa.int16()),
+    ([2**40, None], pa.int64()), ([True, False, None] * 3, pa.bool_()), ([list(range(30)), tuple(range(30))],
+                                                                          pa.list_(pa.int16(), 30)),
+]
+FLAT_REFUSED = [([1, True], pa.int8()), ([300], pa.int8()), (["a", 1], pa.string()), (["\ud800"], pa.string()),
+                ([[1] * 29], pa.list_(pa.int16(), 30)), ([2**70], pa.int64()), ([None], pa.list_(pa.int16(), 30))]
+
+
+@pytest.mark.parametrize("values,typ", FLAT_CASES + FLAT_REFUSED, ids=[f"{t}-{i}" for i, (_, t) in
+                                                                       enumerate(FLAT_CASES + FLAT_REFUSED)])
+def test_flat_arrays_are_what_pa_array_makes_and_refuse_what_it_refuses(values: list, typ: pa.DataType) -> None:
+    from extrarlhf.datasets.tables import flat_array
+
+    def outcome(build):
+        try:
+            array = build(values, typ)
+        except Exception as exc:  # noqa: BLE001 - the same error, whichever builds it
+            return type(exc), str(exc)
+        return array, array.nbytes, array.null_count
+
+    ours, theirs = outcome(flat_array), outcome(pa.array)
+    if isinstance(theirs[0], pa.Array):
+        assert ours[0].equals(theirs[0]) and ours[1:] == theirs[1:]
+    else:
+        assert ours == theirs
 
 
 @pytest.mark.parametrize("local", [False, True])
