@@ -18,7 +18,8 @@ import hashlib
 import os
 import threading
 import weakref
-from itertools import chain
+from array import array
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
 
@@ -556,27 +557,29 @@ def fixed_vectors(column: pa.Array | pa.ChunkedArray, dim: int, what: str) -> np
     return values.to_numpy().astype(np.float32, copy=False).reshape(len(array), dim)
 
 
-_NUMPY_INTS = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+_INT_CODES = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q"}  # array module typecodes
 
 
-def _validity(values: list[Any]) -> tuple[pa.Buffer | None, int]:
-    present = np.fromiter((v is not None for v in values), bool, len(values))
-    nulls = len(values) - int(present.sum())
-    return (pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None), nulls
+def _bits(flags: Any, n: int) -> bytes:
+    """An Arrow bitmap (least significant bit first) of ``n`` truth values."""
+    return sum(1 << i for i, flag in enumerate(flags) if flag).to_bytes((n + 7) // 8, "little")
 
 
-def _ints(values: list[Any], dtype: type) -> np.ndarray | None:
-    """``values`` (None as 0) as ``dtype`` when each is a plain int in its range, else None."""
+def _validity(values: list[Any]) -> tuple[bytes | None, int]:
+    if None not in values:
+        return None, 0
+    return _bits((v is not None for v in values), len(values)), values.count(None)
+
+
+def _ints(values: Any, code: str) -> array | None:
+    """``values`` (None as 0) packed as typecode ``code`` when each is a plain int in its range, else None."""
+    values = list(values)
     if any(type(v) is not int for v in values if v is not None):
         return None
-    wide = np.fromiter((0 if v is None else v for v in values), np.int64, len(values)) \
-        if all(-(1 << 63) <= v < (1 << 63) for v in values if v is not None) else None
-    if wide is None:
+    try:
+        return array(code, [0 if v is None else v for v in values] if None in values else values)
+    except OverflowError:
         return None
-    info = np.iinfo(dtype)
-    if wide.size and (wide.min() < info.min or wide.max() > info.max):
-        return None
-    return wide.astype(dtype)
 
 
 def flat_array(values: list[Any], typ: pa.DataType) -> pa.Array:
@@ -590,26 +593,27 @@ def flat_array(values: list[Any], typ: pa.DataType) -> pa.Array:
         if pa.types.is_string(typ):
             if all(type(v) is str for v in values if v is not None):
                 encoded = [b"" if v is None else v.encode() for v in values]
-                offsets = np.zeros(n + 1, np.int64)
-                np.cumsum(np.fromiter(map(len, encoded), np.int64, n), out=offsets[1:])
+                offsets = array("q", accumulate(map(len, encoded), initial=0))
                 if offsets[-1] < (1 << 31):
                     validity, nulls = _validity(values)
-                    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets.astype(np.int32)),
+                    return pa.Array.from_buffers(typ, n, [validity and pa.py_buffer(validity),
+                                                          pa.py_buffer(array("i", offsets)),
                                                           pa.py_buffer(b"".join(encoded))], null_count=nulls)
-        elif typ in _NUMPY_INTS:
-            data = _ints(values, _NUMPY_INTS[typ])
+        elif typ in _INT_CODES:
+            data = _ints(values, _INT_CODES[typ])
             if data is not None:
                 validity, nulls = _validity(values)
-                return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)], null_count=nulls)
+                return pa.Array.from_buffers(typ, n, [validity and pa.py_buffer(validity), pa.py_buffer(data)],
+                                             null_count=nulls)
         elif pa.types.is_boolean(typ):
             if all(type(v) is bool for v in values if v is not None):
-                bits = np.packbits(np.fromiter((v is True for v in values), bool, n), bitorder="little")
                 validity, nulls = _validity(values)
-                return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(bits)], null_count=nulls)
-        elif pa.types.is_fixed_size_list(typ) and typ.value_type in _NUMPY_INTS and None not in values:
+                return pa.Array.from_buffers(typ, n, [validity and pa.py_buffer(validity),
+                                                      pa.py_buffer(_bits(values, n))], null_count=nulls)
+        elif pa.types.is_fixed_size_list(typ) and typ.value_type in _INT_CODES and None not in values:
             size = typ.list_size
             if all(type(v) in (list, tuple) and len(v) == size for v in values):
-                data = _ints(list(chain.from_iterable(values)), _NUMPY_INTS[typ.value_type])
+                data = _ints(chain.from_iterable(values), _INT_CODES[typ.value_type])
                 if data is not None:
                     child = pa.Array.from_buffers(typ.value_type, n * size, [None, pa.py_buffer(data)])
                     return pa.FixedSizeListArray.from_arrays(child, type=typ)
