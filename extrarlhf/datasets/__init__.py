@@ -10,6 +10,7 @@ confined to the datasets dir (paths.py). Modules:
 - publish.py      temp dir -> fsync -> validate -> rename; overwrite with rollback; recovery
 - pointers.py     promoted pointers (atomic replace) and reference resolution
 - tables.py       column layouts of every table, streaming Parquet writer
+- row_batches.py  trace rows -> Arrow record batches (from the core's buffers; no pandas)
 - battles.py      one battle's trace -> rows (checked), run in worker processes (core/procpool.py)
 - materialize.py  ``materialize_v5_dataset``
 - validate.py     ``validate_dataset``

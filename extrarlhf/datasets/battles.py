@@ -12,7 +12,7 @@ each (``engine_native.read_decisions`` / ``read_turns``, native/src/trace_reader
 checks, where the files are as the trace writer writes them; for anything else it declines and
 the Python reader below decides (another JSON layout is read, a corrupt file is named). The core
 gives each column as the buffers of an Arrow array (:class:`Packed`: no Python object per row),
-the Python reader as a list; tables.battle_batches makes the same Arrow arrays of either
+the Python reader as a list; row_batches.battle_batches makes the same Arrow arrays of either
 (tests/engine/test_native_trace_reader.py).
 
 Decision and turn lines are decoded with msgspec into typed structs that declare only the

@@ -53,7 +53,8 @@ from .paths import DatasetsDir, check_dataset_name, check_pointer_name, check_po
 from .pointers import PointerStep
 from ..core.procpool import auto_workers, map_chunks
 from .publish import publish_version
-from .tables import Columns, StreamingTable, battle_batches
+from .row_batches import Columns, battle_batches
+from .tables import StreamingTable
 from .validate import DecisionChecks, validate_dir
 
 __all__ = ["materialize_v5_dataset", "snapshot_group", "GroupSnapshot", "TableBuilder", "auto_workers",

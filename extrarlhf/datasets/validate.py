@@ -63,7 +63,8 @@ from .manifest import KINDS, MANIFEST, read_manifest
 from .paths import DatasetsDir
 from .pointers import resolve
 from .prebattle import DERIVED_INPUTS, derived_inputs
-from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, numpy_values, schema_types, sha256_file
+from .row_batches import numpy_values
+from .tables import SCHEMAS, TABLES, describe_columns, iter_batches, schema_types, sha256_file
 
 MAX_PER_CODE = 20
 

@@ -230,7 +230,8 @@ def replay_chunk(records: list[BattleRecord]) -> tuple[list[tuple[str, str] | No
     batches ``decisions``, ``turns``, ``battles`` and ``metronome`` of the included ones."""
     import pyarrow as pa
 
-    from ..datasets.tables import SCHEMAS, battle_batches
+    from ..datasets.row_batches import battle_batches
+    from ..datasets.tables import SCHEMAS
 
     outcomes: list[tuple[str, str] | None] = []
     included: list[dict[str, Any]] = []

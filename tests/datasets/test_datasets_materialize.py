@@ -217,7 +217,7 @@ FLAT_REFUSED = [([1, True], pa.int8()), ([300], pa.int8()), (["a", 1], pa.string
 @pytest.mark.parametrize("values,typ", FLAT_CASES + FLAT_REFUSED, ids=[f"{t}-{i}" for i, (_, t) in
                                                                        enumerate(FLAT_CASES + FLAT_REFUSED)])
 def test_flat_arrays_are_what_pa_array_makes_and_refuse_what_it_refuses(values: list, typ: pa.DataType) -> None:
-    from extrarlhf.datasets.tables import flat_array
+    from extrarlhf.datasets.row_batches import flat_array
 
     def outcome(build):
         try:

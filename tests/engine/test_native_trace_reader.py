@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from extrarlhf.datasets import battles, tables
+from extrarlhf.datasets import battles, row_batches
 from extrarlhf.datasets.tables import SCHEMAS
 from extrarlhf.policies.champion import ensure_champion
 from extrarlhf.runtime import trace_files
@@ -76,7 +76,7 @@ def traces(tmp_path_factory) -> list[tuple[str, bytes, bytes]]:
 def arrow(columns: dict[str, Any], table: str) -> dict[str, Any]:
     """Columns (lists or the core's Packed buffers) as the Arrow arrays materialize makes of them, as Python values."""
     types = {f.name: f.type for f in SCHEMAS[table]}
-    return {name: tables._column([column], types[name], engine_native).to_pylist() for name, column in columns.items()}
+    return {name: row_batches._column([column], types[name], engine_native).to_pylist() for name, column in columns.items()}
 
 
 def comparable(decisions: battles._Decisions) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def test_bad_arguments_are_refused_clearly():
 
 
 def test_the_cores_join_of_a_chunks_columns_is_arrows_concatenation(traces):
-    """tables.battle_batches joins the battles' packed columns in the core (concat_columns): the
+    """row_batches.battle_batches joins the battles' packed columns in the core (concat_columns): the
     same arrays as Arrow's own concatenation, nulls at any bit position included."""
     read = [battles._packed_decisions(engine_native.read_decisions(a, b, 1, engine.OBS_VERSION, OBS_BYTES))
             for b, a, _ in traces]
@@ -242,9 +242,9 @@ def test_the_cores_join_of_a_chunks_columns_is_arrows_concatenation(traces):
         pieces = [r.columns[name] for r in read if name in r.columns]
         if not pieces:
             continue
-        joined = tables._column(pieces, typ, engine_native)
+        joined = row_batches._column(pieces, typ, engine_native)
         joined.validate(full=True)
-        assert joined.equals(pa.concat_arrays([tables._unpacked(p, typ) for p in pieces])), name
+        assert joined.equals(pa.concat_arrays([row_batches._unpacked(p, typ) for p in pieces])), name
         nulls += joined.null_count
     assert nulls > 0  # nullable columns with nulls were joined
 

@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from adapters.baselines import GreedyPolicy, RandomPolicy
-from extrarlhf.datasets.tables import battle_batches
+from extrarlhf.datasets.row_batches import battle_batches
 from extrarlhf.production.export import export_production_v5_dataset
 from extrarlhf.production.fixture import build_fixture
 from extrarlhf.production.replay import BattleRecord, replay_record
