@@ -127,33 +127,27 @@ def _read_trace(battle_dir: Path, files: dict[str, str] | None, compact_sha256: 
     digest (``files``) describes: by hashing them, or, for ``turns`` and ``actions`` stored
     compact as written (their ``compact_sha256``, trace_files.py), by hashing the stored bytes."""
     out = {}
-    names = TRACE_FILES
-    if compact_sha256 is not None:
-        v5 = battle_dir / "v5"
-        stored = trace_files.read_compact(v5)
-        if stored is not None and trace_files.compact_digest(stored) == compact_sha256:
-            for stored_name, data in stored.items():
-                try:
-                    out[stored_name.removesuffix(trace_files.SUFFIX)] = trace_files.decode(v5 / stored_name, data)
-                except trace_files.CompactFileError as exc:
-                    raise Corrupt(str(exc)) from None
-            names = tuple(name for name in TRACE_FILES if name not in out)
-    for name in names:
-        path = battle_dir / "v5" / name
+    v5 = battle_dir / "v5"
+    stored = trace_files.read_compact(v5) if compact_sha256 is not None else None
+    as_written = stored is not None and trace_files.compact_digest(stored) == compact_sha256
+    for name in TRACE_FILES:
+        path = v5 / name
         try:
-            data = trace_files.read(path.parent, name)  # plain, or stored compact (.zst)
+            data = trace_files.read_from(v5, name, stored)  # plain, or stored compact (.zst)
         except FileNotFoundError:
             raise Corrupt(f"{path} is missing although the catalog records the battle as final") from None
         except trace_files.CompactFileError as exc:
             raise Corrupt(str(exc)) from None
+        out[name] = data
+        if as_written and name in trace_files.COMPACT_FILES:
+            continue  # proven by the stored bytes' digest
         expected = (files or {}).get(name)
         actual = hashlib.sha256(data).hexdigest()
         if expected != actual:  # named as stored; the digest is of the plain bytes either way
             raise Corrupt(f"{trace_files.find(path.parent, name) or path}: sha256 {actual[:12]}... (of its plain "
                           f"bytes) does not match its catalog digest "
                           f"{str(expected)[:12]}... (the file changed after it was written)")
-        out[name] = data
-    return {name: out[name] for name in TRACE_FILES}
+    return out
 
 
 def _lines(data: bytes, path: str, decoder: msgspec.json.Decoder) -> list:

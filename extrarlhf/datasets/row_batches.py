@@ -137,12 +137,11 @@ def _column(pieces: list[Any], typ: pa.DataType, core: Any) -> pa.Array:
     (the core's, which ``core`` joins; wrapped once)."""
     packed = [isinstance(piece, Packed) for piece in pieces]
     if not any(packed):
-        values = list(chain.from_iterable(pieces))
-        return flat_array(values, typ) if not pa.types.is_list(typ) else pa.array(values, typ)
+        return flat_array(list(chain.from_iterable(pieces)), typ)
     if all(packed):
         one = pieces[0] if len(pieces) == 1 else Packed(*core.concat_columns(pieces, _item_bytes(typ)))
         return _unpacked(one, typ)
-    return pa.concat_arrays([_unpacked(p, typ) if isinstance(p, Packed) else pa.array(p, typ) for p in pieces])
+    return pa.concat_arrays([_unpacked(p, typ) if isinstance(p, Packed) else flat_array(p, typ) for p in pieces])
 
 
 def _legal(battles: list[dict[str, Any]]) -> tuple[pa.Array, pa.Array]:

@@ -648,9 +648,10 @@ class SessionStore:
         v5 = self.battle_dir(group, battle_id) / "v5"
         data: dict[str, bytes] = {}
         shown = {name: trace_files.find(v5, name) or v5 / name for name in TRACE_FILES}  # the stored files
+        stored = trace_files.read_compact(v5)  # turns and actions as stored, when both are compact
         for name in TRACE_FILES:
             try:
-                data[name] = trace_files.read(v5, name)
+                data[name] = trace_files.read_from(v5, name, stored)
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 raise CorruptRecord(f"{v5 / name} is missing: the trace of battle {battle_id} is incomplete",
                                     v5 / name) from None
@@ -702,14 +703,8 @@ class SessionStore:
             "weights_hashes": sorted({a["weights_hash"] for a in (actors["p1"], actors["p2"]) if a["weights_hash"]}),
             "deck_ids": [meta["deck_ids"]["p1"], meta["deck_ids"]["p2"]],
             "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
-            **self._compact_field(v5),
+            **({} if stored is None else {"compact_sha256": trace_files.compact_digest(stored)}),
         }
-
-    @staticmethod
-    def _compact_field(v5: Path) -> dict[str, str]:
-        """``compact_sha256`` of a rebuilt line: there when turns and actions are stored compact."""
-        stored = trace_files.read_compact(v5)
-        return {} if stored is None else {"compact_sha256": trace_files.compact_digest(stored)}
 
     def configuration_mismatches(self, group: str, configuration: dict[str, Any], entries: Iterable[dict[str, Any]],
                                  sample: int | None = None) -> list[tuple[str, str, Any, Any]]:
