@@ -11,6 +11,7 @@ checkpoint name resolves through the registry, never through promotion or benchm
 - trace_check.py  the worker task of check's trace hashes (run on core/procpool.py's processes)
 - catalog_lines.py  a group catalog's lines: parsed and checked as a stream, folded to offsets
 - catalog_index.py  the catalog's fold and summary saved (catalog.index.npz), used while it describes the catalog
+- catalog_summary.py  a group's summary as a fold over its battles' latest entries (one entry taken back as its final line arrives)
 - records.py    checks of catalog lines, manifests, summaries, group leases (field named on damage)
 - trace_files.py  a trace's three files on disk, plain or compact (.jsonl.zst of the same bytes)
 - trace_forms.py  a group's traces from one form to the other; one trace file's plain bytes

@@ -97,11 +97,13 @@ def iter_catalog(path: Path) -> Iterator[CatalogLine]:
             yield from catalog_lines(path, handle)
 
 
-def catalog_lines(path: Path, handle: Iterable[bytes], end: int | None = None) -> Iterator[CatalogLine]:
-    """The lines of a catalog (``handle``: its lines as read, from its start), up to byte ``end``
-    (default: its end); a line cut at ``end`` is read as cut (as it was when ``end`` was its size)."""
-    pos = 0
-    for number, raw in enumerate(handle, 1):
+def catalog_lines(path: Path, handle: Iterable[bytes], end: int | None = None, *, start: int = 0,
+                  first_number: int = 1) -> Iterator[CatalogLine]:
+    """The lines of a catalog (``handle``: its lines as read, from its start, or from byte ``start``
+    where line ``first_number`` begins), up to byte ``end`` (default: its end); a line cut at
+    ``end`` is read as cut (as it was when ``end`` was its size)."""
+    pos = start
+    for number, raw in enumerate(handle, first_number):
         if end is not None:
             if pos >= end:
                 return

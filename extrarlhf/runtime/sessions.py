@@ -73,6 +73,7 @@ from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
 from . import catalog_index, consistency, ownership, records, trace_files
+from .catalog_summary import SummaryFold
 from .catalog_lines import (REPAIRS_LOG, SESSIONS_SCHEMA_VERSION, CatalogLine, gc_paused, iter_catalog, problem,
                             record_error, shown, valid_lines)
 from .catalog_lines import scan_catalog  # noqa: F401 - readers import it from here
@@ -427,16 +428,29 @@ class SessionStore:
                 removed += 1
         return removed
 
-    def write_summary(self, group: str, policy: ReadinessPolicy | None = None) -> dict[str, Any]:
+    def write_summary(self, group: str, policy: ReadinessPolicy | None = None,
+                      live: catalog_index.LiveIndex | None = None) -> dict[str, Any]:
         """Recompute the summary from the catalog and write it, with the catalog's index
-        (catalog_index.py) that lets readers of a large group skip the fold."""
+        (catalog_index.py) that lets readers of a large group skip the fold; ``live`` (from
+        :meth:`live_index`, kept by the one process appending) folds only what was appended
+        since its last call."""
         self._require_group(group)
-        index = catalog_index.build(self.catalog_path(group), lambda entries: self._summarize(group, entries, policy))
+        if live is not None:
+            index = live.refresh(lambda fold: fold.summary(group, policy))
+        else:
+            index = catalog_index.build(self.catalog_path(group),
+                                        lambda entries: self._summarize(group, entries, policy))
         path = self.summary_path(group)
         with locked(path):
             atomic_write_json(path, index.summary)
             catalog_index.save(index, self.index_path(group))
         return index.summary
+
+    def live_index(self, group: str) -> catalog_index.LiveIndex:
+        """A catalog index kept current by the process appending to ``group`` (a series), for
+        :meth:`write_summary`."""
+        self._require_group(group)
+        return catalog_index.LiveIndex(self.catalog_path(group), SummaryFold)
 
     # ------------------------------------------------------------------ reading
     def list_groups(self) -> list[str]:
@@ -564,48 +578,10 @@ class SessionStore:
 
     def _summarize(self, group: str, entries: Iterable[dict[str, Any]],
                    policy: ReadinessPolicy | None) -> dict[str, Any]:
-        battles = 0
-        by_status = {s: 0 for s in (*FINAL_STATUSES, "unfinished")}
-        results = {"p1_wins": 0, "draws": 0, "p2_wins": 0}
-        decisions = degraded = warnings = peeked = eligible = eligible_decisions = 0
-        hashes: set[str] = set()
-        decks: set[str] = set()
-        tags: dict[str, int] = {}
+        fold = SummaryFold()
         for e in entries:
-            battles += 1
-            by_status[e["status"]] = by_status.get(e["status"], 0) + 1
-            if e["status"] not in FINAL_STATUSES:
-                continue
-            decisions += e["decisions"]
-            degraded += int(e["degraded"])
-            warnings += e["policy_warnings"]
-            peeked += int(bool(e.get("omniscient_peeks")))
-            hashes.update(h for h in e["weights_hashes"] if h)
-            if e["status"] == "finished":
-                results[("draws", "p1_wins", "p2_wins")[e["winner"]]] += 1
-                tags[e["battle_tag"]] = tags.get(e["battle_tag"], 0) + 1
-                if not e["degraded"] and not e.get("omniscient_peeks"):
-                    eligible += 1
-                    eligible_decisions += e["decisions"]
-                    decks.update(e["deck_ids"])
-        counts = {"eligible_battles": eligible, "eligible_decisions": eligible_decisions,
-                  "distinct_decks": len(decks)}
-        return {
-            "schema_version": SESSIONS_SCHEMA_VERSION,
-            "group": group,
-            "updated_at": utc_now(),
-            "battles": battles,
-            "by_status": by_status,
-            "results": results,
-            "battle_tags": dict(sorted(tags.items())),
-            "decisions": decisions,
-            "degraded": degraded,
-            "policy_warnings": warnings,
-            "omniscient_peek_battles": peeked,
-            "weights_hashes": sorted(hashes),
-            **counts,
-            "readiness": session_readiness(counts, policy),
-        }
+            fold.add(e)
+        return fold.summary(group, policy)
 
     # ------------------------------------------------------------------ traces -> catalog lines
     def battle_folders(self, group: str) -> list[str]:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from mcp import Client
 
+from extrarlhf.core.errors import CorruptRecord
 from extrarlhf.runtime import catalog_index
 from extrarlhf.runtime.series import run_series
 from extrarlhf.runtime.sessions import SessionStore
@@ -129,6 +130,86 @@ def test_a_group_copied_elsewhere_folds_its_catalog(tmp_path):
     shutil.copytree(root / "g", root / "h")  # another inode: the copied index does not describe it
     store = SessionStore(root)
     assert not store.catalog_view("h").indexed and len(store.catalog_view("h").keys) == 3
+
+
+def _same_index(live: catalog_index.CatalogIndex, built: catalog_index.CatalogIndex, same_file: bool = True) -> None:
+    assert list(live.keys) == list(built.keys)
+    assert live.offsets.tolist() == built.offsets.tolist() and live.lines.tolist() == built.lines.tolist()
+    assert _without_time(live.summary) == _without_time(built.summary)
+    if same_file:
+        assert live.identity == built.identity
+    else:
+        assert (live.identity.size, live.identity.crc32) == (built.identity.size, built.identity.crc32)
+
+
+def _series_lines(tmp_path: Path, battles: int = 10) -> tuple[SessionStore, list[bytes]]:
+    root = tmp_path / "sessions"
+    run_series(root, "g", battles, **SPECS)
+    store = SessionStore(root)
+    return store, store.catalog_path("g").read_bytes().splitlines(keepends=True)
+
+
+def test_a_live_index_gives_what_build_gives_as_the_catalog_grows(tmp_path):
+    """A series' live index, refreshed after appends of any size (a line cut in the middle, battles
+    out of index order, a battle's started line repeated as a resume repeats it), gives what a
+    whole fold of the same bytes gives: keys, offsets, line numbers, identity with its crc32, summary."""
+    store, lines = _series_lines(tmp_path)
+    started = [raw for raw in lines if b'"status":"started"' in raw]
+    final = [raw for raw in lines if raw not in started]
+    assert len(started) == len(final) == 10
+    order = started[5:] + started[:5] + [b"\n", started[9]] + final[::-1]
+    data = b"".join(order)
+    catalog = store.catalog_path("g")
+    catalog.write_bytes(b"")
+    live = store.live_index("g")
+    folded_upto = []
+    for cut in (0, 1, 350, len(order[0]), 3000, len(data) - 200, len(data)):
+        with open(catalog, "r+b") as handle:  # appended in place, as a series appends
+            handle.seek(0, 2)
+            handle.write(data[handle.tell():cut])
+        index = live.refresh(lambda fold: fold.summary("g", None))
+        whole = data[:cut].rfind(b"\n") + 1  # a line being appended waits for the next refresh
+        folded_upto.append(index.identity.size)
+        copy = tmp_path / f"copy-{cut}.jsonl"
+        copy.write_bytes(data[:whole])
+        built = catalog_index.build(copy, lambda entries: store._summarize("g", entries, None))
+        assert index.identity.crc32 is not None  # just written: a racy index records its crc32
+        _same_index(index, built, same_file=False)
+    assert folded_upto == sorted(folded_upto) and folded_upto[-1] == len(data) and index.summary["battles"] == 10
+    _same_index(index, catalog_index.build(catalog, lambda entries: store._summarize("g", entries, None)))
+    store.write_summary("g", live=live)  # the index it writes is the one readers take
+    assert store.catalog_view("g").indexed and list(store.catalog_view("g").keys) == list(index.keys)
+
+
+def test_a_live_index_starts_over_on_another_file_and_folds_whole_when_a_final_line_is_replaced(tmp_path):
+    store, lines = _series_lines(tmp_path, 6)
+    catalog = store.catalog_path("g")
+    live = store.live_index("g")
+    finish = lambda fold: fold.summary("g", None)  # noqa: E731
+    whole = lambda: catalog_index.build(catalog, lambda entries: store._summarize("g", entries, None))  # noqa: E731
+    _same_index(live.refresh(finish), whole())
+    replaced = tmp_path / "new.jsonl"  # a repair renames a new catalog in: fewer lines, another inode
+    replaced.write_bytes(b"".join(lines[:5]))
+    os.replace(replaced, catalog)
+    _same_index(live.refresh(finish), whole())
+    with open(catalog, "ab") as handle:  # the same final line twice: the first cannot be taken back
+        handle.write(b"".join(lines[5:]) + lines[-1])
+    assert live.refresh(finish).summary["battles"] == 6
+    _same_index(live.refresh(finish), whole())
+
+
+def test_a_damaged_line_raises_from_a_live_index_and_the_next_refresh_starts_over(tmp_path):
+    store, lines = _series_lines(tmp_path, 3)
+    catalog = store.catalog_path("g")
+    live = store.live_index("g")
+    finish = lambda fold: fold.summary("g", None)  # noqa: E731
+    live.refresh(finish)
+    with open(catalog, "ab") as handle:
+        handle.write(b'{"schema_version":1,"battle_id":"oops"}\n')
+    with pytest.raises(CorruptRecord, match="line 7"):
+        live.refresh(finish)
+    catalog.write_bytes(b"".join(lines))  # restored in place: the same inode, folded again from its start
+    _same_index(live.refresh(finish), catalog_index.build(catalog, lambda es: store._summarize("g", es, None)))
 
 
 def test_paginate_sorted_pages_like_paginate():
