@@ -248,6 +248,35 @@ def test_progress_single_worker_counts_every_battle(tmp_path: Path) -> None:
     assert calls == [(1, 3), (2, 3), (3, 3)]
 
 
+def test_the_summary_is_written_less_often_when_writing_it_is_slow(tmp_path: Path, monkeypatch) -> None:
+    """A series writes the summary every SUMMARY_EVERY_S, or less often when the write took more
+    than SUMMARY_SHARE of that time (a slow disk, a huge group); the codename's heartbeat keeps
+    its period; the last write, at the end, is always made."""
+    from extrarlhf.runtime import series
+
+    writes: list[float] = []
+    beats: list[float] = []
+    write = SessionStore.write_summary
+
+    def slow_write(self, group, policy=None, live=None):
+        writes.append(time.monotonic())
+        time.sleep(0.05)  # a write of 0.05 s: with a share of 5%, the next one waits 1 s
+        return write(self, group, policy, live)
+
+    monkeypatch.setattr(SessionStore, "write_summary", slow_write)
+    monkeypatch.setattr(series, "SUMMARY_EVERY_S", 0.0)
+    monkeypatch.setattr(codenames, "heartbeat", lambda root, name: beats.append(time.monotonic()))
+    started = time.monotonic()
+    result = run_series(tmp_path / "s", "g", 40, p1_model="baseline:random", opponent="baseline:random",
+                        max_workers=1, codename="Slowpoke")
+    took = time.monotonic() - started
+    assert result["ran"] == 40 and result["summary"]["battles"] == 40
+    assert len(beats) >= 39  # every battle, as SUMMARY_EVERY_S is 0
+    # without the share, one write a battle: 40 writes; with it, one a second at most, plus the last
+    assert len(writes) <= took / 1.0 + 2, (len(writes), took)
+    assert SessionStore(tmp_path / "s").read_summary("g")["battles"] == 40
+
+
 def test_codename_released_when_the_series_fails(tmp_path: Path) -> None:
     root = tmp_path / "s"
 
