@@ -73,10 +73,10 @@ from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
 from . import catalog_index, consistency, ownership, records, trace_files
-from .catalog_summary import SummaryFold
 from .catalog_lines import (REPAIRS_LOG, SESSIONS_SCHEMA_VERSION, CatalogLine, gc_paused, iter_catalog, problem,
                             record_error, shown, valid_lines)
 from .catalog_lines import scan_catalog  # noqa: F401 - readers import it from here
+from .catalog_summary import SummaryFold
 from .records import BATTLE_ID, FINAL_STATUSES, TRACE_FILES
 from .trace import V5_SCHEMA_VERSION, utc_now
 
@@ -578,10 +578,7 @@ class SessionStore:
 
     def _summarize(self, group: str, entries: Iterable[dict[str, Any]],
                    policy: ReadinessPolicy | None) -> dict[str, Any]:
-        fold = SummaryFold()
-        for e in entries:
-            fold.add(e)
-        return fold.summary(group, policy)
+        return catalog_index.folded(SummaryFold(), entries).summary(group, policy)
 
     # ------------------------------------------------------------------ traces -> catalog lines
     def battle_folders(self, group: str) -> list[str]:
