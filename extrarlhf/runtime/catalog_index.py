@@ -38,7 +38,8 @@ import numpy as np
 import orjson
 
 from ..core.fileio import atomic_write_chunks
-from .catalog_lines import catalog_lines, entry_at, gc_paused, shown, valid_lines
+from .catalog_lines import CatalogLine, catalog_lines, entry_at, gc_paused, shown, valid_lines
+from .records import FINAL_STATUSES
 
 INDEX_FILE = "catalog.index.npz"
 INDEX_VERSION = 1
@@ -137,18 +138,23 @@ class Fold(Protocol):
 
     def add(self, entry: dict[str, Any]) -> None: ...
 
-    def retract(self, entry: dict[str, Any]) -> bool: ...  # False: it cannot (nothing changed)
+    def retract(self, status: str) -> bool: ...  # take back an entry of that status; False: it cannot
 
 
 class LiveIndex:
     """The index of a catalog kept current by the process appending to it: each :meth:`refresh`
     folds only the whole lines appended since the one before (a line still being written waits
-    for the next), keeps the (index, battle id) keys, offsets and line numbers in arrays and the
-    crc32 of the bytes folded, and gives the :class:`CatalogIndex` that :func:`build` would give
-    for the same bytes (tests/runtime/test_catalog_index.py compares them). It starts over when
-    the catalog is another file (a repair renamed one in) or shorter than what it folded, and
-    falls back to :func:`build` when a line replaces an entry ``fold`` cannot take back (a final
-    one). A damaged line raises as readers raise, and the next refresh starts over."""
+    for the next), keeps the (index, battle id) keys, offsets, line numbers and statuses in
+    arrays and the crc32 of the bytes folded, and gives the :class:`CatalogIndex` that
+    :func:`build` would give for the same bytes (tests/runtime/test_catalog_index.py compares
+    them). It starts over when the catalog is another file (a repair renamed one in) or shorter
+    than what it folded, and falls back to :func:`build` when a line replaces an entry ``fold``
+    cannot take back (a final one). A damaged line raises as readers raise, and the next refresh
+    starts over.
+
+    A caller already reading the whole catalog (a resume's diagnosis) can fold it here as it
+    goes instead: :meth:`take` each line, then :meth:`taken`; the first refresh then reads only
+    what was appended since."""
 
     def __init__(self, catalog: Path, new_fold: Callable[[], Fold]) -> None:
         self.catalog, self._new_fold = catalog, new_fold
@@ -159,11 +165,45 @@ class LiveIndex:
         self._fold = self._new_fold()
         self._where: dict[str, int] = {}  # battle id -> its position in the arrays, first seen first
         self._index, self._offset, self._line = array("q"), array("q"), array("q")
+        self._final = bytearray()  # 1 where the position's entry is final (its fold cannot take it back)
         self._ordered = True  # positions are in (index, battle id) order: no sort needed
         self._last: tuple[int, str] = (-1, "")
         self._width = 1
         self._size = self._lines = self._crc = 0
         self._whole = False  # a line replaced a final entry: this file is folded by build()
+        self._taking = True  # take() may still fold lines from the file's start
+
+    def _restart(self) -> None:
+        """What was taken is dropped: the first refresh folds the catalog from its start."""
+        self._reset(None)
+        self._taking = False
+
+    def take(self, line: CatalogLine) -> None:
+        """Fold ``line``, the next line of a pass over the whole catalog from its start (damaged
+        or not: a damaged one and the fold starts over at the first refresh)."""
+        if not self._taking:
+            return
+        if line.entry is None or not line.terminated:
+            self._taking = False  # a damaged or unterminated line: a repair (or the refresh) reads it
+            return
+        self._whole = self._whole or not self._fold_line(line)
+
+    def taken(self, handle: BinaryIO, end: int) -> None:
+        """The pass :meth:`take` was given covered the first ``end`` bytes of the catalog open at
+        ``handle`` (read again here for their crc32 and line count, a fraction of parsing them)."""
+        if not self._taking:
+            self._restart()
+            return
+        stat = os.fstat(handle.fileno())
+        handle.seek(0)
+        crc = lines = size = 0
+        while size < end and (block := handle.read(min(_CHUNK, end - size))):
+            crc, lines, size = zlib.crc32(block, crc), lines + block.count(b"\n"), size + len(block)
+        if size != end or (end and not _ends_line(handle, end)):
+            self._restart()
+            return
+        self._file, self._size, self._lines, self._crc = (stat.st_dev, stat.st_ino), end, lines, crc
+        self._taking = False
 
     def refresh(self, finish: Callable[[Any], dict[str, Any]]) -> CatalogIndex:
         """The index of the catalog as it is now; ``finish(fold)`` makes its summary."""
@@ -175,12 +215,13 @@ class LiveIndex:
         file = None if stat is None else (stat.st_dev, stat.st_ino)
         if stat is None or file != self._file or stat.st_size < self._size:
             self._reset(file)
+        self._taking = False
         whole = lambda: build(self.catalog, lambda entries: finish(folded(self._new_fold(), entries)))  # noqa: E731
         if stat is None or self._whole:
             return whole()
         try:
-            with open(self.catalog, "rb") as handle, open(self.catalog, "rb") as again, gc_paused():
-                self._extend(handle, again, stat.st_size)
+            with open(self.catalog, "rb") as handle, gc_paused():
+                self._extend(handle, stat.st_size)
         except BaseException:
             self._reset(None)
             raise
@@ -208,31 +249,44 @@ class LiveIndex:
             self._lines += 1
             yield raw
 
-    def _extend(self, handle: BinaryIO, again: BinaryIO, end: int) -> None:
+    def _extend(self, handle: BinaryIO, end: int) -> None:
         start, first = self._size, self._lines + 1
         for line in valid_lines(catalog_lines(self.catalog, self._complete_lines(handle, end), start=start,
                                               first_number=first)):
-            entry = shown(line.entry)  # type: ignore[arg-type]
-            battle_id, number = entry["battle_id"], entry["index"]
-            at = self._where.get(battle_id)
-            if at is None:
-                key = (number, battle_id)
-                self._ordered = self._ordered and key > self._last
-                self._last = key  # once out of order, the arrays are sorted at the end whatever comes
-                self._where[battle_id] = len(self._index)
-                self._width = max(self._width, len(battle_id))
-                self._index.append(number)
-                self._offset.append(line.offset)
-                self._line.append(line.number)
-            else:
-                if not self._fold.retract(entry_at(self.catalog, again, self._offset[at], end)):
-                    self._whole = True
-                    return
-                if number != self._index[at]:
-                    self._index[at] = number
-                    self._ordered = False
-                self._offset[at], self._line[at] = line.offset, line.number
-            self._fold.add(entry)
+            if not self._fold_line(line):
+                self._whole = True
+                return
+
+    def _fold_line(self, line: CatalogLine) -> bool:
+        """Fold one valid line; False when it replaces an entry the fold cannot take back."""
+        entry = shown(line.entry)  # type: ignore[arg-type]
+        battle_id, number = entry["battle_id"], entry["index"]
+        final = entry["status"] in FINAL_STATUSES
+        at = self._where.get(battle_id)
+        if at is None:
+            key = (number, battle_id)
+            self._ordered = self._ordered and key > self._last
+            self._last = key  # once out of order, the arrays are sorted at the end whatever comes
+            self._where[battle_id] = len(self._index)
+            self._width = max(self._width, len(battle_id))
+            self._index.append(number)
+            self._offset.append(line.offset)
+            self._line.append(line.number)
+            self._final.append(final)
+        else:
+            if self._final[at] or not self._fold.retract("unfinished"):
+                return False
+            if number != self._index[at]:
+                self._index[at] = number
+                self._ordered = False
+            self._offset[at], self._line[at], self._final[at] = line.offset, line.number, final
+        self._fold.add(entry)
+        return True
+
+
+def _ends_line(handle: BinaryIO, end: int) -> bool:
+    handle.seek(end - 1)
+    return handle.read(1) == b"\n"
 
 
 def folded(fold: Any, entries: Iterable[dict[str, Any]]) -> Any:

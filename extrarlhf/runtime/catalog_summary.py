@@ -44,13 +44,14 @@ class SummaryFold:
                 self.eligible_decisions += e["decisions"]
                 self.decks.update(e["deck_ids"])
 
-    def retract(self, e: dict[str, Any]) -> bool:
-        """Undo :meth:`add` of ``e``, a battle's entry that a later line replaces; False (nothing
-        changed) for a final entry, whose weights hashes and decks a set cannot take back."""
-        if e["status"] in FINAL_STATUSES:
+    def retract(self, status: str) -> bool:
+        """Undo :meth:`add` of an entry with ``status`` that a later line of its battle replaces;
+        False (nothing changed) for a final one, whose weights hashes and decks a set cannot take
+        back (a non-final entry adds nothing but its count)."""
+        if status in FINAL_STATUSES:
             return False
         self.battles -= 1
-        self.by_status[e["status"]] -= 1
+        self.by_status[status] -= 1
         return True
 
     def summary(self, group: str, policy: ReadinessPolicy | None) -> dict[str, Any]:

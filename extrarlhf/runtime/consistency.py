@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
+from .records import FINAL_STATUSES
+
 # Fields of summary.json that move while a battle is in flight (an interactive battle's
 # ``started`` line is in the catalog before the summary is refreshed) or depend on the
 # readiness policy the writer was given: not compared. ``final_battles`` stands for them.
@@ -89,16 +91,28 @@ def meta_mismatch(configuration: dict[str, Any], meta: dict[str, Any]) -> tuple[
     return None
 
 
-def entry_mismatch(configuration: dict[str, Any], entry: dict[str, Any]) -> tuple[str, Any, Any] | None:
+class LineCheck:
     """Like :func:`meta_mismatch` for what a catalog line carries of its battle's actors (its
-    battle tag and weights hashes): cheap enough to check every line of a resumed group."""
-    expected = _expected(configuration)
-    if entry.get("battle_tag") != expected["battle_tag"]:
-        return "battle_tag", expected["battle_tag"], entry.get("battle_tag")
-    hashes = sorted({h for h in (expected["actors.p1.weights_hash"], expected["actors.p2.weights_hash"]) if h})
-    if not entry.get("degraded") and sorted(entry.get("weights_hashes") or []) != hashes:
-        return "weights_hashes", hashes, sorted(entry.get("weights_hashes") or [])
-    return None
+    battle tag and weights hashes), cheap enough to check every line of a resumed group: every
+    final entry seen (:meth:`see`, one at a time, as a pass over a catalog reads them) is
+    compared, and ``found`` maps a battle id to ``(battle_id, field, manifest value, line
+    value)``, from its last line that disagrees."""
+
+    def __init__(self, configuration: dict[str, Any]) -> None:
+        expected = _expected(configuration)
+        self.tag = expected["battle_tag"]
+        self.hashes = sorted({h for h in (expected["actors.p1.weights_hash"], expected["actors.p2.weights_hash"])
+                              if h})
+        self.found: dict[str, tuple[str, str, Any, Any]] = {}
+
+    def see(self, entry: dict[str, Any]) -> None:
+        if entry["status"] not in FINAL_STATUSES:
+            return
+        if entry.get("battle_tag") != self.tag:
+            self.found[entry["battle_id"]] = (entry["battle_id"], "battle_tag", self.tag, entry.get("battle_tag"))
+        elif not entry.get("degraded") and sorted(entry.get("weights_hashes") or []) != self.hashes:
+            self.found[entry["battle_id"]] = (entry["battle_id"], "weights_hashes", self.hashes,
+                                              sorted(entry.get("weights_hashes") or []))
 
 
 def evenly(items: list[Any], limit: int = RESUME_SAMPLE) -> list[Any]:

@@ -14,7 +14,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator
 
 from adapters import work
 
@@ -34,9 +34,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Diagnosis", "diagnose", "apply_repair"]
 
-# A battle in the fold of a Diagnosis: one int packing its first and latest line numbers (34 bits
-# each), whether its trace folder is on disk, and whether its latest line is final.
-_FINAL, _ON_DISK, _LATEST_SHIFT, _FIRST_SHIFT, _LINE_MASK = 1, 2, 2, 36, (1 << 34) - 1
+# A battle in the fold of a Diagnosis: one int packing the battle index of its latest line (above
+# bit 70), its first and latest line numbers (34 bits each), whether its trace folder is on disk,
+# and whether its latest line is final.
+_FINAL, _ON_DISK, _LATEST_SHIFT, _FIRST_SHIFT, _INDEX_SHIFT, _LINE_MASK = 1, 2, 2, 36, 70, (1 << 34) - 1
 
 
 class Diagnosis:
@@ -71,11 +72,30 @@ class Diagnosis:
         """The entries of the valid lines, in catalog order (a pass over the file)."""
         return (line.entry for line in self.lines() if line.entry is not None)
 
+    def finished(self) -> bytearray:
+        """1 at each battle index that has a final entry once a repair is applied (the latest
+        valid line of one of its battles is final, or its line is rebuilt): a byte per index,
+        from the fold (no pass over the file)."""
+        done = bytearray(max(self.top_index, *(e["index"] for e in self.rebuilt.values()), -1) + 1)
+        for packed in self.fold.values():
+            if packed & _FINAL:
+                done[packed >> _INDEX_SHIFT] = 1
+        for entry in self.rebuilt.values():
+            done[entry["index"]] = 1
+        return done
+
+    def final_battles(self) -> Iterator[str]:
+        """The battles whose latest valid line is final, in the order they first appear, then
+        those whose line is rebuilt (from the fold: no pass over the file)."""
+        yield from (battle_id for battle_id, packed in self.fold.items() if packed & _FINAL)
+        yield from self.rebuilt
+
 
 
 @contextlib.contextmanager
 def diagnose(store: SessionStore, group: str, *, settled: bool, folders: bool = True,
-              hashes: bool = False, workers: int | None = 1) -> Iterator[Diagnosis]:
+             hashes: bool = False, workers: int | None = 1,
+             observe: Callable[[CatalogLine], None] | None = None) -> Iterator[Diagnosis]:
     """What is wrong with a group's catalog and its trace folders (nothing is changed); the
     catalog stays open for the diagnosis' passes until the ``with`` block ends.
 
@@ -83,13 +103,15 @@ def diagnose(store: SessionStore, group: str, *, settled: bool, folders: bool = 
     writes), so an unterminated last line that does not parse is damage. ``folders``:
     look for trace folders without a final line (off while a series writes the group).
     ``hashes``: check the trace files of final lines against their sha256, on ``workers``
-    processes counting this one (None: as many as materialize would use for the battles)."""
+    processes counting this one (None: as many as materialize would use for the battles).
+    ``observe(line)``: called with each line of the first pass, damaged or not, so that a
+    caller needing more of the catalog (a resume) need not read it again."""
     path = store.catalog_path(group)
     handle = open_catalog(path)
     with handle or contextlib.nullcontext():
         diag = Diagnosis(path, handle)
         with gc_paused():
-            orphans = _fold_catalog(store, group, diag, settled=settled, folders=folders)
+            orphans = _fold_catalog(store, group, diag, settled=settled, folders=folders, observe=observe)
             _check_final_lines(store, group, diag, hashes, workers)
             _check_orphans(store, group, diag, orphans)
         if diag.blockers:
@@ -102,19 +124,22 @@ def diagnose(store: SessionStore, group: str, *, settled: bool, folders: bool = 
         finally:
             diag.fold.clear()
 
-def _fold_catalog(store: SessionStore, group: str, diag: Diagnosis, *, settled: bool, folders: bool) -> list[str]:
+def _fold_catalog(store: SessionStore, group: str, diag: Diagnosis, *, settled: bool, folders: bool,
+                  observe: Callable[[CatalogLine], None] | None) -> list[str]:
     """The first pass: damaged lines, the fold, the trace folders; returns the trace folders
     without a final line (sorted; none unless ``folders``)."""
     path, fold = diag.path, diag.fold
     if diag.handle is not None:
         for line in catalog_lines(path, diag.handle):
+            if observe is not None:
+                observe(line)
             error, entry = line.error, line.entry
             if entry is not None:
                 diag.top_index = max(diag.top_index, entry["index"])
                 old = fold.get(entry["battle_id"])
-                first = line.number if old is None else old >> _FIRST_SHIFT
-                fold[entry["battle_id"]] = (first << _FIRST_SHIFT | line.number << _LATEST_SHIFT
-                                            | (entry["status"] in FINAL_STATUSES))
+                first = line.number if old is None else old >> _FIRST_SHIFT & _LINE_MASK
+                fold[entry["battle_id"]] = (entry["index"] << _INDEX_SHIFT | first << _FIRST_SHIFT
+                                            | line.number << _LATEST_SHIFT | (entry["status"] in FINAL_STATUSES))
             elif isinstance(error, UnsupportedSchema):
                 diag.problems.append(problem(group, path, line.number, "schema_version", error.code, str(error),
                                              False))
@@ -159,7 +184,7 @@ def _check_final_lines(store: SessionStore, group: str, diag: Diagnosis, hashes:
             packed = diag.fold[battle_id]
             if packed >> _LATEST_SHIFT & _LINE_MASK != line.number or not wanted(packed):
                 continue
-            first, folder = packed >> _FIRST_SHIFT, battles / battle_id
+            first, folder = packed >> _FIRST_SHIFT & _LINE_MASK, battles / battle_id
             if hashes:
                 try:
                     store.battle_dir(group, battle_id)

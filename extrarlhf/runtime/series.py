@@ -160,8 +160,9 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             store.remove_stale_temp(group)
             # a trace on disk without a valid final line gets its line back from the trace (or the
             # series stops with the reason): a battle with a trace is never played again
-            repair = store.reconcile(group)
-            done = _finished(store, group, n_battles)
+            live = store.live_index(group)  # the reconcile's pass over the catalog folds it
+            repair = store.reconcile(group, live)
+            done = repair["finished"][:n_battles].ljust(n_battles, b"\0")
             todo = n_battles - sum(done)
             started = time.perf_counter()
             plan = {"sessions_dir": str(store.root), "checkpoints_dir": checkpoints_dir, "group": group,
@@ -172,7 +173,6 @@ def run_series(sessions_dir: str | os.PathLike[str], group: str, n_battles: int,
             user_cancel = cancel or (lambda: False)
             stop = lambda: group_lease.lost or user_cancel()  # noqa: E731
             with work.also_cancelled_by(stop):  # checked at every decision and search rollout
-                live = store.live_index(group)
                 ran = _execute(plan, _chunks(seed, n_battles, done), todo, n_chunks, workers, store, lease, live,
                                progress, work.cancelled)
             summary = store.write_summary(group, readiness, live)
@@ -200,17 +200,6 @@ def _precheck_search_work(store: SessionStore, group: str, specs: list[str], n_b
     finished = {line.entry["index"] for line in iter_catalog(store.catalog_path(group))
                 if line.error is None and line.entry["status"] in FINAL_STATUSES and line.entry["index"] < n_battles}
     check_series_work(specs, n_battles, len(finished))
-
-
-def _finished(store: SessionStore, group: str, n_battles: int) -> bytearray:
-    """1 at each index below ``n_battles`` the group's catalog has a final line for (none in a
-    new group): a byte per battle, the catalog streamed (:meth:`SessionStore.iter_latest`)."""
-    done = bytearray(n_battles)
-    if store.catalog_path(group).exists():
-        for e in store.iter_latest(group):
-            if e["status"] in FINAL_STATUSES and e["index"] < n_battles:
-                done[e["index"]] = 1
-    return done
 
 
 def _chunks(seed: int, n_battles: int, done: bytearray) -> Iterator[list[tuple[int, int]]]:

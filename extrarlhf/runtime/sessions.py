@@ -691,7 +691,8 @@ class SessionStore:
         if sample is not None:
             picked = set(consistency.evenly(range(sum(1 for e in entries if e["status"] in FINAL_STATUSES)),
                                             sample))
-        by_line: dict[str, tuple[str, str, Any, Any]] = {}  # a line's mismatch wins over its trace's
+        lines = consistency.LineCheck(configuration)
+        by_line = lines.found  # a line's mismatch wins over its trace's
         by_meta: dict[str, tuple[str, str, Any, Any]] = {}
         battle_dir = self.battle_dirs(group)  # the sessions dir and the group folder resolved once
         position = -1
@@ -700,20 +701,25 @@ class SessionStore:
                 continue
             position += 1
             battle_id = entry["battle_id"]
-            mismatch = consistency.entry_mismatch(configuration, entry)
-            if mismatch is not None:
-                by_line[battle_id] = (battle_id, *mismatch)
-                continue
+            lines.see(entry)
             if battle_id in by_line or battle_id in by_meta or (picked is not None and position not in picked):
                 continue
-            try:
-                meta = read_meta(battle_dir(battle_id))
-            except (ValueError, OSError):  # RLHFError is a ValueError
-                continue
-            mismatch = consistency.meta_mismatch(configuration, meta)
+            mismatch = self._meta_mismatch(battle_dir, configuration, battle_id)
             if mismatch is not None:
-                by_meta[battle_id] = (battle_id, *mismatch)
+                by_meta[battle_id] = mismatch
         return sorted({**by_meta, **by_line}.values(), key=lambda m: m[0])
+
+    @staticmethod
+    def _meta_mismatch(battle_dir: Callable[[str], Path], configuration: dict[str, Any],
+                       battle_id: str) -> tuple[str, str, Any, Any] | None:
+        """The mismatch of a battle's trace meta record with ``configuration``, or None (also
+        for a trace that cannot be read: it is reported, and refused, on its own)."""
+        try:
+            meta = read_meta(battle_dir(battle_id))
+        except (ValueError, OSError):  # RLHFError is a ValueError
+            return None
+        mismatch = consistency.meta_mismatch(configuration, meta)
+        return None if mismatch is None else (battle_id, *mismatch)
 
     def require_agreeing_manifest(self, group: str, entries: Iterable[dict[str, Any]], consequence: str) -> None:
         """ManifestMismatch (``consequence`` says what was not done) when the group's manifest
@@ -726,37 +732,61 @@ class SessionStore:
         if found:
             raise manifest_mismatch(self, group, found, consequence)
 
-    def reconcile(self, group: str) -> dict[str, Any]:
+    def reconcile(self, group: str, live: catalog_index.LiveIndex | None = None) -> dict[str, Any]:
         """Before adding battles to a group: make its catalog account for every trace on disk.
 
         A trace folder without a valid final line gets that line rebuilt from its intact trace,
         and damaged lines are dropped (kept in ``catalog-repairs.jsonl``), when that is provably
         safe; otherwise CorruptRecord (file, line, field) with every reason, and nothing is
-        changed. A manifest that disagrees with the actors the traces record (an opponent
-        edited after its battles were played) is ManifestMismatch, and nothing is changed.
-        Callers own the group (its lease, or its allocation lock for battles started
-        one by one). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line numbers],
-        "next_index": int}``."""
+        changed. A manifest that disagrees with the actors the battles record (an opponent
+        edited after its battles were played: every final line, and the trace meta records of
+        up to consistency.RESUME_SAMPLE final battles) is ManifestMismatch, and nothing is
+        changed. Callers own the group (its lease, or its allocation lock for battles started
+        one by one). All of it takes one pass over the catalog (the diagnosis'), which also
+        folds it into ``live`` when given (:meth:`live_index`: the series' first summary then
+        reads only what it appended). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line
+        numbers], "next_index": int, "finished": bytearray}``, ``finished`` 1 at each battle
+        index with a final line (after the repair)."""
         from . import diagnosis  # diagnosis imports this module
 
         path = self.catalog_path(group)
-        with locked(path), diagnosis.diagnose(self, group, settled=True) as diag:
-            if diag.blockers:
-                first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
-                                                                          "unsupported_schema")), None)
-                reasons = "; ".join(diag.blockers)
-                damaged = "; ".join(p["message"] for p in diag.problems if p["code"] == "corrupt_record")
-                raise CorruptRecord(
-                    f"session group {group!r} needs a repair that is not provably safe, so nothing was played and "
-                    f"nothing was overwritten: {reasons}" + (f". Damaged: {damaged}" if damaged else ""),
-                    first["path"] if first else path, first["line"] if first else None,
-                    first["field"] if first else None)
-            self.require_agreeing_manifest(
-                group, Passes(lambda: itertools.chain(diag.entries(), diag.rebuilt.values())), "nothing was played")
-            if diag.needs_repair:
-                diagnosis.apply_repair(self, group, diag)
+        with locked(path):
+            configuration = self.read_manifest(group)["configuration"]
+            lines = consistency.LineCheck(configuration)
+
+            def observe(line: CatalogLine) -> None:
+                if line.entry is not None:
+                    lines.see(line.entry)
+                if live is not None:
+                    live.take(line)
+
+            with diagnosis.diagnose(self, group, settled=True, observe=observe) as diag:
+                if diag.blockers:
+                    first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
+                                                                              "unsupported_schema")), None)
+                    reasons = "; ".join(diag.blockers)
+                    damaged = "; ".join(p["message"] for p in diag.problems if p["code"] == "corrupt_record")
+                    raise CorruptRecord(
+                        f"session group {group!r} needs a repair that is not provably safe, so nothing was played "
+                        f"and nothing was overwritten: {reasons}" + (f". Damaged: {damaged}" if damaged else ""),
+                        first["path"] if first else path, first["line"] if first else None,
+                        first["field"] if first else None)
+                for entry in diag.rebuilt.values():
+                    lines.see(entry)
+                battle_dir = self.battle_dirs(group)
+                found = {**{b: m for b in consistency.evenly(list(diag.final_battles()))
+                            if b not in lines.found and (m := self._meta_mismatch(battle_dir, configuration, b))},
+                         **lines.found}
+                if found:
+                    raise manifest_mismatch(self, group, sorted(found.values(), key=lambda m: m[0]),
+                                            "nothing was played")
+                finished = diag.finished()
+                if live is not None and diag.handle is not None and not diag.needs_repair:
+                    live.taken(diag.handle, diag.end)
+                if diag.needs_repair:
+                    diagnosis.apply_repair(self, group, diag)
         return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
-                "next_index": diag.top_index + 1}
+                "next_index": diag.top_index + 1, "finished": finished}
 
 
 def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *,

@@ -212,6 +212,68 @@ def test_a_damaged_line_raises_from_a_live_index_and_the_next_refresh_starts_ove
     _same_index(live.refresh(finish), catalog_index.build(catalog, lambda es: store._summarize("g", es, None)))
 
 
+def _counting_parses(monkeypatch) -> list[int]:
+    """A counter of the catalog lines parsed (every reader parses through parse_catalog_line)."""
+    from extrarlhf.runtime import catalog_lines
+
+    count = [0]
+    parse = catalog_lines.parse_catalog_line
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_lines, "parse_catalog_line", counted)
+    return count
+
+
+def test_a_resume_folds_the_live_index_in_its_one_pass_and_the_first_refresh_reads_only_appends(tmp_path,
+                                                                                                 monkeypatch):
+    """The reconcile of a resume parses each catalog line once and folds the series' live index
+    as it goes (battles out of index order, a blank line): the first refresh parses nothing,
+    gives what build gives, and later appends are folded on top; ``finished`` marks every final battle."""
+    store, lines = _series_lines(tmp_path, 6)
+    _, more = _series_lines(tmp_path / "more", 7)  # battle 6's lines, as this group's next battle would write them
+    started = [raw for raw in lines if b'"status":"started"' in raw]
+    final = [raw for raw in lines if raw not in started]
+    catalog = store.catalog_path("g")
+    catalog.write_bytes(b"".join(started[3:] + started[:3] + [b"\n"] + final[::-1]))
+    finish = lambda fold: fold.summary("g", None)  # noqa: E731
+    whole = lambda: catalog_index.build(catalog, lambda entries: store._summarize("g", entries, None))  # noqa: E731
+    parses = _counting_parses(monkeypatch)
+    live = store.live_index("g")
+    result = store.reconcile("g", live)
+    assert result["finished"] == bytearray(b"\1" * 6) and result["rebuilt"] == [] and parses[0] == 12
+    index = live.refresh(finish)
+    assert parses[0] == 12  # nothing appended: nothing parsed again
+    _same_index(index, whole())
+    new = [raw for raw in more if b"b000006-" in raw]
+    assert len(new) == 2
+    with open(catalog, "ab") as handle:
+        handle.write(b"".join(new))
+    before = parses[0]
+    index = live.refresh(finish)
+    assert parses[0] - before == 2 and index.summary["battles"] == 7
+    _same_index(index, whole())
+
+
+def test_a_resume_that_repairs_the_catalog_leaves_the_live_index_to_fold_the_new_file(tmp_path):
+    """A damaged line seen in the reconcile's pass: the repair renames a new catalog in and the
+    live index, fed the damaged pass, starts over at its first refresh (what build gives of the
+    repaired file); a battle whose final line was lost is rebuilt and counted finished."""
+    store, lines = _series_lines(tmp_path, 4)
+    catalog = store.catalog_path("g")
+    kept = [raw for raw in lines if b"b000002-" not in raw or b'"status":"started"' in raw]
+    catalog.write_bytes(b"".join(kept[:2] + [b'{"schema_version":1,"battle_id":"oops"}\n'] + kept[2:]))
+    live = store.live_index("g")
+    result = store.reconcile("g", live)
+    assert result["dropped_lines"] == [3] and len(result["rebuilt"]) == 1
+    assert result["finished"] == bytearray(b"\1" * 4)
+    index = live.refresh(lambda fold: fold.summary("g", None))
+    _same_index(index, catalog_index.build(catalog, lambda entries: store._summarize("g", entries, None)))
+    assert index.summary["by_status"]["unfinished"] == 0 and index.summary["battles"] == 4
+
+
 def test_paginate_sorted_pages_like_paginate():
     keys = catalog_index.SortedKeys(np.array([1, 2, 2, 5], np.int64), np.array([b"b1", b"b2a", b"b2b", b"b5"]))
     plain = [(1, "b1"), (2, "b2a"), (2, "b2b"), (5, "b5")]

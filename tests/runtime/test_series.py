@@ -277,6 +277,31 @@ def test_the_summary_is_written_less_often_when_writing_it_is_slow(tmp_path: Pat
     assert SessionStore(tmp_path / "s").read_summary("g")["battles"] == 40
 
 
+def test_a_resume_with_nothing_to_play_parses_each_catalog_line_once(tmp_path: Path, monkeypatch) -> None:
+    """The reconcile's one pass gives the manifest check, the battles already finished and the
+    series' live index (six passes over the catalog before: 124 CPU-s at 10^6 battles); the
+    summary it writes is still the catalog's."""
+    from extrarlhf.runtime import catalog_lines
+
+    root = tmp_path / "s"
+    run_series(root, "g", 8, p1_model="baseline:random", opponent="baseline:random")
+    count = [0]
+    parse = catalog_lines.parse_catalog_line
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_lines, "parse_catalog_line", counted)
+    result = run_series(root, "g", 8, p1_model="baseline:random", opponent="baseline:random")
+    assert (result["ran"], result["skipped"]) == (0, 8)
+    assert count[0] == 16  # two lines a battle, each parsed once
+    monkeypatch.undo()
+    store = SessionStore(root)
+    assert {k: v for k, v in result["summary"].items() if k != "updated_at"} == \
+        {k: v for k, v in store.compute_summary("g").items() if k != "updated_at"}
+
+
 def test_codename_released_when_the_series_fails(tmp_path: Path) -> None:
     root = tmp_path / "s"
 
