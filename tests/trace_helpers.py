@@ -55,3 +55,18 @@ def write_trace(battle: Path, name: str, data: bytes) -> Path:
 def all_traces(battle: Path) -> dict[str, bytes]:
     """Logical name -> plain bytes of the three trace files."""
     return {name: read_trace(battle, name) for name in trace_files.TRACE_FILES}
+
+
+def counting_parses(monkeypatch) -> list[int]:
+    """A counter of the catalog lines parsed (every reader parses through parse_catalog_line)."""
+    from extrarlhf.runtime import catalog_lines
+
+    count = [0]
+    parse = catalog_lines.parse_catalog_line
+
+    def counted(*args, **kwargs):
+        count[0] += 1
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(catalog_lines, "parse_catalog_line", counted)
+    return count

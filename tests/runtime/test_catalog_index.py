@@ -20,6 +20,7 @@ from extrarlhf.runtime.sessions import SessionStore
 from mcp_server import build_server
 from mcp_server.paging import paginate, paginate_sorted
 from tests.mcp_helpers import Checked
+from tests.trace_helpers import counting_parses
 
 SPECS = {"p1_model": "baseline:random", "opponent": "baseline:random"}
 
@@ -212,21 +213,6 @@ def test_a_damaged_line_raises_from_a_live_index_and_the_next_refresh_starts_ove
     _same_index(live.refresh(finish), catalog_index.build(catalog, lambda es: store._summarize("g", es, None)))
 
 
-def _counting_parses(monkeypatch) -> list[int]:
-    """A counter of the catalog lines parsed (every reader parses through parse_catalog_line)."""
-    from extrarlhf.runtime import catalog_lines
-
-    count = [0]
-    parse = catalog_lines.parse_catalog_line
-
-    def counted(*args, **kwargs):
-        count[0] += 1
-        return parse(*args, **kwargs)
-
-    monkeypatch.setattr(catalog_lines, "parse_catalog_line", counted)
-    return count
-
-
 def test_a_resume_folds_the_live_index_in_its_one_pass_and_the_first_refresh_reads_only_appends(tmp_path,
                                                                                                  monkeypatch):
     """The reconcile of a resume parses each catalog line once and folds the series' live index
@@ -240,7 +226,7 @@ def test_a_resume_folds_the_live_index_in_its_one_pass_and_the_first_refresh_rea
     catalog.write_bytes(b"".join(started[3:] + started[:3] + [b"\n"] + final[::-1]))
     finish = lambda fold: fold.summary("g", None)  # noqa: E731
     whole = lambda: catalog_index.build(catalog, lambda entries: store._summarize("g", entries, None))  # noqa: E731
-    parses = _counting_parses(monkeypatch)
+    parses = counting_parses(monkeypatch)
     live = store.live_index("g")
     result = store.reconcile("g", live)
     assert result["finished"] == bytearray(b"\1" * 6) and result["rebuilt"] == [] and parses[0] == 12

@@ -24,7 +24,7 @@ from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.replay import replay_battle
 from extrarlhf.runtime.series import CHUNK, run_series, series_seed
 from extrarlhf.runtime.sessions import FINAL_STATUSES, TRACE_FILES, SessionStore, battle_id_for
-from tests.trace_helpers import all_traces, read_text
+from tests.trace_helpers import all_traces, counting_parses, read_text
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -281,18 +281,9 @@ def test_a_resume_with_nothing_to_play_parses_each_catalog_line_once(tmp_path: P
     """The reconcile's one pass gives the manifest check, the battles already finished and the
     series' live index (six passes over the catalog before: 124 CPU-s at 10^6 battles); the
     summary it writes is still the catalog's."""
-    from extrarlhf.runtime import catalog_lines
-
     root = tmp_path / "s"
     run_series(root, "g", 8, p1_model="baseline:random", opponent="baseline:random")
-    count = [0]
-    parse = catalog_lines.parse_catalog_line
-
-    def counted(*args, **kwargs):
-        count[0] += 1
-        return parse(*args, **kwargs)
-
-    monkeypatch.setattr(catalog_lines, "parse_catalog_line", counted)
+    count = counting_parses(monkeypatch)
     result = run_series(root, "g", 8, p1_model="baseline:random", opponent="baseline:random")
     assert (result["ran"], result["skipped"]) == (0, 8)
     assert count[0] == 16  # two lines a battle, each parsed once
