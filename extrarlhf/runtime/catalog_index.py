@@ -181,12 +181,12 @@ class LiveIndex:
     def take(self, line: CatalogLine) -> None:
         """Fold ``line``, the next line of a pass over the whole catalog from its start (damaged
         or not: a damaged one and the fold starts over at the first refresh)."""
-        if not self._taking:
+        if not self._taking or self._whole:
             return
         if line.entry is None or not line.terminated:
             self._taking = False  # a damaged or unterminated line: a repair (or the refresh) reads it
             return
-        self._whole = self._whole or not self._fold_line(line)
+        self._whole = not self._fold_line(line)
 
     def taken(self, handle: BinaryIO, end: int) -> None:
         """The pass :meth:`take` was given covered the first ``end`` bytes of the catalog open at

@@ -260,6 +260,24 @@ def test_a_resume_that_repairs_the_catalog_leaves_the_live_index_to_fold_the_new
     assert index.summary["by_status"]["unfinished"] == 0 and index.summary["battles"] == 4
 
 
+def test_a_resume_pass_that_sees_a_final_line_replaced_leaves_the_index_to_build(tmp_path):
+    """The same final line twice in the reconcile's pass (the first cannot be taken back from the
+    summary): the live index gives what build gives, then and after an append."""
+    store, lines = _series_lines(tmp_path, 3)
+    catalog = store.catalog_path("g")
+    catalog.write_bytes(b"".join(lines + [lines[-1]]))
+    live = store.live_index("g")
+    assert store.reconcile("g", live)["finished"] == bytearray(b"\1" * 3)
+    finish = lambda fold: fold.summary("g", None)  # noqa: E731
+    whole = lambda: catalog_index.build(catalog, lambda entries: store._summarize("g", entries, None))  # noqa: E731
+    _same_index(live.refresh(finish), whole())
+    with open(catalog, "ab") as handle:
+        handle.write(lines[0])  # battle 0's started line again, as a resume's retry writes one
+    index = live.refresh(finish)
+    _same_index(index, whole())
+    assert index.summary["battles"] == 3
+
+
 def test_paginate_sorted_pages_like_paginate():
     keys = catalog_index.SortedKeys(np.array([1, 2, 2, 5], np.int64), np.array([b"b1", b"b2a", b"b2b", b"b5"]))
     plain = [(1, "b1"), (2, "b2a"), (2, "b2b"), (5, "b5")]
