@@ -172,6 +172,7 @@ def _check_final_lines(store: SessionStore, group: str, diag: Diagnosis, hashes:
     if not n_wanted:
         return
     battles = store.battles_path(group)
+    battle_dir = store.battle_dirs(group) if hashes else None  # the sessions dir and the group resolved once
     found: list[tuple[int, list[dict[str, Any]]]] = []  # (first line of the battle, its problems), problems only
 
     def traces() -> Iterator[tuple]:
@@ -185,9 +186,9 @@ def _check_final_lines(store: SessionStore, group: str, diag: Diagnosis, hashes:
             if packed >> _LATEST_SHIFT & _LINE_MASK != line.number or not wanted(packed):
                 continue
             first, folder = packed >> _FIRST_SHIFT & _LINE_MASK, battles / battle_id
-            if hashes:
+            if battle_dir is not None:
                 try:
-                    store.battle_dir(group, battle_id)
+                    battle_dir(battle_id)
                 except PathOutsideSessionsDir as exc:
                     found.append((first, [problem(group, folder, None, None, exc.code, str(exc), False)]))
                     continue
@@ -250,11 +251,14 @@ def _check_orphans(store: SessionStore, group: str, diag: Diagnosis, orphans: li
             f"{diag.path}; a repair rebuilds the line from the trace", True))
 
 def check_trace(store: SessionStore, group: str, battle_id: str, entry: dict[str, Any], catalog: Path, number: int,
-                 folder: Path, problems: list[dict[str, Any]]) -> None:
+                folder: Path, problems: list[dict[str, Any]],
+                battle_dir: Callable[[str], Path] | None = None) -> None:
     """A final line against its trace: each file's sha256, then every other field against
-    the line rebuilt from the trace (report only: neither is repaired)."""
+    the line rebuilt from the trace (report only: neither is repaired). ``battle_dir``: the
+    group's :meth:`SessionStore.battle_dirs`, when the caller checks many of its battles."""
     try:
-        rebuilt: dict[str, Any] | None = store.rebuild_entry(group, battle_id)
+        rebuilt: dict[str, Any] | None = store.rebuild_entry(
+            group, battle_id, folder=battle_dir(battle_id) if battle_dir else None, written=entry["files"])
         error: RLHFError | None = None
     except (CorruptRecord, IntegrityError, UnsupportedSchema) as exc:
         rebuilt, error = None, exc

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
+
 from .trace_files import TRACE_FILES
 
 CATALOG_STATUSES = ("started", "finished", "abandoned", "crashed")
@@ -138,6 +140,39 @@ def check_object(doc: Any, expected_version: int) -> dict[str, Any]:
     if version != expected_version:
         raise OtherVersion(version, expected_version)
     return doc
+
+
+class _ActionFields(msgspec.Struct):
+    schema_version: int
+    battle_id: Any = None
+    decision_index: Any = None
+    state_hash_after: Any = None
+
+
+class _TurnFields(msgspec.Struct):
+    schema_version: int
+    battle_id: Any = None
+    state_end_hash: Any = None
+
+
+_LINE_FIELDS = {"actions.jsonl": msgspec.json.Decoder(_ActionFields), "turns.jsonl": msgspec.json.Decoder(_TurnFields)}
+
+
+def line_fields(name: str, data: bytes, expected_version: int) -> list[dict[str, Any]] | None:
+    """The fields a catalog line is rebuilt from of each record of trace file ``name`` (actions:
+    battle id, decision index, state hash after; turns: battle id, state end hash; a missing
+    one None), decoded without building the rest (about a fifth of the time of parsing each
+    record whole); None when a record is not a JSON object of ``expected_version`` with
+    well-formed JSON around those fields: parse them whole then, for the error. It takes a few
+    malformed values orjson refuses (a number out of float range, invalid UTF-8 in a string
+    it skips): for bytes known to be the writer's only (their sha256 is the catalog line's)."""
+    try:
+        found = _LINE_FIELDS[name].decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if any(record.schema_version != expected_version for record in found):
+        return None
+    return [msgspec.structs.asdict(record) for record in found]
 
 
 # --------------------------------------------------------------------------- catalog lines

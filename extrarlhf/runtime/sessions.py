@@ -611,14 +611,19 @@ class SessionStore:
                 raise record_error(path, number, exc, "record") from None
         return out
 
-    def rebuild_entry(self, group: str, battle_id: str) -> dict[str, Any]:
+    def rebuild_entry(self, group: str, battle_id: str, *, folder: Path | None = None,
+                      written: dict[str, str] | None = None) -> dict[str, Any]:
         """The final catalog line of a battle, rebuilt from its trace folder alone.
 
         The trace must be intact: three files, one meta record naming this group and battle
         (with index and seed that give this battle id), one actions record per recorded
         decision in order, turns that end at the recorded final state. Otherwise
-        CorruptRecord / IntegrityError (file, line, field) and nothing is rebuilt."""
-        v5 = self.battle_dir(group, battle_id) / "v5"
+        CorruptRecord / IntegrityError (file, line, field) and nothing is rebuilt.
+        ``folder``: the battle's folder as :meth:`battle_dirs` gives it (else resolved here).
+        ``written``: the files' sha256 as its catalog line records them; files that hash to
+        them are the writer's bytes, and their records are decoded for the fields the line
+        needs only (records.line_fields; ``check`` at a million battles)."""
+        v5 = (folder or self.battle_dir(group, battle_id)) / "v5"
         data: dict[str, bytes] = {}
         shown = {name: trace_files.find(v5, name) or v5 / name for name in TRACE_FILES}  # the stored files
         stored = trace_files.read_compact(v5)  # turns and actions as stored, when both are compact
@@ -647,8 +652,14 @@ class SessionStore:
                                  f"give battle id {battle_id!r}")
         result = meta["result"]
         final_hash = result["final_state_hash"]
+        files = {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES}
+
+        def records_of(name: str) -> list[dict[str, Any]]:
+            fields = records.line_fields(name, data[name], V5_SCHEMA_VERSION) if files == written else None
+            return self._trace_records(shown[name], data[name]) if fields is None else fields
+
         actions_path = shown["actions.jsonl"]  # a compact file's line numbers are of its plain bytes
-        actions = self._trace_records(actions_path, data["actions.jsonl"])
+        actions = records_of("actions.jsonl")
         if len(actions) != result["decisions"]:
             raise IntegrityError(f"{actions_path}: {len(actions)} decision records, but {meta_path} field "
                                  f"'result.decisions' says {result['decisions']}")
@@ -660,7 +671,7 @@ class SessionStore:
             raise IntegrityError(f"{actions_path} line {len(actions)}: field 'state_hash_after' is not the final "
                                  f"state hash recorded in {meta_path}")
         turns_path = shown["turns.jsonl"]
-        turns = self._trace_records(turns_path, data["turns.jsonl"])
+        turns = records_of("turns.jsonl")
         if not turns or any(t.get("battle_id") != battle_id for t in turns):
             raise IntegrityError(f"{turns_path}: no turn records, or records of another battle")
         if turns[-1].get("state_end_hash") != final_hash:
@@ -675,7 +686,7 @@ class SessionStore:
             "omniscient_peeks": len(meta["omniscient_peeks"]),
             "weights_hashes": sorted({a["weights_hash"] for a in (actors["p1"], actors["p2"]) if a["weights_hash"]}),
             "deck_ids": [meta["deck_ids"]["p1"], meta["deck_ids"]["p2"]],
-            "files": {name: hashlib.sha256(data[name]).hexdigest() for name in TRACE_FILES},
+            "files": files,
             **({} if stored is None else {"compact_sha256": trace_files.compact_digest(stored)}),
         }
 

@@ -132,6 +132,8 @@ def test_the_rebuilt_line_equals_the_written_one_for_every_status_and_actor(tmp_
                 continue
             entry.pop("schema_version")
             assert store.rebuild_entry(group, entry["battle_id"]) == entry
+            # the writer's bytes (they hash to the line's digests): decoded for the line's fields only, the same line
+            assert store.rebuild_entry(group, entry["battle_id"], written=entry["files"]) == entry
             checked += 1
     statuses = {e["status"] for g in ("models", "llm") for e in store.read_catalog(g)}
     assert checked == 5 and statuses == {"finished", "abandoned", "crashed"}
@@ -479,3 +481,51 @@ def test_check_sessions_lists_final_lines_in_the_order_their_battles_first_appea
         problems = check_sessions(root, hashes=hashes)
         assert [p["path"] for p in problems] == [str(root / "g" / "battles" / ids[0]),
                                                  str(root / "g" / "battles" / ids[2])]
+
+
+def test_line_fields_are_those_of_a_whole_parse_or_none_for_what_a_whole_parse_must_judge(tmp_path: Path) -> None:
+    from extrarlhf.runtime import records
+    from extrarlhf.runtime.trace import V5_SCHEMA_VERSION as V5
+
+    root = tmp_path / "s"
+    run_series(root, "g", 2, **SPECS)
+    battle = next((root / "g" / "battles").iterdir())
+    for name, fields in (("actions.jsonl", ("battle_id", "decision_index", "state_hash_after")),
+                         ("turns.jsonl", ("battle_id", "state_end_hash"))):
+        data = read_trace(battle, name)
+        whole = [json.loads(line) for line in data.splitlines()]
+        assert records.line_fields(name, data, V5) == [{"schema_version": V5, **{f: r.get(f) for f in fields}}
+                                                       for r in whole]
+    for bad in (b'{"schema_version":1}\n{"schema_version":1', b'{"schema_version":2}', b'{"schema_version":true}',
+                b'[1]', b'{"schema_version":1.0}', b'{"schema_version":1,"x":NaN}'):
+        assert records.line_fields("actions.jsonl", bad, V5) is None, bad
+
+
+def test_check_reads_only_the_lines_fields_of_the_writers_bytes_and_parses_changed_ones_whole(
+        tmp_path: Path, monkeypatch) -> None:
+    """``check`` at a million battles: an intact trace's actions and turns are decoded for the
+    fields its catalog line needs only; a trace whose bytes are not the writer's is parsed
+    whole, and reported as before (a number orjson refuses, behind a digest that no longer matches)."""
+    root = tmp_path / "s"
+    run_series(root, "g", 3, **SPECS)
+    store = SessionStore(root)
+    parsed: list[str] = []
+    whole = SessionStore._trace_records
+
+    def counted(self: SessionStore, path: Path, data: bytes) -> list[dict[str, Any]]:
+        parsed.append(Path(path).name.removesuffix(".zst"))
+        return whole(self, path, data)
+
+    monkeypatch.setattr(SessionStore, "_trace_records", counted)
+    assert check_sessions(root, hashes=True, workers=1) == []
+    assert parsed == ["meta.jsonl"] * 3
+    entry = store.read_catalog("g")[1]
+    battle = root / "g" / "battles" / entry["battle_id"]
+    lines = read_trace(battle, "actions.jsonl").splitlines(keepends=True)
+    write_trace(battle, "actions.jsonl", b"".join([lines[0].replace(b'"decision_index":0', b'"decision_index":1e400')]
+                                                  + lines[1:]))
+    parsed.clear()
+    problems = check_sessions(root, hashes=True, workers=1)
+    assert "actions.jsonl" in parsed
+    assert [(p["code"], entry["battle_id"] in p["message"], "does not match the sha256" in p["message"])
+            for p in problems] == [("integrity_error", True, True)]
