@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import itertools
 import json
 import os
 import secrets
@@ -773,31 +772,35 @@ class SessionStore:
 
             with diagnosis.diagnose(self, group, settled=True, observe=observe) as diag:
                 if diag.blockers:
-                    first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
-                                                                              "unsupported_schema")), None)
-                    reasons = "; ".join(diag.blockers)
-                    damaged = "; ".join(p["message"] for p in diag.problems if p["code"] == "corrupt_record")
-                    raise CorruptRecord(
-                        f"session group {group!r} needs a repair that is not provably safe, so nothing was played "
-                        f"and nothing was overwritten: {reasons}" + (f". Damaged: {damaged}" if damaged else ""),
-                        first["path"] if first else path, first["line"] if first else None,
-                        first["field"] if first else None)
+                    raise _unsafe_repair(group, path, diag)
                 for entry in diag.rebuilt.values():
                     lines.see(entry)
                 battle_dir = self.battle_dirs(group)
                 found = {**{b: m for b in consistency.evenly(list(diag.final_battles()))
                             if b not in lines.found and (m := self._meta_mismatch(battle_dir, configuration, b))},
-                         **lines.found}
+                         **lines.found}  # a line's mismatch wins over its trace's
                 if found:
                     raise manifest_mismatch(self, group, sorted(found.values(), key=lambda m: m[0]),
                                             "nothing was played")
                 finished = diag.finished()
-                if live is not None and diag.handle is not None and not diag.needs_repair:
-                    live.taken(diag.handle, diag.end)
                 if diag.needs_repair:
-                    diagnosis.apply_repair(self, group, diag)
+                    diagnosis.apply_repair(self, group, diag)  # a new file: the live index folds it whole
+                elif live is not None and diag.handle is not None:
+                    live.taken(diag.handle, diag.end)
         return {"rebuilt": sorted(diag.rebuilt), "dropped_lines": [line.number for line in diag.drop],
                 "next_index": diag.top_index + 1, "finished": finished}
+
+
+def _unsafe_repair(group: str, path: Path, diag: Any) -> CorruptRecord:
+    """The error of a reconcile whose repair is not provably safe (``diag.blockers``)."""
+    first = next((p for p in diag.problems if p["code"] in ("corrupt_record", "integrity_error",
+                                                              "unsupported_schema")), None)
+    reasons = "; ".join(diag.blockers)
+    damaged = "; ".join(p["message"] for p in diag.problems if p["code"] == "corrupt_record")
+    return CorruptRecord(
+        f"session group {group!r} needs a repair that is not provably safe, so nothing was played and nothing was "
+        f"overwritten: {reasons}" + (f". Damaged: {damaged}" if damaged else ""),
+        first["path"] if first else path, first["line"] if first else None, first["field"] if first else None)
 
 
 def check_sessions(sessions_dir: str | os.PathLike[str], repair: bool = False, *,
