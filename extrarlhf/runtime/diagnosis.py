@@ -76,7 +76,7 @@ class Diagnosis:
         """1 at each battle index that has a final entry once a repair is applied (the latest
         valid line of one of its battles is final, or its line is rebuilt): a byte per index,
         from the fold (no pass over the file)."""
-        done = bytearray(max(self.top_index, *(e["index"] for e in self.rebuilt.values()), -1) + 1)
+        done = bytearray(self.top_index + 1)  # a rebuilt battle's index is its folder's, counted there
         for packed in self.fold.values():
             if packed & _FINAL:
                 done[packed >> _INDEX_SHIFT] = 1

@@ -775,10 +775,13 @@ class SessionStore:
                     raise _unsafe_repair(group, path, diag)
                 for entry in diag.rebuilt.values():
                     lines.see(entry)
+                found = dict(lines.found)  # a line's mismatch wins over its trace's
                 battle_dir = self.battle_dirs(group)
-                found = {**{b: m for b in consistency.evenly(list(diag.final_battles()))
-                            if b not in lines.found and (m := self._meta_mismatch(battle_dir, configuration, b))},
-                         **lines.found}  # a line's mismatch wins over its trace's
+                for battle_id in consistency.evenly(list(diag.final_battles())):
+                    if battle_id not in found:
+                        mismatch = self._meta_mismatch(battle_dir, configuration, battle_id)
+                        if mismatch is not None:
+                            found[battle_id] = mismatch
                 if found:
                     raise manifest_mismatch(self, group, sorted(found.values(), key=lambda m: m[0]),
                                             "nothing was played")
