@@ -15,6 +15,7 @@ checkpoint name resolves through the registry, never through promotion or benchm
 - records.py    checks of catalog lines, manifests, summaries, group leases (field named on damage)
 - trace_files.py  a trace's three files on disk, plain or compact (.jsonl.zst of the same bytes)
 - trace_forms.py  a group's traces from one form to the other; one trace file's plain bytes
+- settled.py    a one-by-one start reads only what was appended since this process's last clean reconcile
 - ownership.py  the group lease (lease.json): one series owner per group, reaped when dead
 - series.py     resumable, cancellable series on bounded worker processes
 - codenames.py  codename leases (agents_index.json), self-healing reap

@@ -90,12 +90,28 @@ class CatalogIndex:
 
 
 def _crc32(path: Path, size: int) -> int:
-    crc = 0
     with open(path, "rb") as handle:
-        while size > 0 and (block := handle.read(min(_CHUNK, size))):
-            crc = zlib.crc32(block, crc)
-            size -= len(block)
+        return _crc32_of(handle, size)
+
+
+def _crc32_of(handle: BinaryIO, size: int) -> int:
+    """The crc32 of the first ``size`` bytes at ``handle``."""
+    crc = 0
+    for block in prefix_blocks(handle, size):
+        crc = zlib.crc32(block, crc)
     return crc
+
+
+def prefix_blocks(handle: BinaryIO, size: int) -> Iterator[memoryview]:
+    """The first ``size`` bytes at ``handle`` (fewer if the file is shorter), block by block,
+    read into one reused buffer (each block is valid until the next): a hash of a large
+    catalog then allocates nothing per block."""
+    buffer = bytearray(min(size, 1 << 20))
+    view = memoryview(buffer)
+    handle.seek(0)
+    while size > 0 and (count := handle.readinto(view[:min(len(buffer), size)])):
+        size -= count
+        yield view[:count]
 
 
 def build(catalog: Path, summarize: Callable[[Iterable[dict[str, Any]]], dict[str, Any]]) -> CatalogIndex:
@@ -154,10 +170,15 @@ class LiveIndex:
 
     A caller already reading the whole catalog (a resume's diagnosis) can fold it here as it
     goes instead: :meth:`take` each line, then :meth:`taken`; the first refresh then reads only
-    what was appended since."""
+    what was appended since.
 
-    def __init__(self, catalog: Path, new_fold: Callable[[], Fold]) -> None:
-        self.catalog, self._new_fold = catalog, new_fold
+    ``verify``: for a process that is not the group's only writer (battles started one by one,
+    from the MCP server, the arena and the terminal at once), each refresh first checks that the
+    bytes folded before are still the same (their crc32: a read, not a parse) and starts over
+    when they are not: an edit in place since the last refresh is never folded as the old line."""
+
+    def __init__(self, catalog: Path, new_fold: Callable[[], Fold], *, verify: bool = False) -> None:
+        self.catalog, self._new_fold, self.verify = catalog, new_fold, verify
         self._reset(None)
 
     def _reset(self, file: tuple[int, int] | None) -> None:
@@ -221,6 +242,9 @@ class LiveIndex:
             return whole()
         try:
             with open(self.catalog, "rb") as handle, gc_paused():
+                if self.verify and self._size and _crc32_of(handle, self._size) != self._crc:
+                    self._reset(file)  # an earlier byte changed: fold the file from its start
+                    self._taking = False
                 self._extend(handle, stat.st_size)
         except BaseException:
             self._reset(None)

@@ -23,7 +23,7 @@ from engine.actions import check_action_id
 
 from ..core.errors import InvalidArgument, MatchError
 from ..core.names import check_name
-from . import ownership
+from . import ownership, settled
 from .actors import Actor, battle_tag, check_p1_actor_type, resolve_actor
 from .codenames import check_codename
 from .sessions import SessionStore, battle_id_for
@@ -274,8 +274,8 @@ class Match:
             hashes, compact_sha256 = self.store.write_battle(self.group, self.battle_id, files, compact=self.compact)
             entry = self.catalog_entry(status, hashes, compact_sha256)
             self.store.append_catalog(self.group, entry)
-        if self.refresh_summary:
-            self.store.write_summary(self.group)
+            if self.refresh_summary:  # under the lock: the store's index of the group is shared by its matches
+                self.store.write_summary(self.group, live=self.store.followed_index(self.group))
         self.status = status
         battle_dir = self.store.battle_dir(self.group, self.battle_id)
         self.paths = {name: str(battle_dir / "v5" / stored_name(name, self.compact)) for name in hashes}
@@ -334,7 +334,7 @@ def start_match(store: SessionStore, group: str, p1_actor_type: Any, opponent: A
     store.ensure_group(group, configuration(p1_actor_type, opponent_actor, p1_actor), {"mode": "explicit"},
                        codename)
     with store.allocation_lock(group):
-        index = store.reconcile(group)["next_index"]  # never acts on a damaged catalog, never reuses an index
+        index = settled.next_index(store, group)  # never acts on a damaged catalog, never reuses an index
         if seed is None:
             seed = derive_seed(index, f"group:{group}") >> 1
         match = Match(store, group, index, seed, p1_actor_type, opponent_actor, p1_actor, codename,

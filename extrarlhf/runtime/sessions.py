@@ -71,7 +71,7 @@ from ..core.fileio import append_line_locked, atomic_write_json, check_version, 
 from ..core.names import check_name, is_name
 from ..core.procs import pid_alive
 from ..core.readiness import ReadinessPolicy, session_readiness
-from . import catalog_index, consistency, ownership, records, trace_files
+from . import catalog_index, consistency, ownership, records, settled, trace_files
 from .catalog_lines import (REPAIRS_LOG, SESSIONS_SCHEMA_VERSION, CatalogLine, gc_paused, iter_catalog, problem,
                             record_error, shown, valid_lines)
 from .catalog_lines import scan_catalog  # noqa: F401 - readers import it from here
@@ -180,6 +180,9 @@ class SessionStore:
         outlives it), but not a power cut; each fsync costs milliseconds per battle."""
         self.root = Path(root)
         self.fsync = os.environ.get("RLHF_FSYNC") == "1" if fsync is None else fsync
+        # battles started one by one: each group's last clean reconcile here (settled.py), and its summary's index
+        self.settled: dict[str, settled.SettledCatalog] = {}
+        self.followed: dict[str, catalog_index.LiveIndex] = {}
 
     # ------------------------------------------------------------------ paths (confined)
     def _confine(self, path: Path, what: str, root: str | None = None) -> Path:
@@ -356,14 +359,6 @@ class SessionStore:
             raise GroupMissing(f"cannot record battle {entry.get('battle_id')} of group {group!r}: the group's folder "
                                f"{path.parent} no longer exists (deleted or moved); nothing was appended") from None
 
-    def next_index(self, group: str) -> int:
-        """Next free battle index of a group (callers hold the group's allocation lock): above
-        every index in the catalog and every battle folder, so an index is never reused."""
-        top = max((e["index"] for e in self.iter_catalog_raw(group)), default=-1)
-        for name in self.battle_folders(group):
-            top = max(top, int(BATTLE_ID.fullmatch(name).group(1)))  # type: ignore[union-attr]
-        return top + 1
-
     def allocation_lock(self, group: str):
         """Serializes index allocation and the publication of battles started one by one (MCP
         matches) with repairs of the group."""
@@ -431,8 +426,8 @@ class SessionStore:
                       live: catalog_index.LiveIndex | None = None) -> dict[str, Any]:
         """Recompute the summary from the catalog and write it, with the catalog's index
         (catalog_index.py) that lets readers of a large group skip the fold; ``live`` (from
-        :meth:`live_index`, kept by the one process appending) folds only what was appended
-        since its last call."""
+        :meth:`live_index`, kept by the one process appending, or :meth:`followed_index`) folds
+        only what was appended since its last call."""
         self._require_group(group)
         if live is not None:
             index = live.refresh(lambda fold: fold.summary(group, policy))
@@ -450,6 +445,17 @@ class SessionStore:
         :meth:`write_summary`."""
         self._require_group(group)
         return catalog_index.LiveIndex(self.catalog_path(group), SummaryFold)
+
+    def followed_index(self, group: str) -> catalog_index.LiveIndex:
+        """The catalog index this store keeps for a group of battles started one by one (their
+        summary after each battle: match.py), under the group's allocation lock. Other processes
+        may append to the group too, so each refresh checks the bytes folded before (``verify``)."""
+        live = self.followed.get(group)
+        if live is None:
+            self._require_group(group)
+            live = self.followed[group] = catalog_index.LiveIndex(self.catalog_path(group), SummaryFold,
+                                                                  verify=True)
+        return live
 
     # ------------------------------------------------------------------ reading
     def list_groups(self) -> list[str]:
@@ -742,7 +748,8 @@ class SessionStore:
         if found:
             raise manifest_mismatch(self, group, found, consequence)
 
-    def reconcile(self, group: str, live: catalog_index.LiveIndex | None = None) -> dict[str, Any]:
+    def reconcile(self, group: str,
+                  live: catalog_index.LiveIndex | settled.SettledCatalog | None = None) -> dict[str, Any]:
         """Before adding battles to a group: make its catalog account for every trace on disk.
 
         A trace folder without a valid final line gets that line rebuilt from its intact trace,
@@ -754,9 +761,10 @@ class SessionStore:
         changed. Callers own the group (its lease, or its allocation lock for battles started
         one by one). All of it takes one pass over the catalog (the diagnosis'), which also
         folds it into ``live`` when given (:meth:`live_index`: the series' first summary then
-        reads only what it appended). Returns ``{"rebuilt": [battle ids], "dropped_lines": [line
-        numbers], "next_index": int, "finished": bytearray}``, ``finished`` 1 at each battle
-        index with a final line (after the repair)."""
+        reads only what it appended; a :class:`settled.SettledCatalog`: the next battle started
+        one by one reads only what was appended since). Returns ``{"rebuilt": [battle ids],
+        "dropped_lines": [line numbers], "next_index": int, "finished": bytearray}``,
+        ``finished`` 1 at each battle index with a final line (after the repair)."""
         from . import diagnosis  # diagnosis imports this module
 
         path = self.catalog_path(group)
