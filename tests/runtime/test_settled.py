@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -214,3 +215,44 @@ def test_the_summary_after_a_battle_folds_an_edited_catalog_again(tmp_path: Path
     summary = store.read_summary(GROUP)
     assert same_summary(summary, SessionStore(root).compute_summary(GROUP))
     assert summary["decisions"] >= 9
+
+
+def _play_many(root: str, seeds: list[int]) -> list[int]:
+    store = SessionStore(root)
+    return [play(store, seed).index for seed in seeds]
+
+
+def test_stores_and_threads_starting_at_once_never_share_an_index(tmp_path: Path) -> None:
+    """Two processes and, in one of them, two threads on one store start battles in one group at
+    once: every index is taken once, and the summary each store writes is the catalog's."""
+    import concurrent.futures
+    import multiprocessing
+    import threading
+
+    root = tmp_path / "s"
+    store = SessionStore(root)
+    play(store, 0)
+    context = multiprocessing.get_context("forkserver")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        other = pool.submit(_play_many, str(root), list(range(100, 140)))
+        deadline = time.monotonic() + 120
+        while len(catalog(root).read_bytes().splitlines()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the other process has started playing: the threads overlap it
+        mine: list[int] = []
+        threads = [threading.Thread(target=lambda k=k: mine.extend(_play_with(store, range(20 * k + 1, 20 * k + 21))))
+                   for k in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        theirs = other.result(timeout=300)
+    taken = sorted([0, *mine, *theirs])
+    assert taken == list(range(len(taken))) and len(taken) == 1 + 40 + 40
+    assert check_sessions(root) == []
+    play(store, 500)  # the summary this store writes folds what the others appended too
+    assert same_summary(store.read_summary(GROUP), SessionStore(root).compute_summary(GROUP))
+    assert store.read_summary(GROUP)["battles"] == 82
+
+
+def _play_with(store: SessionStore, seeds: range) -> list[int]:
+    return [play(store, seed).index for seed in seeds]
