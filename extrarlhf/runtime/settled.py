@@ -122,16 +122,18 @@ class SettledCatalog:
         lines = consistency.LineCheck(self.configuration)
         finished = []
         for line in catalog_lines(path, io.BytesIO(appended), start=self.end):
-            if not self._fold(line):
+            entry = line.entry
+            if entry is None or not self._fold(line):
                 return None
-            lines.see(line.entry)  # type: ignore[arg-type]
-            if line.entry["status"] in FINAL_STATUSES:  # type: ignore[index]
-                finished.append(line.entry["battle_id"])  # type: ignore[index]
+            lines.see(entry)
+            if entry["status"] in FINAL_STATUSES:
+                finished.append(entry["battle_id"])
         if lines.found:
             return None
-        battle_dir = store.battle_dirs(group) if finished else None
-        for battle_id in consistency.evenly(finished):
-            if store._meta_mismatch(battle_dir, self.configuration, battle_id) is not None:  # type: ignore[arg-type]
+        if finished:
+            battle_dir = store.battle_dirs(group)
+            if any(store._meta_mismatch(battle_dir, self.configuration, battle_id) is not None
+                   for battle_id in consistency.evenly(finished)):
                 return None
         if not self._folders_final(store.battles_path(group)):
             return None  # a trace folder without a final line: the reconcile rebuilds or refuses it
