@@ -13,7 +13,8 @@ dir, then, each in a fresh subprocess and best of ``--repeats``:
   them (ids, turn, player, actor, state hash, observation, legal action ids, chosen action,
   rationale; other fields ignored - its type inference cannot read the files as they are,
   because event fields change type between events): decisions/s;
-- peak resident memory (``ru_maxrss``) of the materializing process and of its largest worker;
+- peak resident memory (``ru_maxrss``) of the materializing process and of its largest worker,
+  read when materialize returns (before the Minari export that a one-worker run adds);
 - for reference, the same materialization on one process, and the engine's share alone:
   replaying the battles and computing the action features of every legal set (work any
   materialization must do per decision, in pure Python).
@@ -46,11 +47,13 @@ def _child_materialize(sessions: str, group: str, workers: int | None) -> dict:
         start, cpu = time.perf_counter(), time.process_time()
         result = materialize_v5_dataset([group], "bench", sessions_dir=sessions, datasets_dir=tmp, workers=workers)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        # the peaks so far are materialize's: read before the Minari export, which holds more
+        peaks = {"peak_rss_mb_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                 "peak_rss_mb_workers": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
         minari = _minari(tmp) if workers == 1 else None
     return {"seconds": seconds, "decisions": result["row_counts"]["decisions"],
             "cpu_seconds": cpu if workers == 1 else None, "battles": result["row_counts"]["battles"], **(minari or {}),
-            "peak_rss_mb_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "peak_rss_mb_workers": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+            **peaks}
 
 
 def _action_files(sessions: str, group: str) -> list[str]:
