@@ -224,7 +224,7 @@ def register(server: "ExtraRLHFServer") -> None:
         dataset: DatasetRef,
         ctx: Context,
         view: Annotated[Literal["lite", "standard"], Field(
-            description="'lite' (any eligible battle) or 'standard' (human-vs-human rows).")] = "lite",
+            description="'lite' (any eligible battle) or 'standard' (human vs human).")] = "lite",
         name: Annotated[str | None, Strict(), Field(description="Name of the split dataset.")] = None,
         group_by: Annotated[Literal["battle", "opponent_deck"], Field(
             description="'battle' or 'opponent_deck' (held-out decks).")] = "battle",

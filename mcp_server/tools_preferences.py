@@ -3,8 +3,9 @@
 
 A thin facade over extrarlhf.preferences.pool: an MCP client judges as kind ``llm``; its
 ``judge`` name is stored only as a keyed pseudonym. Nothing here tells a gold task apart:
-``preference_task`` shows what pool.task_view shows, and ``list_preferences`` leaves every
-task's source out (``sources=False``). Pools are made with
+``preference_task`` shows what pool.task_view shows, and ``list_preferences`` lists the
+caller's own judgments only, without task sources (``judge=``): another judge's answer would
+be there to copy. Pools are made with
 ``python -m extrarlhf preferences pool`` (or the core's ``create_preference_pool``).
 Call :func:`register` on a built server to add them.
 """
@@ -59,16 +60,16 @@ def register(server: "ExtraRLHFServer") -> None:
     @tool(title="List preferences", read_only=True, idempotent=True)
     def list_preferences(
         pool: PoolName,
+        judge: JudgeName,
         limit: Annotated[int, Strict(), Field(ge=1, le=500, description="Page size.")] = 50,
         offset: Annotated[int, Strict(), Field(ge=0, description="Skip this many.")] = 0,
     ) -> dict[str, Any]:
-        """A pool's judgments (paged) and the totals.
+        """Your judgments (paged), never another judge's.
 
-        The pool's judgments oldest first (task, judge pseudonym, kind, choice, reason) from
-        offset, up to limit, with next_offset, and totals by choice and judge kind; judges are
-        pseudonyms, never names.
+        Yours oldest first (task, pseudonym, kind, choice, reason) from offset, up to limit,
+        with next_offset and your totals; the pool's counts. No other judge's answer is shown.
         """
-        return prefs.list_preferences(pool, limit=limit, offset=offset, sources=False, **where)
+        return prefs.list_preferences(pool, limit=limit, offset=offset, sources=False, judge=judge, **where)
 
     @tool(title="Judge quality", read_only=True, idempotent=True)
     def preference_judges(pool: PoolName) -> dict[str, Any]:

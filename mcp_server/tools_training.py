@@ -127,7 +127,7 @@ def register(server: Any) -> None:
         device: Annotated[Literal["cpu", "cuda"], Field(description="'cuda' needs a GPU torch can see.")] = "cpu",
         readiness_policy: PolicyOverrides = None,
         overwrite: Annotated[bool, Strict(),
-                             Field(description="Replace an existing checkpoint (never the promoted one).")] = False,
+                             Field(description="Replace a checkpoint (never the promoted one).")] = False,
     ) -> dict[str, Any]:
         """Behaviour cloning on a V5-ready dataset into a v5 checkpoint.
 
@@ -184,7 +184,7 @@ def register(server: Any) -> None:
     def promote_checkpoint(
         name: CheckpointName,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Only if its latest benchmark was against the current incumbent.")] = True,
+            description="Only if benchmarked against the current incumbent.")] = True,
     ) -> dict[str, Any]:
         """Make a checkpoint the promoted policy (its latest benchmark must have passed).
 
@@ -254,11 +254,11 @@ def register(server: Any) -> None:
         ctx: Context,
         n_battles: Annotated[int, Strict(), Ge(1), Le(MAX_BATTLES),
                              Field(description="Battles the group should hold.")] = 300,
-        p1_model: Annotated[str, Strict(), Field(description="Player 1 of the collected battles.")]
+        p1_model: Annotated[str, Strict(), Field(description="Player 1's spec.")]
         = "baseline:greedy",
-        opponent: Annotated[str, Strict(), Field(description="Player 2 of the collected battles.")]
+        opponent: Annotated[str, Strict(), Field(description="Player 2's spec.")]
         = "baseline:greedy",
-        seed: Annotated[Seed, Field(description="Seed of the series, the training and the benchmark.")] = 0,
+        seed: Annotated[Seed, Field(description="Seed of series, training and benchmark.")] = 0,
         imitate: Imitate = "all",
         epochs: Epochs = 5,
         target: Target = "choice",
@@ -270,7 +270,7 @@ def register(server: Any) -> None:
         baseline_pairs: BaselinePairs = 20,
         promote: Annotated[bool, Strict(), Field(description="Promote it when its benchmark passed.")] = True,
         require_current_incumbent: Annotated[bool, Strict(), Field(
-            description="Promote only against the current incumbent.")] = True,
+            description="Only against the current incumbent.")] = True,
         max_workers: PipelineWorkers = 1,
         readiness_policy: PolicyOverrides = None,
     ) -> dict[str, Any]:

@@ -14,7 +14,9 @@ descriptions; never which player proposed which (judging is blind).
 Gold tasks (gold.py) and overlap tasks (``overlap_share`` of the tasks, offered to
 ``overlap_judges`` judges) are mixed in; ``pool.json`` lists the tasks in their serving order
 (:func:`serving_order`: gold and overlap tasks early). Nothing a judge is shown or listed
-(:func:`task_view`, :func:`list_preferences` without ``sources``) tells a gold task apart.
+(:func:`task_view`, :func:`list_preferences` without ``sources``) tells a gold task apart, and
+what a judge may list (:func:`list_preferences` with ``judge``) holds its own answers only, so
+it cannot copy another judge's.
 
 A judge is only ever stored as a keyed pseudonym (judges.py). :func:`next_task` never shows a
 judge the same task twice: a task given and not yet answered is given again (the same
@@ -398,18 +400,25 @@ def submit_preference(pool: str, task_id: str, judge: str, judge_kind: str, choi
     return {"pool": folder.name, "task_id": task_id, "judge": pseudonym, "choice": choice, "recorded": True}
 
 
-def list_preferences(pool: str, *, limit: int = 50, offset: int = 0, sources: bool = True,
+def list_preferences(pool: str, *, limit: int = 50, offset: int = 0, sources: bool = True, judge: Any = None,
                      preferences_dir: str | os.PathLike[str] = DEFAULT_PREFERENCES_DIR) -> dict[str, Any]:
     """A page of the pool's judgments (newest last) and its totals by choice, source and judge
-    kind. ``sources=False`` (what a judge may call: MCP) leaves every task's source out, so no
-    judgment's source says that its task was gold."""
+    kind. ``sources=False`` leaves every task's source out, so no judgment's source says that
+    its task was gold. With ``judge`` (what a judge may call: MCP) the page and the totals hold
+    that judge's own judgments only, sources left out: every judge can be served every task in
+    time, so another judge's answer shown to it could be copied (the gold and the agreement
+    would then vouch for a judge that only copies); the pool's counts of tasks, judgments and
+    judges stay."""
     limit = check_count(limit, "limit", 500)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidArgument(f"offset must be a non-negative integer, got {offset!r}")
     folder = pool_dir(preferences_dir, pool)
+    pseudonym = None if judge is None else judge_pseudonym(preferences_dir, judge)
     doc = read_pool(folder)
     source_of = {t["task_id"]: t["source"] for t in doc["tasks"]}
-    judgments = _lines(folder / JUDGMENTS)
+    every = _lines(folder / JUDGMENTS)
+    judgments = every if pseudonym is None else [j for j in every if j["judge"] == pseudonym]
+    sources = sources and pseudonym is None
     totals: dict[str, dict[str, int]] = {"choice": {}, "source": {}, "judge_kind": {}}
     for j in judgments:
         for key, value in (("choice", j["choice"]), ("source", source_of.get(j["task_id"], "?")),
@@ -419,9 +428,13 @@ def list_preferences(pool: str, *, limit: int = 50, offset: int = 0, sources: bo
     if not sources:
         del totals["source"]
         page = [{k: v for k, v in j.items() if k != "source"} for j in page]
-    return {"pool": doc["pool"], "dataset_id": doc["dataset_id"], "tasks": len(doc["tasks"]),
-            "judgments": len(judgments), "judges": len({j["judge"] for j in judgments}), "totals": totals,
-            "offset": offset, "items": page, "next_offset": offset + limit if offset + limit < len(judgments) else None}
+    out = {"pool": doc["pool"], "dataset_id": doc["dataset_id"], "tasks": len(doc["tasks"]),
+           "judgments": len(every), "judges": len({j["judge"] for j in every}), "totals": totals,
+           "offset": offset, "items": page,
+           "next_offset": offset + limit if offset + limit < len(judgments) else None}
+    if pseudonym is not None:
+        out.update({"judge": pseudonym, "yours": len(judgments)})
+    return out
 
 
 def _check_kind(kind: Any) -> str:

@@ -1,6 +1,6 @@
 """An LLM judging over MCP (issue 30): the real server over stdio gives a task from a pool,
 records the judgment as kind ``llm`` under a pseudonym, refuses a second answer and a task it
-never gave, and lists what was judged; a gold task's reply is shaped like any other's and the
+never gave, and lists what the judge itself judged (never another judge's answers); a gold task's reply is shaped like any other's and the
 judge-quality tool reports the judge (issue 54)."""
 
 from __future__ import annotations
@@ -50,9 +50,16 @@ async def test_an_llm_judges_a_pool_over_stdio(tmp_path: Path) -> None:
                                           "choice": "A"}, code="already_judged")
         await c.err("submit_preference", {"pool": "p", "task_id": task["task_id"], "judge": "model-x",
                                           "choice": "C"})
-        listed = await c.ok("list_preferences", {"pool": "p"})
+        listed = await c.ok("list_preferences", {"pool": "p", "judge": "model-x"})
         assert listed["judgments"] == 1 and listed["totals"]["judge_kind"] == {"llm": 1}
         assert listed["items"][0]["reason"] == "keeps the board" and listed["items"][0]["choice"] == "B"
+        assert listed["judge"] == done["judge"] and listed["yours"] == 1 and "model-x" not in json.dumps(listed)
+        # another judge cannot read the answer to copy it (issue 54)
+        seen = await c.ok("list_preferences", {"pool": "p", "judge": "model-z"})
+        assert seen["judgments"] == 1 and seen["judges"] == 1
+        assert seen["items"] == [] and seen["yours"] == 0 and seen["totals"] == {"choice": {}, "judge_kind": {}}
+        assert "keeps the board" not in json.dumps(seen) and done["judge"] not in json.dumps(seen)
+        await c.err("list_preferences", {"pool": "p"}, code="invalid_argument")  # the judge is required
         # a gold task's reply is shaped like any other's and says nothing of gold (issue 54)
         gold = read_gold(prefs / "gp")
         replies = []
@@ -64,7 +71,7 @@ async def test_an_llm_judges_a_pool_over_stdio(tmp_path: Path) -> None:
         assert {g for g, _ in replies} == {True, False}
         assert len({(tuple(sorted(r)), tuple(sorted(r["task"]))) for _, r in replies}) == 1
         assert all("gold" not in json.dumps(r).lower() for _, r in replies)
-        listed = await c.ok("list_preferences", {"pool": "gp"})
+        listed = await c.ok("list_preferences", {"pool": "gp", "judge": "model-y"})
         assert "gold" not in json.dumps(listed).lower() and "source" not in listed["totals"]
         judges = await c.ok("preference_judges", {"pool": "gp"})
         row = judges["judges"][0]

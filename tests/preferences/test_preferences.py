@@ -5,6 +5,8 @@ preference dataset with battle-grouped splits, the reward model fitted to synthe
 
 from __future__ import annotations
 
+import json
+
 import shutil
 import subprocess
 import sys
@@ -89,6 +91,35 @@ def test_a_judge_never_sees_a_task_twice_and_is_stored_only_as_a_pseudonym(data)
     listed = list_preferences("seen", preferences_dir=prefs)
     assert listed["judgments"] == 6 and listed["judges"] == 1 and listed["totals"]["choice"] == {"A": 6}
     assert listed["items"][0]["judge"].startswith("judge-")
+
+
+def test_a_judge_lists_only_its_own_answers_so_none_can_be_copied(data):
+    """Every judge is served every task in time, so a listing that showed other judges'
+    answers would let one copy them on the task it holds and pass the gold and the agreement
+    (issue 54): what a judge lists (``judge=``, the MCP tool) is its own answers only."""
+    _pool(data, "copy", 7, n=6)
+    prefs = data["preferences"]
+    for _ in range(6):
+        task = next_task("copy", "Bob", "human", preferences_dir=prefs)["task"]
+        submit_preference("copy", task["task_id"], "Bob", "human", "B", f"reason-{task['task_id']}",
+                          preferences_dir=prefs)
+    held = next_task("copy", "Carol", "llm", preferences_dir=prefs)["task"]  # a task Bob answered
+    view = list_preferences("copy", judge="Carol", sources=True, limit=500, preferences_dir=prefs)
+    assert view["judgments"] == 6 and view["judges"] == 1 and view["tasks"] == 6
+    assert view["items"] == [] and view["yours"] == 0 and view["totals"] == {"choice": {}, "judge_kind": {}}
+    assert view["next_offset"] is None and view["judge"].startswith("judge-")
+    text = json.dumps(view)
+    assert "reason-" not in text and held["task_id"] not in text and '"B"' not in text
+    submit_preference("copy", held["task_id"], "Carol", "llm", "A", preferences_dir=prefs)
+    mine = list_preferences("copy", judge="Carol", preferences_dir=prefs)
+    assert [(i["task_id"], i["choice"], i["judge"]) for i in mine["items"]] == [(held["task_id"], "A", view["judge"])]
+    assert mine["totals"] == {"choice": {"A": 1}, "judge_kind": {"llm": 1}} and mine["judgments"] == 7
+    bob = list_preferences("copy", judge="Bob", limit=4, preferences_dir=prefs)
+    assert bob["yours"] == 6 and len(bob["items"]) == 4 and bob["next_offset"] == 4
+    assert {i["choice"] for i in bob["items"]} == {"B"} and all("source" not in i for i in bob["items"])
+    with pytest.raises(RLHFError, match="judge must be a name"):
+        list_preferences("copy", judge=" ", preferences_dir=prefs)
+    assert list_preferences("copy", preferences_dir=prefs)["totals"]["choice"] == {"A": 1, "B": 6}  # the owner's view
 
 
 def test_bad_submissions_say_what_was_wrong_and_record_nothing(data):
