@@ -8,6 +8,8 @@ battles: the figures of the issue's targets come from benchmarks/preference_trus
 from __future__ import annotations
 
 import json
+import shutil
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -207,6 +209,39 @@ def test_the_terminal_judge_shows_a_gold_task_like_any_other(root: Path, monkeyp
     report = judge_quality("t", preferences_dir=root / "preferences")
     person = [j for j in report["judges"] if j["kind"] == "human"]
     assert len(person) == 1 and person[0]["judgments"] == 8 and person[0]["gold_answered"] == 2
+
+
+def test_a_judge_that_copies_what_it_lists_passes_only_while_it_can_list_others(root: Path, tmp_path: Path):
+    """The attack the judge-facing listing closes (issue 54): every judge is served every task in
+    time, so a judge that could list everyone's answers (as MCP ``list_preferences`` once did)
+    copies what the judges the report vouches for answered on the task it holds: its gold
+    accuracy and agreement vouch for it while it answers A wherever it has nothing to copy. Given
+    its own answers only, the same judge has nothing to copy and the gold flags it."""
+    from extrarlhf.preferences.judges import judge_pseudonym
+
+    outcome = {}
+    for listing in ("everyone", "own"):
+        prefs = tmp_path / listing
+        shutil.copytree(root / "preferences", prefs)
+        vouched = {j["judge"] for j in judge_quality("t", preferences_dir=prefs)["judges"]
+                   if not j["flagged"] and j["gold_answered"] >= 10}
+        copied = 0
+        for _ in range(96):  # every gold task comes by then (two in eight while they last)
+            task = next_task("t", "copycat", "llm", preferences_dir=prefs)["task"]
+            shown = (list_preferences("t", sources=False, limit=500, preferences_dir=prefs) if listing == "everyone"
+                     else list_preferences("t", judge="copycat", limit=500, preferences_dir=prefs))
+            answers = Counter(i["choice"] for i in shown["items"]
+                              if i["task_id"] == task["task_id"] and i["judge"] in vouched and i["choice"] != "skip")
+            copied += bool(answers)
+            choice = answers.most_common(1)[0][0] if answers else "A"
+            submit_preference("t", task["task_id"], "copycat", "llm", choice, preferences_dir=prefs)
+        me = judge_pseudonym(prefs, "copycat")
+        outcome[listing] = (copied, next(j for j in judge_quality("t", preferences_dir=prefs)["judges"]
+                                         if j["judge"] == me))
+    copied, row = outcome["everyone"]
+    assert copied >= 12 and row["gold_answered"] >= 10 and not row["flagged"]
+    copied, row = outcome["own"]
+    assert copied == 0 and row["gold_answered"] >= 10 and row["flagged"] and row["reason"].startswith("gold:")
 
 
 def test_agreement_is_judged_against_judges_the_gold_keeps():
