@@ -12,6 +12,7 @@ from .rng import SplitMix64
 
 DECK_SIZE = 30
 MAX_COPIES = 2
+_POOL = frozenset(CARDS)
 
 
 def validate_deck(deck: Any, who: str = "deck") -> tuple[int, ...]:
@@ -19,6 +20,12 @@ def validate_deck(deck: Any, who: str = "deck") -> tuple[int, ...]:
     if isinstance(deck, (str, bytes)) or not hasattr(deck, "__iter__"):
         raise DeckError(f"{who} must be a list of {DECK_SIZE} card ids, got {type(deck).__name__}")
     cards = list(deck)
+    # a valid deck of plain ints passes in one sort (every new battle and replay checks two);
+    # anything else goes through the checks below, which say what is wrong
+    if len(cards) == DECK_SIZE and all(type(c) is int for c in cards) and _POOL.issuperset(cards):
+        ordered = sorted(cards)
+        if all(a != b for a, b in zip(ordered, ordered[MAX_COPIES:])):
+            return tuple(cards)
     bad = [c for c in cards if not isinstance(c, int) or isinstance(c, bool)]
     if bad:
         raise DeckError(f"{who} must contain integer card ids; got {bad[0]!r}")

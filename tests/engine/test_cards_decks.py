@@ -211,6 +211,27 @@ def test_validate_deck_three_copies_names_the_card() -> None:
     assert str(err.value) == (f"p1_deck has 3 copies of card {firebolt} (Firebolt); at most 2 are allowed")
 
 
+def test_validate_deck_takes_any_order_and_int_subclasses_as_before() -> None:
+    """A valid deck of plain ints is checked in one sort (the fast path); a third copy anywhere
+    in the list, or ids of an int subclass, give what the step-by-step checks give."""
+    import enum
+    import random
+
+    rng = random.Random(5)
+    for _ in range(200):
+        deck = sample_deck()
+        rng.shuffle(deck)
+        assert engine.validate_deck(deck) == tuple(deck)
+        third = deck[:29] + [deck[rng.randrange(29)]]
+        if max(third.count(c) for c in third) > 2:
+            rng.shuffle(third)
+            with pytest.raises(DeckError, match="copies of card"):
+                engine.validate_deck(third)
+    Ids = enum.IntEnum("Ids", {f"c{c}": c for c in set(sample_deck())})
+    wrapped = [Ids(c) for c in sample_deck()]
+    assert engine.validate_deck(wrapped) == tuple(wrapped)
+
+
 def test_new_battle_reports_which_deck_is_bad() -> None:
     with pytest.raises(DeckError, match=r"^p2_deck must have exactly 30 cards, got 29"):
         engine.new_battle(1, p1_deck=sample_deck(), p2_deck=sample_deck()[:29])
