@@ -1,7 +1,8 @@
 """Policies that play ExtraArena. Imports engine (and numpy/onnx/onnxruntime) only.
 
 Every policy has ``act(state) -> action_id`` and ``decide(state) -> Decision``; model
-policies (onnx_models.py) fall back to a baseline with a warning instead of failing; the
+policies (onnx_models.py; their IO contracts onnx_contracts.py, their time limits
+inference_limits.py) fall back to a baseline with a warning instead of failing; the
 search actor (search.py) searches the acting player's information set with any of them, and the
 network-guided search (guided.py) searches it with a v5 network's prior and value.
 Long work (a battle of search decisions, a series) is cancellable and capped through the
@@ -10,8 +11,8 @@ checkpoints of work.py.
 
 from .baselines import BASELINES, GreedyPolicy, RandomPolicy, evaluate
 from .decision import AdapterError, Decision, KindMismatch, Policy
-from .onnx_models import (MODEL_KINDS, ModelPolicy, check_kind, decide, decide_many, detect_kind, signature,
-                          weights_hash)
+from .onnx_contracts import MODEL_KINDS, check_kind, detect_kind, signature, weights_hash
+from .onnx_models import ModelPolicy, decide, decide_many
 from .registry import AdapterRegistry, default_registry, load_factory
 from .guided import GuidedSearchPolicy
 from .search import SearchPolicy, parse_search_spec

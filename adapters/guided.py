@@ -52,9 +52,9 @@ from engine.native_state import NativeState
 from . import work
 from .baselines import GreedyPolicy, evaluate
 from .decision import AdapterError, Decision
+from .inference_limits import WATCHDOG, _unlimited_run_options
 from .model_files import read_model_file
-from .onnx_models import (WATCHDOG, LoadedModel, ModelPolicy, _session_run, _timed_out, _unlimited_run_options,
-                          build_inputs, new_session)
+from .onnx_models import LoadedModel, ModelPolicy, _session_run, _timed_out, build_inputs, new_session
 from .search import (DEFAULT_GUIDED_TURNS, GUIDES, LEAF_SCALE, MAX_GUIDED_TURNS, MAX_SIMS, SearchPolicy, _described,
                      determinize, information_set_digest, search_spec)
 

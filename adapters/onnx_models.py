@@ -1,13 +1,7 @@
-"""ONNX policies: IO contracts per kind, signatures, kind detection, weights hashes and
-:class:`ModelPolicy`, which plays a model and falls back to a baseline (with a warning)
-whenever the model cannot act.
-
-Kinds (DESIGN section 7), N = batch, A = candidate actions (the legal ones, padded):
-
-* ``legacy_onnx``: ``obs`` [N, OBS_DIM] -> ``logits`` [N, 163] (one per action id);
-* ``action_onnx`` (alias ``v4``): ``obs`` [N, OBS_DIM], ``action_features``
-  [N, A, ACTION_FEATURE_DIM], ``action_mask`` [N, A] -> ``scores`` [N, A];
-* ``v5``: the same inputs -> ``logits`` [N, A] and ``value`` [N, 1].
+"""ONNX policies: loading a model (cached per process) and :class:`ModelPolicy`, which
+plays a model and falls back to a baseline (with a warning) whenever the model cannot act.
+The kinds' inputs and outputs, signatures, kind detection and weights hashes are
+onnx_contracts.py's.
 
 ``obs`` is the observation of the player to move; the candidate actions are
 ``state.legal_actions()`` in that order, padded to the batch's largest A with mask 0 (the
@@ -21,415 +15,41 @@ Loaded models (weights hash, signature, onnxruntime session) are cached per proc
 path and file content (sha256), so the many per-battle policies of a series share one
 session and :func:`decide_many` can batch across them.
 
-Inference time limit. Every ``session.run`` (one decision, or one batch of decisions
-evaluated together) gets a time limit: ``ModelPolicy(..., timeout_s=...)`` (also a
-keyword of the registry factories), else the environment variable
-``RLHF_INFERENCE_TIMEOUT_S``, else :data:`DEFAULT_TIMEOUT_S` (2 s); ``0`` means no limit.
-One watchdog thread per process (started on first use, a daemon) sets
-``RunOptions.terminate`` on a run past its deadline; onnxruntime then stops at the next
-graph node boundary (nodes inside Loop/Scan/If bodies included; a single kernel already
-running is not interrupted) and raises ``Fail`` ("Exiting due to terminate flag being set
-to true"). That decision is a fallback like any other model failure, with a warning of
-kind ``timeout``. After ``max_timeouts`` timed-out runs in a row of one model file
-(constructor keyword, else ``RLHF_INFERENCE_MAX_TIMEOUTS``, else
-:data:`DEFAULT_MAX_TIMEOUTS` = 3; ``0`` never disables) the model is disabled: the
-policies that were playing it fall back without running it for the rest of their battle,
-and every policy playing that file in this process does so for ``RLHF_INFERENCE_DISABLE_S``
-seconds (default :data:`DEFAULT_DISABLE_S` = 600, which covers the rest of a series), so a
-model that spins costs ``max_timeouts`` x the limit, not one limit per decision. A changed
-file (another sha256) is a new model and starts afresh.
+Inference time limits (a watchdog per process, models disabled after timeouts in a row):
+inference_limits.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import math
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, OBS_DIM, SplitMix64, State, derive_seed, observations
+from engine import ACTION_FEATURE_DIM, ACTION_SPACE_SIZE, SplitMix64, State, derive_seed, observations
 from engine.features import native_model_inputs
 
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision, KindMismatch
+from .onnx_contracts import OUTPUT_NAMES, _MAX_MESSAGE, _graphs, canonical_kind, check_kind, signature, weights_hash
+from .inference_limits import (WATCHDOG, ModelHealth, _unlimited_run_options, disable_seconds, inference_timeout,
+                               max_timeouts_in_row)
 from .model_files import ModelFileError, read_model_file
 
 if TYPE_CHECKING:  # onnx and onnxruntime are imported where a model is read or run (start-up cost)
     import onnx
     import onnxruntime as ort
 
-MODEL_KINDS = ("legacy_onnx", "action_onnx", "v5")
-KIND_ALIASES = {"v4": "action_onnx"}
 FALLBACKS = {"greedy": GreedyPolicy, "random": RandomPolicy}
-
-# name -> (allowed element types, shape); str dims are dynamic, int dims fixed.
-_OBS = {"obs": (("float",), ("N", OBS_DIM))}
-_ACTION_INPUTS = {**_OBS, "action_features": (("float",), ("N", "A", ACTION_FEATURE_DIM)),
-                  "action_mask": (("float", "bool"), ("N", "A"))}
-CONTRACTS: dict[str, dict[str, dict[str, tuple[tuple[str, ...], tuple[str | int, ...]]]]] = {
-    "legacy_onnx": {"inputs": _OBS, "outputs": {"logits": (("float",), ("N", ACTION_SPACE_SIZE))}},
-    "action_onnx": {"inputs": _ACTION_INPUTS, "outputs": {"scores": (("float",), ("N", "A"))}},
-    "v5": {"inputs": _ACTION_INPUTS, "outputs": {"logits": (("float",), ("N", "A")), "value": (("float",), ("N", 1))}},
-}
-OUTPUT_NAMES = {kind: tuple(c["outputs"]) for kind, c in CONTRACTS.items()}
-_MAX_MESSAGE = 400
-
-
-@cache
-def _unlimited_run_options() -> ort.RunOptions:
-    """The RunOptions of runs without a time limit (one per process)."""
-    import onnxruntime as ort
-
-    options = ort.RunOptions()
-    options.log_severity_level = 4
-    return options
-
-TIMEOUT_ENV = "RLHF_INFERENCE_TIMEOUT_S"
-MAX_TIMEOUTS_ENV = "RLHF_INFERENCE_MAX_TIMEOUTS"
-DISABLE_ENV = "RLHF_INFERENCE_DISABLE_S"
-DEFAULT_TIMEOUT_S = 2.0
-DEFAULT_MAX_TIMEOUTS = 3
-DEFAULT_DISABLE_S = 600.0
-_MAX_SETTING = 86_400.0  # a day: anything longer is a typo
-
-
-def canonical_kind(kind: str) -> str:
-    """``v4`` -> ``action_onnx``; refuses anything that is not an ONNX kind."""
-    kind = KIND_ALIASES.get(kind, kind)
-    if kind not in CONTRACTS:
-        raise AdapterError(f"unknown model kind {kind!r}; ONNX kinds: {', '.join(MODEL_KINDS)} "
-                           f"(alias {', '.join(f'{a}={k}' for a, k in KIND_ALIASES.items())})")
-    return kind
-
-
-# ---------------------------------------------------------------------------- time limits
-def _setting(value: object, env: str, default: float, what: str, integer: bool = False) -> float:
-    """A limit from the constructor, else from the environment, else the default; refused
-    (AdapterError naming where it came from) unless a finite number in 0..a day."""
-    source = "argument"
-    if value is None:
-        raw = os.environ.get(env, "").strip()
-        if not raw:
-            return default
-        source = f"environment variable {env}"
-        try:
-            value = int(raw) if integer else float(raw)
-        except ValueError:
-            raise AdapterError(f"{what} from {source} must be {'an integer' if integer else 'a number of seconds'}"
-                               f", got {raw[:40]!r}") from None
-    ok = (isinstance(value, int) if integer else isinstance(value, (int, float))) and not isinstance(value, bool)
-    if not ok or not 0 <= value <= _MAX_SETTING:  # NaN fails the comparison too
-        raise AdapterError(f"{what} from {source} must be {'an integer' if integer else 'a number of seconds'} "
-                           f"in 0..{_MAX_SETTING:g} (0: {'never' if integer else 'no limit'}), got {value!r}")
-    return value
-
-
-def inference_timeout(timeout_s: float | None = None) -> float | None:
-    """The time limit per ``session.run`` in seconds (None: no limit); see the module docstring."""
-    limit = float(_setting(timeout_s, TIMEOUT_ENV, DEFAULT_TIMEOUT_S, "inference timeout_s"))
-    return limit if limit > 0 else None
-
-
-def max_timeouts_in_row(max_timeouts: int | None = None) -> int:
-    """Timed-out runs in a row after which a model is disabled (0: never)."""
-    return int(_setting(max_timeouts, MAX_TIMEOUTS_ENV, DEFAULT_MAX_TIMEOUTS, "max_timeouts", integer=True))
-
-
-def disable_seconds(strict: bool = False) -> float:
-    """How long a model disabled for timeouts stays disabled in this process (env
-    ``RLHF_INFERENCE_DISABLE_S``). Policies check it strictly when they are built; read again
-    mid-battle, when a model gets disabled, a value broken since falls back to the default."""
-    try:
-        return float(_setting(None, DISABLE_ENV, DEFAULT_DISABLE_S, "disable time"))
-    except AdapterError:
-        if strict:
-            raise
-        return DEFAULT_DISABLE_S
-
-
-class _Run:
-    """One armed ``session.run``: its own RunOptions, deadline, and whether the watchdog fired."""
-
-    __slots__ = ("deadline", "fired", "options")
-
-    def __init__(self, deadline: float) -> None:
-        import onnxruntime as ort
-
-        self.options = ort.RunOptions()
-        self.options.log_severity_level = 4
-        self.deadline = deadline
-        self.fired = False
-
-
-class _Watchdog:
-    """One daemon thread per process that sets ``RunOptions.terminate`` on runs past their
-    deadline. Arming a run costs a lock and a dict insert: the thread is woken only when a
-    run's deadline is earlier than the one it sleeps until (in practice, the first run after
-    an idle spell), so a busy series wakes it about twice per time limit, an idle process never.
-    """
-
-    def __init__(self) -> None:
-        self._reset()
-        if hasattr(os, "register_at_fork"):  # a forked worker has no thread: start its own
-            os.register_at_fork(after_in_child=self._reset)
-
-    def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._runs: dict[int, _Run] = {}
-        self._next_wake = math.inf
-        self._thread: threading.Thread | None = None
-        self.fired = 0  # runs terminated by this process's watchdog (for tests and diagnostics)
-
-    def arm(self, limit_s: float) -> _Run:
-        run = _Run(time.monotonic() + limit_s)
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="onnx-inference-watchdog", daemon=True)
-                self._thread.start()
-            self._runs[id(run)] = run
-            if run.deadline < self._next_wake:
-                self._next_wake = run.deadline
-                self._wake.set()
-        return run
-
-    def disarm(self, run: _Run) -> bool:
-        """Forget ``run`` (the watchdog no longer touches it); True if it was terminated."""
-        with self._lock:
-            self._runs.pop(id(run), None)
-        return run.fired
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
-
-    def _loop(self) -> None:
-        lock, wake = self._lock, self._wake
-        while True:
-            with lock:
-                delay = self._next_wake - time.monotonic()
-            if delay > 0:
-                wake.wait(None if delay == math.inf else delay)
-            with lock:
-                wake.clear()
-                now = time.monotonic()
-                upcoming = math.inf
-                for run in self._runs.values():
-                    if run.fired:
-                        continue
-                    if run.deadline <= now:
-                        run.options.terminate = True
-                        run.fired = True
-                        self.fired += 1
-                    elif run.deadline < upcoming:
-                        upcoming = run.deadline
-                self._next_wake = upcoming
-
-
-WATCHDOG = _Watchdog()
-
-
-class ModelHealth:
-    """Per loaded model file and process: timed-out runs in a row and, once disabled, until when."""
-
-    __slots__ = ("disabled_reason", "disabled_until", "timeouts_in_row")
-
-    def __init__(self) -> None:
-        self.timeouts_in_row = 0
-        self.disabled_until: float | None = None  # time.monotonic()
-        self.disabled_reason = ""
-
-    def disabled(self) -> bool:
-        return self.disabled_until is not None and time.monotonic() < self.disabled_until
 
 
 # ---------------------------------------------------------------------------------- loading
-def _as_model(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> onnx.ModelProto:
-    import onnx
-
-    if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path
-    if isinstance(model_or_path, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model_or_path))
-    return onnx.load_from_string(read_model_file(model_or_path))  # a regular file under the cap, or refused
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
-    """The graph and every subgraph (If/Loop/Scan bodies)."""
-    import onnx
-
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
-def _weight_tensors(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    """Initializers (dense and sparse, subgraphs included) plus the tensors of Constant nodes,
-    which some exporters use for weights; keyed by a name that does not depend on node order."""
-    import onnx
-    from onnx import numpy_helper
-
-    tensors: dict[str, onnx.TensorProto] = {}
-    for graph in _graphs(model.graph):
-        for t in graph.initializer:
-            tensors[f"init:{t.name}"] = t
-        for sp in graph.sparse_initializer:
-            tensors[f"sparse_values:{sp.values.name}"] = sp.values
-            tensors[f"sparse_indices:{sp.values.name}"] = sp.indices
-            tensors[f"sparse_dims:{sp.values.name}"] = numpy_helper.from_array(np.asarray(sp.dims, dtype=np.int64))
-        for node in graph.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
-                for attr in node.attribute:
-                    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
-                        tensors[f"const:{node.output[0]}"] = attr.t
-    return tensors
-
-
-def weights_hash(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> str:
-    """sha256 (hex) over the model's weights, sorted by name: name, dtype, dims, raw bytes.
-
-    The bytes come from ``numpy_helper.to_array`` (little-endian), so the hash does not
-    depend on how a tensor is stored (``raw_data`` or typed fields), on the order of nodes
-    or initializers, on doc strings or on producer metadata: a re-save keeps it."""
-    import onnx
-    from onnx import numpy_helper
-
-    model = _as_model(model_or_path)
-    digest = hashlib.sha256(b"extrarlhf-weights-v1\0")
-    for key, tensor in sorted(_weight_tensors(model).items()):
-        arr = numpy_helper.to_array(tensor)
-        if arr.dtype == object:  # string tensors
-            data = b"".join(len(b).to_bytes(8, "little") + b for b in
-                            (x if isinstance(x, bytes) else str(x).encode() for x in arr.ravel()))
-        else:
-            data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-        header = json.dumps({"name": key, "dtype": onnx.TensorProto.DataType.Name(tensor.data_type),
-                             "dims": [int(d) for d in tensor.dims]}, sort_keys=True).encode()
-        for part in (header, data):
-            digest.update(len(part).to_bytes(8, "little"))
-            digest.update(part)
-    return digest.hexdigest()
-
-
-def _type_and_shape(value_info: onnx.ValueInfoProto) -> tuple[str, list[int | str | None] | None]:
-    import onnx
-
-    t = value_info.type
-    if t.HasField("tensor_type"):
-        elem = onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower()
-        if not t.tensor_type.HasField("shape"):
-            return elem, None
-        dims: list[int | str | None] = []
-        for d in t.tensor_type.shape.dim:
-            dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
-        return elem, dims
-    return t.WhichOneof("value") or "unknown", None
-
-
-def signature(model_or_path: onnx.ModelProto | bytes | str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]]:
-    """The model's graph inputs (initializers excluded) and outputs: name, element type, shape.
-
-    Shapes are lists whose entries are an int (fixed), a str (named dynamic dim) or None
-    (unknown); a shape of None means the rank is unknown."""
-    model = _as_model(model_or_path)  # from bytes: external data files are never loaded
-    inits = {t.name for t in model.graph.initializer}
-
-    def entry(v: onnx.ValueInfoProto) -> dict[str, Any]:
-        elem, shape = _type_and_shape(v)
-        return {"name": v.name, "type": elem, "shape": shape}
-
-    return {"inputs": [entry(v) for v in model.graph.input if v.name not in inits],
-            "outputs": [entry(v) for v in model.graph.output]}
-
-
-def _fmt_shape(shape: Sequence[int | str | None] | None) -> str:
-    return "[?]" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def format_signature(sig: dict[str, list[dict[str, Any]]]) -> str:
-    """``obs float[N, 476] -> logits float[N, 163]``."""
-    def side(entries: list[dict[str, Any]]) -> str:
-        return ", ".join(f"{e['name']} {e['type']}{_fmt_shape(e['shape'])}" for e in entries) or "(none)"
-    return f"{side(sig['inputs'])} -> {side(sig['outputs'])}"
-
-
-def contract_signature(kind: str) -> dict[str, list[dict[str, Any]]]:
-    """The expected signature of a kind, in the same form as :func:`signature`."""
-    contract = CONTRACTS[canonical_kind(kind)]
-    return {side: [{"name": name, "type": "|".join(types), "shape": list(shape)}
-                   for name, (types, shape) in contract[side].items()] for side in ("inputs", "outputs")}
-
-
-def _problems(kind: str, sig: dict[str, list[dict[str, Any]]]) -> list[str]:
-    problems: list[str] = []
-    for side in ("inputs", "outputs"):
-        expected = CONTRACTS[kind][side]
-        found = {e["name"]: e for e in sig[side]}
-        word = side[:-1]
-        for name in expected:
-            if name not in found:
-                problems.append(f"missing {word} {name!r}")
-        for name in found:
-            if name not in expected:
-                problems.append(f"unexpected {word} {name!r}")
-        for name, (types, shape) in expected.items():
-            if name not in found:
-                continue
-            got = found[name]
-            if got["type"] not in types:
-                problems.append(f"{word} {name!r} has element type {got['type']}, expected {'|'.join(types)}")
-            got_shape = got["shape"]
-            if got_shape is None:
-                continue  # unknown rank: onnxruntime and the output checks decide at run time
-            if len(got_shape) != len(shape):
-                problems.append(f"{word} {name!r} has rank {len(got_shape)} {_fmt_shape(got_shape)}, "
-                                f"expected {_fmt_shape(shape)}")
-                continue
-            for axis, (want, have) in enumerate(zip(shape, got_shape)):
-                if isinstance(want, str) and isinstance(have, int):
-                    problems.append(f"{word} {name!r} axis {axis} ({want}) must be dynamic, found fixed {have}")
-                elif isinstance(want, int) and isinstance(have, int) and want != have:
-                    problems.append(f"{word} {name!r} axis {axis} is {have}, expected {want}")
-    return problems
-
-
-def check_kind(kind: str, sig: dict[str, list[dict[str, Any]]]) -> None:
-    """Raise :class:`KindMismatch` (expected vs found) unless ``sig`` fits ``kind``'s contract."""
-    kind = canonical_kind(kind)
-    problems = _problems(kind, sig)
-    if problems:
-        expected = contract_signature(kind)
-        raise KindMismatch(f"model does not fit kind {kind!r}: expected {format_signature(expected)}; "
-                           f"found {format_signature(sig)} ({'; '.join(problems)})",
-                           expected=expected, found=sig)
-
-
-def detect_kind(sig: dict[str, list[dict[str, Any]]]) -> str:
-    """The one kind whose contract ``sig`` fits; :class:`KindMismatch` listing every kind otherwise."""
-    fits = [kind for kind in MODEL_KINDS if not _problems(kind, sig)]
-    if len(fits) == 1:
-        return fits[0]
-    expected = {kind: contract_signature(kind) for kind in MODEL_KINDS}
-    why = "; ".join(f"{kind}: {', '.join(_problems(kind, sig))}" for kind in MODEL_KINDS)
-    raise KindMismatch(f"cannot detect the model kind: found {format_signature(sig)}, which fits none of "
-                       + ", ".join(f"{k} ({format_signature(s)})" for k, s in expected.items())
-                       + f" [{why}]", expected=expected, found=sig)
-
-
 def new_session(model_bytes: bytes) -> ort.InferenceSession:
     """One-threaded CPU session: series run several worker processes at once."""
     import onnxruntime as ort

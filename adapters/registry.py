@@ -28,7 +28,8 @@ from engine import State
 
 from .baselines import GreedyPolicy, RandomPolicy
 from .decision import AdapterError, Decision
-from .onnx_models import KIND_ALIASES, MODEL_KINDS, ModelPolicy
+from .onnx_contracts import KIND_ALIASES, MODEL_KINDS
+from .onnx_models import ModelPolicy
 from .search import DEFAULT_SIMS, SearchPolicy
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")

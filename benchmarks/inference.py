@@ -36,7 +36,8 @@ from pathlib import Path
 import onnxruntime as ort
 
 import engine
-from adapters.onnx_models import OUTPUT_NAMES, ModelPolicy, build_inputs
+from adapters.onnx_contracts import OUTPUT_NAMES
+from adapters.onnx_models import ModelPolicy, build_inputs
 from engine import SplitMix64
 
 TARGET_OVERHEAD = 0.25

@@ -57,15 +57,8 @@ from adapters.model_files import (
     sha256_model_file,
 )
 from adapters.model_files import size_text as _size_text
-from adapters.onnx_models import (
-    MODEL_KINDS,
-    canonical_kind,
-    check_kind,
-    detect_kind,
-    new_session,
-    signature,
-    weights_hash,
-)
+from adapters.onnx_contracts import MODEL_KINDS, canonical_kind, check_kind, detect_kind, signature, weights_hash
+from adapters.onnx_models import new_session
 
 from ..core.clock import utc_now
 from ..core.errors import InvalidArgument, NotFound, RLHFError, UnsupportedSchema

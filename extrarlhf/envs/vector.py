@@ -42,7 +42,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from adapters.onnx_models import DISABLE_ENV, MAX_TIMEOUTS_ENV, TIMEOUT_ENV, ModelPolicy, decide_actions
+from adapters.inference_limits import DISABLE_ENV, MAX_TIMEOUTS_ENV, TIMEOUT_ENV
+from adapters.onnx_models import ModelPolicy, decide_actions
 from engine import ACTION_SPACE_SIZE, OBS_DIM, IllegalActionError, backend, derive_seed
 from engine.actions import check_action_batch, check_batch_seats
 

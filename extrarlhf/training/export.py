@@ -27,7 +27,8 @@ import torch
 
 import engine
 from adapters.model_files import read_model_file
-from adapters.onnx_models import check_kind, new_session, signature, weights_hash
+from adapters.onnx_contracts import check_kind, signature, weights_hash
+from adapters.onnx_models import new_session
 
 from ..checkpoints.registry import Checkpoint, CheckpointRegistry
 from ..core.errors import RLHFError

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from adapters.model_files import read_model_file
-from adapters.onnx_models import weights_hash
+from adapters.onnx_contracts import weights_hash
 
 from ..checkpoints.registry import CheckpointRegistry
 from ..core.clock import utc_now

@@ -16,7 +16,8 @@ from onnx import helper, numpy_helper
 import engine
 from adapters import (AdapterError, Decision, GreedyPolicy, KindMismatch, ModelPolicy, RandomPolicy, check_kind,
                       decide_many, default_registry, detect_kind, load_factory, signature, weights_hash)
-from adapters.onnx_models import build_inputs, contract_signature
+from adapters.onnx_contracts import contract_signature
+from adapters.onnx_models import build_inputs
 from adapters.registry import DecidingPolicy, builtin_registry
 from tests import onnx_factory as f
 

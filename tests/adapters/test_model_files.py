@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from adapters.model_files import ModelFileError, open_model_file, read_model_file, sha256_model_file
-from adapters.onnx_models import signature, weights_hash
+from adapters.onnx_contracts import signature, weights_hash
 from tests import onnx_factory as f
 
 REPO = Path(__file__).resolve().parents[2]

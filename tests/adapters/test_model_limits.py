@@ -18,8 +18,9 @@ import pytest
 from mcp import Client
 
 import engine
-from adapters import AdapterError, GreedyPolicy, ModelPolicy, decide_many, default_registry, onnx_models
-from adapters.onnx_models import WATCHDOG, clear_model_cache
+from adapters import AdapterError, GreedyPolicy, ModelPolicy, decide_many, default_registry, inference_limits
+from adapters.inference_limits import WATCHDOG
+from adapters.onnx_models import clear_model_cache
 from extrarlhf.checkpoints.registry import CheckpointRegistry
 from extrarlhf.runtime.match import start_match
 from extrarlhf.runtime.series import run_series
@@ -40,9 +41,9 @@ KINDS = ("legacy_onnx", "action_onnx", "v5")
 def limits(monkeypatch):
     """A small limit for everything this file plays; a fresh model cache (and so fresh
     per-model timeout counters) for every test."""
-    monkeypatch.setenv(onnx_models.TIMEOUT_ENV, str(LIMIT))
-    monkeypatch.delenv(onnx_models.MAX_TIMEOUTS_ENV, raising=False)
-    monkeypatch.delenv(onnx_models.DISABLE_ENV, raising=False)
+    monkeypatch.setenv(inference_limits.TIMEOUT_ENV, str(LIMIT))
+    monkeypatch.delenv(inference_limits.MAX_TIMEOUTS_ENV, raising=False)
+    monkeypatch.delenv(inference_limits.DISABLE_ENV, raising=False)
     clear_model_cache()
     yield
     clear_model_cache()
@@ -137,7 +138,7 @@ def test_n_timeouts_in_a_row_disable_the_model_for_the_battle_and_the_process(sp
 
 
 def test_the_disable_window_expires_and_a_changed_file_starts_afresh(spin_files, states, tmp_path, monkeypatch):
-    monkeypatch.setenv(onnx_models.DISABLE_ENV, "0")
+    monkeypatch.setenv(inference_limits.DISABLE_ENV, "0")
     policy = ModelPolicy(spin_files["v5"], "v5", max_timeouts=1)
     first = policy.decide(states[0])
     assert "now disabled for the rest of the battle" in first.warning["message"]
@@ -147,7 +148,7 @@ def test_the_disable_window_expires_and_a_changed_file_starts_afresh(spin_files,
     fresh = ModelPolicy(spin_files["v5"], "v5", max_timeouts=1)  # no process-wide window: runs (and times out)
     assert fresh.decide(states[0]).warning["kind"] == "timeout" and WATCHDOG.fired == fired + 1
 
-    monkeypatch.delenv(onnx_models.DISABLE_ENV)
+    monkeypatch.delenv(inference_limits.DISABLE_ENV)
     path = f.save(f.spinning("v5"), tmp_path / "model.onnx")
     ModelPolicy(path, "v5", max_timeouts=1).decide(states[0])  # disabled for 600 s now
     blocked = ModelPolicy(path, "v5").decide(states[0])
@@ -222,18 +223,18 @@ def test_limit_settings_from_the_constructor_the_environment_and_the_default(spi
     assert ModelPolicy(path, "v5").timeout_s == LIMIT  # env (set by the fixture)
     assert ModelPolicy(path, "v5", timeout_s=1.5).timeout_s == 1.5  # the constructor wins
     assert ModelPolicy(path, "v5", timeout_s=0).timeout_s is None
-    monkeypatch.setenv(onnx_models.MAX_TIMEOUTS_ENV, "5")
+    monkeypatch.setenv(inference_limits.MAX_TIMEOUTS_ENV, "5")
     assert ModelPolicy(path, "v5").max_timeouts == 5 and ModelPolicy(path, "v5", max_timeouts=1).max_timeouts == 1
-    monkeypatch.delenv(onnx_models.TIMEOUT_ENV)
-    monkeypatch.delenv(onnx_models.MAX_TIMEOUTS_ENV)
+    monkeypatch.delenv(inference_limits.TIMEOUT_ENV)
+    monkeypatch.delenv(inference_limits.MAX_TIMEOUTS_ENV)
     default = ModelPolicy(path, "v5")
-    assert default.timeout_s == onnx_models.DEFAULT_TIMEOUT_S == 2.0 and default.max_timeouts == 3
+    assert default.timeout_s == inference_limits.DEFAULT_TIMEOUT_S == 2.0 and default.max_timeouts == 3
     registry = default_registry()
     v4 = registry.create("v4", path=f.save(f.action_model(), tmp_path / "v4.onnx"), timeout_s=0.7, max_timeouts=2)
     assert (v4.timeout_s, v4.max_timeouts) == (0.7, 2)
     assert "timeout_s" in ModelPolicy.__doc__
-    for name in (onnx_models.TIMEOUT_ENV, onnx_models.MAX_TIMEOUTS_ENV, onnx_models.DISABLE_ENV):
-        assert name in onnx_models.__doc__
+    for name in (inference_limits.TIMEOUT_ENV, inference_limits.MAX_TIMEOUTS_ENV, inference_limits.DISABLE_ENV):
+        assert name in inference_limits.__doc__
 
 
 @pytest.mark.parametrize("kwargs, env, needle", [
@@ -299,7 +300,7 @@ def test_a_series_with_a_spinning_model_finishes_degraded_with_a_timeout_warning
 def test_a_normal_model_series_is_the_same_with_or_without_the_limit(tmp_path, checkpoints, monkeypatch):
     run_series(tmp_path / "limited", "g", 6, p1_model="scripted", opponent="baseline:random", seed=4,
                checkpoints_dir=checkpoints.root)
-    monkeypatch.setenv(onnx_models.TIMEOUT_ENV, "0")
+    monkeypatch.setenv(inference_limits.TIMEOUT_ENV, "0")
     run_series(tmp_path / "unlimited", "g", 6, p1_model="scripted", opponent="baseline:random", seed=4,
                checkpoints_dir=checkpoints.root)
     a, b = SessionStore(tmp_path / "limited"), SessionStore(tmp_path / "unlimited")

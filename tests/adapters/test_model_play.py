@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import engine
-from adapters import onnx_models
+from adapters import onnx_contracts, onnx_models
 from extrarlhf.checkpoints.registry import CheckpointRegistry
 from extrarlhf.core.errors import RLHFError
 from extrarlhf.runtime.match import start_match
@@ -94,7 +94,7 @@ def test_a_tampered_checkpoint_plays_degraded_and_records_the_hash_that_played(t
     assert result["degraded"] is True
     assert result["policy_warnings"][0]["kind"] == "hash_mismatch"
     meta = json.loads(Path(result["paths"]["meta.jsonl"]).read_text())
-    assert meta["actors"]["p2"]["weights_hash"] == onnx_models.weights_hash(stored)
+    assert meta["actors"]["p2"]["weights_hash"] == onnx_contracts.weights_hash(stored)
     assert meta["actors"]["p2"]["weights_hash"] != registry.get("scripted").weights_hash
     assert meta["battle_tag"] == "llm-vs-rl"
 

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from mcp import Client
 
-from adapters.onnx_models import weights_hash
+from adapters.onnx_contracts import weights_hash
 from extrarlhf.checkpoints.promoted import read_promoted
 from extrarlhf.checkpoints.registry import CheckpointRegistry
 from extrarlhf.core.errors import NotFound
