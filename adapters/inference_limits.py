@@ -34,6 +34,15 @@ from .decision import AdapterError
 if TYPE_CHECKING:  # onnxruntime is imported where a run is armed (start-up cost)
     import onnxruntime as ort
 
+TIMEOUT_ENV = "RLHF_INFERENCE_TIMEOUT_S"
+MAX_TIMEOUTS_ENV = "RLHF_INFERENCE_MAX_TIMEOUTS"
+DISABLE_ENV = "RLHF_INFERENCE_DISABLE_S"
+DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_MAX_TIMEOUTS = 3
+DEFAULT_DISABLE_S = 600.0
+_MAX_SETTING = 86_400.0  # a day: anything longer is a typo
+
+
 @cache
 def _unlimited_run_options() -> ort.RunOptions:
     """The RunOptions of runs without a time limit (one per process)."""
@@ -42,14 +51,6 @@ def _unlimited_run_options() -> ort.RunOptions:
     options = ort.RunOptions()
     options.log_severity_level = 4
     return options
-
-TIMEOUT_ENV = "RLHF_INFERENCE_TIMEOUT_S"
-MAX_TIMEOUTS_ENV = "RLHF_INFERENCE_MAX_TIMEOUTS"
-DISABLE_ENV = "RLHF_INFERENCE_DISABLE_S"
-DEFAULT_TIMEOUT_S = 2.0
-DEFAULT_MAX_TIMEOUTS = 3
-DEFAULT_DISABLE_S = 600.0
-_MAX_SETTING = 86_400.0  # a day: anything longer is a typo
 
 
 def _setting(value: object, env: str, default: float, what: str, integer: bool = False) -> float:

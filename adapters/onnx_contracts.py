@@ -8,7 +8,7 @@ Kinds (DESIGN section 7), N = batch, A = candidate actions (the legal ones, padd
   [N, A, ACTION_FEATURE_DIM], ``action_mask`` [N, A] -> ``scores`` [N, A];
 * ``v5``: the same inputs -> ``logits`` [N, A] and ``value`` [N, 1].
 
-``weights_hash`` is a digest of a model's weights alone (graph edits that keep them keep it).
+``weights_hash`` is a digest of a model's weights alone, by name (a re-save keeps it).
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from .model_files import read_model_file
 if TYPE_CHECKING:  # onnx is imported where a model is read (start-up cost)
     import onnx
 
+
 MODEL_KINDS = ("legacy_onnx", "action_onnx", "v5")
 KIND_ALIASES = {"v4": "action_onnx"}
+
 # name -> (allowed element types, shape); str dims are dynamic, int dims fixed.
 _OBS = {"obs": (("float",), ("N", OBS_DIM))}
 _ACTION_INPUTS = {**_OBS, "action_features": (("float",), ("N", "A", ACTION_FEATURE_DIM)),
