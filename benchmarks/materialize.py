@@ -1,9 +1,9 @@
 """Dataset materialization throughput and memory; prints one JSON object.
 
-    .venv/bin/python -m benchmarks.materialize [--sizes 200,800] [--repeats 3] [--workers N]
+    .venv/bin/python -m benchmarks.materialize [--sizes 200,800] [--repeats 3] [--workers N] [--p1 SPEC]
 
-For each size, a greedy-vs-greedy session group of that many battles is collected into a temp
-dir, then, each in a fresh subprocess and best of ``--repeats``:
+For each size, a session group of that many battles (``--p1``, default ``baseline:greedy``,
+against ``baseline:greedy``) is collected into a temp dir, then, each in a fresh subprocess and best of ``--repeats``:
 
 - ``materialize_v5_dataset`` of the group (full path: trace hashing, parsing, replay with
   action features, Parquet writing, validation before publication, manifest): decisions/s;
@@ -131,6 +131,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="materialization workers (default: automatic)")
     parser.add_argument("--plain-traces", action="store_true", help="collect plain .jsonl traces (default: compact)")
+    parser.add_argument("--p1", default="baseline:greedy",
+                        help="player 1 of the collected battles, e.g. 'search:baseline:greedy?sims=32' for the "
+                             "teacher battles issue 50 names (player 2 is baseline:greedy)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -151,7 +154,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-sessions-") as tmp:
         for n in sizes:
             group = f"bench-{n}"
-            run_series(tmp, group, n, p1_model="baseline:greedy", opponent="baseline:greedy", seed=0,
+            run_series(tmp, group, n, p1_model=args.p1, opponent="baseline:greedy", seed=0,
                        max_workers=min(2, os.cpu_count() or 1), compact_traces=not args.plain_traces)
             workers = "auto" if args.workers is None else str(args.workers)
             mats, singles, arrows, engines = [], [], [], []
@@ -192,7 +195,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "workers": args.workers or "auto",
         "repeats": args.repeats,
-        "matchup": "baseline:greedy vs baseline:greedy",
+        "matchup": f"{args.p1} vs baseline:greedy",
         "traces": "plain" if args.plain_traces else "compact",
         "sizes": rows,
         "ratio_vs_pyarrow": large["ratio_vs_pyarrow"],
